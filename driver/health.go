@@ -1,0 +1,123 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+
+	"carve.dev/carve/driver/lvmvol"
+)
+
+// Volume health (CSI 1.13's VolumeHealth, which replaced VolumeCondition).
+
+var volumeHealthKinds = map[lvmvol.ProblemKind]csi.VolumeHealthErrorType{
+	lvmvol.Degraded:     csi.VolumeHealthErrorType_DEGRADED,
+	lvmvol.Inaccessible: csi.VolumeHealthErrorType_INACCESSIBLE,
+	lvmvol.DataLoss:     csi.VolumeHealthErrorType_DATA_LOSS,
+}
+
+func volumeHealth(id string, problems []lvmvol.Problem) *csi.VolumeHealth {
+	h := &csi.VolumeHealth{VolumeId: id}
+	for _, p := range problems {
+		h.HealthStatuses = append(h.HealthStatuses, &csi.VolumeHealth_VolumeHealthEntry{
+			Status: volumeHealthKinds[p.Kind], Reason: p.Reason, Message: p.Message,
+		})
+	}
+	return h
+}
+
+func (c *Controller) ControllerGetVolumeHealth(ctx context.Context, req *csi.ControllerGetVolumeHealthRequest) (*csi.ControllerGetVolumeHealthResponse, error) {
+	if req.GetVolumeId() == "" {
+		return nil, invalidArgument("volume id missing")
+	}
+	vol, err := c.getVolume(ctx, req.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	return &csi.ControllerGetVolumeHealthResponse{VolumeHealth: volumeHealth(req.GetVolumeId(), vol.Health)}, nil
+}
+
+// ControllerListVolumeHealth lists the volumes with adverse conditions only,
+// paged like ListVolumes.
+func (c *Controller) ControllerListVolumeHealth(ctx context.Context, req *csi.ControllerListVolumeHealthRequest) (*csi.ControllerListVolumeHealthResponse, error) {
+	if req.GetMaxEntries() < 0 {
+		return nil, invalidArgument("max_entries %d is negative", req.GetMaxEntries())
+	}
+	vols, err := c.backend.ListVolumes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var sick []*csi.VolumeHealth
+	for _, v := range vols {
+		if len(v.Health) > 0 {
+			sick = append(sick, volumeHealth(v.ID.String(), v.Health))
+		}
+	}
+	start, err := pageStart(req.GetStartingToken(), len(sick))
+	if err != nil {
+		return nil, err
+	}
+	end := len(sick)
+	if n := int(req.GetMaxEntries()); n > 0 && start+n < end {
+		end = start + n
+	}
+	resp := &csi.ControllerListVolumeHealthResponse{Entries: sick[start:end]}
+	if end < len(sick) {
+		resp.NextToken = fmt.Sprint(end)
+	}
+	return resp, nil
+}
+
+// NodeGetVolumeHealth adds what the node sees to LVM's view: an LV that is
+// not active, or a publish/staging path that is no longer mounted, makes the
+// volume inaccessible here.
+func (n *Node) NodeGetVolumeHealth(ctx context.Context, req *csi.NodeGetVolumeHealthRequest) (*csi.NodeGetVolumeHealthResponse, error) {
+	if req.GetVolumeId() == "" {
+		return nil, invalidArgument("volume id missing")
+	}
+	id, err := n.localID(req.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	vol, err := n.volumes.GetVolume(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	problems := vol.Health
+	if !vol.Published {
+		problems = append(problems, lvmvol.Problem{Kind: lvmvol.Inaccessible, Reason: "NotActive",
+			Message: "logical volume is not active on this node"})
+	}
+	for _, p := range []string{req.GetStagingTargetPath(), req.GetVolumePublishPath()} {
+		if p == "" {
+			continue
+		}
+		if ok, err := n.fs.IsMountPoint(p); err != nil || !ok {
+			problems = append(problems, lvmvol.Problem{Kind: lvmvol.Inaccessible, Reason: "NotMounted",
+				Message: fmt.Sprintf("%s is not mounted", p)})
+		}
+	}
+	return &csi.NodeGetVolumeHealthResponse{VolumeHealth: volumeHealth(req.GetVolumeId(), problems)}, nil
+}
+
+// StorageHealther reports the health of the node's volume groups.
+type StorageHealther interface {
+	StorageHealth(ctx context.Context) []lvmvol.Problem
+}
+
+var storageHealthKinds = map[lvmvol.ProblemKind]csi.StorageHealthErrorType{
+	lvmvol.Degraded:     csi.StorageHealthErrorType_STORAGE_DEGRADED,
+	lvmvol.Inaccessible: csi.StorageHealthErrorType_STORAGE_UNREACHABLE,
+	lvmvol.DataLoss:     csi.StorageHealthErrorType_STORAGE_DEGRADED,
+}
+
+func (n *Node) NodeGetStorageHealth(ctx context.Context, _ *csi.NodeGetStorageHealthRequest) (*csi.NodeGetStorageHealthResponse, error) {
+	resp := &csi.NodeGetStorageHealthResponse{}
+	for _, p := range n.volumes.StorageHealth(ctx) {
+		resp.BackendHealth = append(resp.BackendHealth, &csi.NodeGetStorageHealthResponse_StorageBackendHealth{
+			Status: storageHealthKinds[p.Kind], Reason: p.Reason, Message: p.Message,
+		})
+	}
+	return resp, nil
+}

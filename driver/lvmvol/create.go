@@ -1,0 +1,122 @@
+package lvmvol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"k8s.io/klog/v2"
+
+	"carve.dev/carve/lvm"
+)
+
+// CreateRequest is a volume to carve. Sizes follow CSI's capacity range:
+// RequiredBytes is the least acceptable size (already defaulted by the
+// caller), LimitBytes the most (0: no limit).
+type CreateRequest struct {
+	Name          string
+	VG            string
+	RequiredBytes int64
+	LimitBytes    int64
+	// ParamsDigest identifies the parameters (see ParamsDigest).
+	ParamsDigest string
+}
+
+// CreateVolume carves the volume, or returns the one an earlier call with the
+// same name and arguments carved (CSI idempotency; see doc.go for crash
+// safety). The new volume is inactive: only PublishVolume activates it.
+func (m *Manager) CreateVolume(ctx context.Context, req CreateRequest) (Volume, error) {
+	if err := m.checkVG(req.VG); err != nil {
+		return Volume{}, err
+	}
+	name := LVName(req.Name)
+	lv, err := m.lvm.GetLV(ctx, req.VG, name)
+	switch {
+	case err == nil:
+		return m.adopt(ctx, lv, req)
+	case !errors.Is(err, lvm.ErrNotFound):
+		return Volume{}, fmt.Errorf("look up %s/%s: %w", req.VG, name, err)
+	}
+	vg, err := m.lvm.GetVG(ctx, req.VG)
+	if err != nil {
+		return Volume{}, fmt.Errorf("volume group %s: %w", req.VG, err)
+	}
+	size, err := sizeFor(req, vg.ExtentSize)
+	if err != nil {
+		return Volume{}, err
+	}
+	if size > vg.Free {
+		return Volume{}, fmt.Errorf("volume %q needs %d bytes, volume group %s has %d free: %w",
+			req.Name, size, req.VG, vg.Free, lvm.ErrNoSpace)
+	}
+	lv, err = m.lvm.CreateLV(ctx, lvm.CreateLVOptions{VG: req.VG, Name: name, Size: size, Tags: createTags(req)})
+	if errors.Is(err, lvm.ErrAlreadyExists) {
+		// A concurrent create of the same name won; judge its result.
+		if lv, err = m.lvm.GetLV(ctx, req.VG, name); err == nil {
+			return m.adopt(ctx, lv, req)
+		}
+	}
+	if err != nil {
+		return Volume{}, fmt.Errorf("create volume %q: %w", req.Name, err)
+	}
+	klog.InfoS("Created logical volume", "name", req.Name, "lv", req.VG+"/"+name, "bytes", lv.Size)
+	return m.finishCreate(ctx, lv)
+}
+
+// adopt decides whether an existing LV is the volume req asks for.
+func (m *Manager) adopt(ctx context.Context, lv lvm.LV, req CreateRequest) (Volume, error) {
+	ref := lv.VGName + "/" + lv.Name
+	if !isManaged(lv) {
+		return Volume{}, fmt.Errorf("logical volume %s exists and is not Carve's: %w", ref, ErrNameConflict)
+	}
+	if lv.HasTag(tagDeleting) {
+		// A deletion was interrupted: finish it, then carve afresh, so that
+		// half-wiped data is never handed out.
+		if err := m.finishDelete(ctx, lv); err != nil {
+			return Volume{}, err
+		}
+		return m.CreateVolume(ctx, req)
+	}
+	if got := tagValue(lv, tagParamsPrefix); got != req.ParamsDigest {
+		return Volume{}, fmt.Errorf("volume %q exists with other parameters: %w", req.Name, ErrNameConflict)
+	}
+	size := int64(lv.Size)
+	if size < req.RequiredBytes || (req.LimitBytes > 0 && size > req.LimitBytes) {
+		return Volume{}, fmt.Errorf("volume %q exists with %d bytes, outside [%d, %d]: %w",
+			req.Name, size, req.RequiredBytes, req.LimitBytes, ErrNameConflict)
+	}
+	if lv.HasTag(tagPending) {
+		return m.finishCreate(ctx, lv)
+	}
+	return m.volumeOf(lv), nil
+}
+
+// finishCreate leaves a fresh LV inactive and drops its pending tag, in that
+// order, so that a crash in between is redone by the next call.
+func (m *Manager) finishCreate(ctx context.Context, lv lvm.LV) (Volume, error) {
+	if lv.Active {
+		if err := m.lvm.Deactivate(ctx, lv.VGName, lv.Name); err != nil {
+			return Volume{}, fmt.Errorf("deactivate new volume %s/%s: %w", lv.VGName, lv.Name, err)
+		}
+		lv.Active = false
+	}
+	if err := m.lvm.RemoveTags(ctx, lv.VGName, lv.Name, tagPending); err != nil {
+		return Volume{}, fmt.Errorf("settle new volume %s/%s: %w", lv.VGName, lv.Name, err)
+	}
+	return m.volumeOf(lv), nil
+}
+
+// sizeFor rounds the requested size up to whole extents and checks it
+// against the limit. Rounding is always up: a volume is never smaller than
+// asked.
+func sizeFor(req CreateRequest, extent uint64) (uint64, error) {
+	if req.RequiredBytes <= 0 {
+		return 0, fmt.Errorf("volume %q: required size %d: %w", req.Name, req.RequiredBytes, ErrOutOfRange)
+	}
+	size := lvm.RoundUp(uint64(req.RequiredBytes), extent)
+	if req.LimitBytes > 0 && size > uint64(req.LimitBytes) {
+		return 0, fmt.Errorf("volume %q: %d bytes rounded up to %d-byte extents is %d, above the limit %d: %w",
+			req.Name, req.RequiredBytes, extent, size, req.LimitBytes, ErrOutOfRange)
+	}
+	return size, nil
+}

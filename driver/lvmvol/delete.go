@@ -1,0 +1,67 @@
+package lvmvol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"carve.dev/carve/lvm"
+)
+
+// wipeTimeout bounds the zeroing of one volume. The wipe runs detached from
+// the caller's context: a CO that gives up and retries must not restart a
+// long wipe from zero forever; its retries are told the operation is pending
+// (by the driver's per-volume lock) until this one is done.
+const wipeTimeout = 6 * time.Hour
+
+// DeleteVolume wipes and removes the volume. A volume that does not exist is
+// deleted already (CSI idempotency). A published volume is refused.
+func (m *Manager) DeleteVolume(ctx context.Context, id ID) error {
+	lv, err := m.lookup(ctx, id)
+	if errors.Is(err, ErrVolumeNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if lv.Open {
+		return fmt.Errorf("volume %s is open on node %s: %w", id, m.node, ErrInUse)
+	}
+	// An active LV is published, unless a create or delete was interrupted
+	// (it is active while being created or wiped).
+	if lv.Active && isSettled(lv) {
+		return fmt.Errorf("volume %s is still published (active): %w", id, ErrInUse)
+	}
+	if !lv.HasTag(tagDeleting) {
+		if err := m.lvm.AddTags(ctx, lv.VGName, lv.Name, tagDeleting); err != nil {
+			return fmt.Errorf("mark %s for deletion: %w", id, err)
+		}
+	}
+	return m.finishDelete(context.WithoutCancel(ctx), lv)
+}
+
+// finishDelete zeroes and removes an LV marked deleting.
+func (m *Manager) finishDelete(ctx context.Context, lv lvm.LV) error {
+	ref := lv.VGName + "/" + lv.Name
+	ctx, cancel := context.WithTimeout(ctx, wipeTimeout)
+	defer cancel()
+	if err := m.lvm.Activate(ctx, lv.VGName, lv.Name); err != nil {
+		return fmt.Errorf("activate %s to wipe it: %w", ref, err)
+	}
+	start := time.Now()
+	if err := m.wiper.Wipe(ctx, devicePath(lv.VGName, lv.Name)); err != nil {
+		return fmt.Errorf("wipe %s: %w", ref, err)
+	}
+	klog.InfoS("Wiped logical volume", "lv", ref, "bytes", lv.Size, "duration", time.Since(start))
+	if err := m.lvm.Deactivate(ctx, lv.VGName, lv.Name); err != nil {
+		return fmt.Errorf("deactivate %s after wipe: %w", ref, err)
+	}
+	if err := m.lvm.RemoveLV(ctx, lv.VGName, lv.Name); err != nil {
+		return fmt.Errorf("remove %s: %w", ref, err)
+	}
+	klog.InfoS("Removed logical volume", "lv", ref, "name", tagValue(lv, tagNamePrefix))
+	return nil
+}

@@ -1,0 +1,44 @@
+// Package lvmvol is Carve's meaning of a volume on LVM: how a CSI name becomes
+// a logical volume, which tags carry its state, and what create, delete,
+// publish and unpublish do to it. Standalone mode calls it straight from the
+// CSI services; in cluster mode the node agent calls the same code, so both
+// modes share one implementation of the LVM semantics.
+//
+// # State lives in LVM
+//
+// Everything the driver needs to know about a volume is in the LV itself: its
+// name (derived from the CSI name, see LVName), and its tags (see tags.go). A
+// restarted process re-reads the truth from lvs; nothing is kept in memory or
+// in a state file.
+//
+// # Crash safety
+//
+// Every multi-step operation marks its intent on the LV first and is safe to
+// run again from the start:
+//   - create: lvcreate adds the volume's tags and carve.dev/pending atomically,
+//     the LV is then deactivated and the pending tag dropped. A retry that finds
+//     the pending tag redoes the tail. A pending LV is not listed or published.
+//   - delete: the carve.dev/deleting tag goes on first, then the LV is wiped
+//     and removed. A retry (or a CreateVolume of the same name) that finds the
+//     tag finishes the job. A deleting LV is never handed out again.
+//
+// # A new volume never shows a former tenant's data
+//
+// Thick LVs are carved from extents that may have held another volume. Two
+// rules keep that data from leaking:
+//  1. Every LV Carve deletes is zeroed over its whole length (BLKZEROOUT via
+//     blkdiscard --zeroout) before lvremove returns its extents to the VG. The
+//     deleting tag makes an interrupted wipe start again, never skip.
+//  2. lvcreate runs with --zero y --wipesignatures y, so even extents freed
+//     outside Carve never carry a filesystem signature into a new volume; the
+//     node therefore never mistakes stale data for a filesystem to mount.
+//
+// Extents freed by an administrator's own lvremove are not zeroed by Carve:
+// the README says so.
+//
+// # Attach is real
+//
+// A volume is active only while it is published: create leaves it inactive,
+// PublishVolume activates it, UnpublishVolume deactivates it. Nothing on the
+// node can write to an unpublished volume by accident.
+package lvmvol

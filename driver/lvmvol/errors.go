@@ -1,0 +1,21 @@
+package lvmvol
+
+import "errors"
+
+// Errors callers map to CSI codes (driver/errors.go does it, in one place).
+// Failures of lvm itself keep lvm's own sentinels (lvm.ErrNoSpace, ...).
+var (
+	ErrVolumeNotFound = errors.New("volume not found")
+	ErrNodeNotFound   = errors.New("node not found")
+	// ErrNameConflict: a volume of that name exists with other arguments, or
+	// an LV of that name exists that Carve does not manage.
+	ErrNameConflict = errors.New("volume exists with different arguments")
+	// ErrOutOfRange: no size within the requested range can be carved.
+	ErrOutOfRange = errors.New("capacity range cannot be satisfied")
+	// ErrInUse: the volume is open or published and cannot change state.
+	ErrInUse = errors.New("volume in use")
+	// ErrUnmanagedVG: the request names a VG this node does not serve.
+	ErrUnmanagedVG = errors.New("volume group not managed")
+	// ErrNotManaged: an LV without Carve's tag was asked for by ID.
+	ErrNotManaged = errors.New("logical volume not managed by carve")
+)

@@ -1,0 +1,134 @@
+package lvmvol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+
+	"carve.dev/carve/lvm"
+)
+
+// LVM is the part of *lvm.Client the manager uses; unit tests of the logic
+// around it give a fake, the integration tests the real one.
+type LVM interface {
+	GetVG(ctx context.Context, vg string) (lvm.VG, error)
+	ListLVs(ctx context.Context, vg string) ([]lvm.LV, error)
+	GetLV(ctx context.Context, vg, name string) (lvm.LV, error)
+	CreateLV(ctx context.Context, opts lvm.CreateLVOptions) (lvm.LV, error)
+	RemoveLV(ctx context.Context, vg, name string) error
+	Activate(ctx context.Context, vg, name string) error
+	Deactivate(ctx context.Context, vg, name string) error
+	AddTags(ctx context.Context, vg, name string, tags ...string) error
+	RemoveTags(ctx context.Context, vg, name string, tags ...string) error
+}
+
+// Wiper zeroes a block device over its whole length.
+type Wiper interface {
+	Wipe(ctx context.Context, device string) error
+}
+
+// Manager carries out volume operations on this node's volume groups.
+type Manager struct {
+	lvm   LVM
+	wiper Wiper
+	node  string
+	vgs   []string
+}
+
+// NewManager serves the volume groups vgs of node.
+func NewManager(l LVM, w Wiper, node string, vgs []string) *Manager {
+	return &Manager{lvm: l, wiper: w, node: node, vgs: slices.Clone(vgs)}
+}
+
+// Node is the node this manager serves.
+func (m *Manager) Node() string { return m.node }
+
+// VolumeGroups are the VGs this manager serves.
+func (m *Manager) VolumeGroups() []string { return slices.Clone(m.vgs) }
+
+func (m *Manager) checkVG(vg string) error {
+	if !slices.Contains(m.vgs, vg) {
+		return fmt.Errorf("volume group %q (this node serves %v): %w", vg, m.vgs, ErrUnmanagedVG)
+	}
+	return nil
+}
+
+// lookup finds the managed LV behind id on this node.
+func (m *Manager) lookup(ctx context.Context, id ID) (lvm.LV, error) {
+	if id.Node != m.node {
+		return lvm.LV{}, fmt.Errorf("volume %s lives on node %q, this is %q: %w", id, id.Node, m.node, ErrVolumeNotFound)
+	}
+	if err := m.checkVG(id.VG); err != nil {
+		return lvm.LV{}, fmt.Errorf("volume %s: %w", id, ErrVolumeNotFound)
+	}
+	lv, err := m.lvm.GetLV(ctx, id.VG, id.LV)
+	if errors.Is(err, lvm.ErrNotFound) || errors.Is(err, lvm.ErrInvalidName) {
+		return lvm.LV{}, fmt.Errorf("volume %s: %w", id, ErrVolumeNotFound)
+	}
+	if err != nil {
+		return lvm.LV{}, err
+	}
+	if !isManaged(lv) {
+		return lvm.LV{}, fmt.Errorf("volume %s: %w", id, ErrNotManaged)
+	}
+	return lv, nil
+}
+
+// GetVolume returns a settled volume.
+func (m *Manager) GetVolume(ctx context.Context, id ID) (Volume, error) {
+	lv, err := m.lookup(ctx, id)
+	if err != nil {
+		return Volume{}, err
+	}
+	if !isSettled(lv) {
+		return Volume{}, fmt.Errorf("volume %s is being created or deleted: %w", id, ErrVolumeNotFound)
+	}
+	return m.volumeOf(lv), nil
+}
+
+// ListVolumes returns every settled volume on this node, sorted by ID.
+func (m *Manager) ListVolumes(ctx context.Context) ([]Volume, error) {
+	var out []Volume
+	for _, vg := range m.vgs {
+		lvs, err := m.lvm.ListLVs(ctx, vg)
+		if err != nil {
+			return nil, fmt.Errorf("list volumes in %s: %w", vg, err)
+		}
+		for _, lv := range lvs {
+			if isSettled(lv) {
+				out = append(out, m.volumeOf(lv))
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID.String() < out[j].ID.String() })
+	return out, nil
+}
+
+// Probe checks that every served volume group can be read.
+func (m *Manager) Probe(ctx context.Context) error {
+	for _, vg := range m.vgs {
+		if _, err := m.lvm.GetVG(ctx, vg); err != nil {
+			return fmt.Errorf("volume group %s: %w", vg, err)
+		}
+	}
+	return nil
+}
+
+// StorageHealth reports trouble with the served volume groups: one that
+// cannot be read is Inaccessible, one with missing PVs Degraded.
+func (m *Manager) StorageHealth(ctx context.Context) []Problem {
+	var out []Problem
+	for _, name := range m.vgs {
+		vg, err := m.lvm.GetVG(ctx, name)
+		switch {
+		case err != nil:
+			out = append(out, Problem{Inaccessible, "VolumeGroupUnreadable", fmt.Sprintf("volume group %s: %v", name, err)})
+		case vg.MissingPVCount > 0 || vg.Partial:
+			out = append(out, Problem{Degraded, "MissingPhysicalVolume",
+				fmt.Sprintf("volume group %s misses %d physical volume(s)", name, vg.MissingPVCount)})
+		}
+	}
+	return out
+}

@@ -1,0 +1,31 @@
+package lvmvol
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"regexp"
+	"strings"
+
+	"carve.dev/carve/lvm"
+)
+
+// hashedPrefix starts every LV name derived by hashing. Readable names may not
+// start with it, so a readable name never equals a hashed one.
+const hashedPrefix = "csi-"
+
+// readableName is what a CSI name must look like to be used as the LV name
+// as is: Kubernetes PV names ("pvc-<uuid>") pass, so `lvs` shows the PV.
+var readableName = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{0,62}$`)
+
+// LVName derives the LV name of a CSI volume name, deterministically, so that
+// CreateVolume is idempotent with no state outside LVM. Names that are not
+// safe LV names (csi-sanity uses spaces, 128-byte names) are replaced by a
+// hash of 128 bits.
+func LVName(csiName string) string {
+	if readableName.MatchString(csiName) && !strings.HasPrefix(csiName, hashedPrefix) &&
+		lvm.ValidateLVName(csiName) == nil {
+		return csiName
+	}
+	sum := sha256.Sum256([]byte(csiName))
+	return hashedPrefix + hex.EncodeToString(sum[:16])
+}

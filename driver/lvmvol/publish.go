@@ -1,0 +1,62 @@
+package lvmvol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"k8s.io/klog/v2"
+
+	"carve.dev/carve/lvm"
+)
+
+// PublishVolume makes the volume usable on node: it activates the LV and
+// returns its device path. Activating an active LV is a no-op in LVM, so the
+// call is idempotent. A volume lives on one node: publishing it anywhere else
+// is refused.
+func (m *Manager) PublishVolume(ctx context.Context, id ID, node string) (string, error) {
+	if node != m.node {
+		return "", fmt.Errorf("node %q (this driver serves %q): %w", node, m.node, ErrNodeNotFound)
+	}
+	lv, err := m.lookup(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	if !isSettled(lv) {
+		return "", fmt.Errorf("volume %s is being created or deleted: %w", id, ErrVolumeNotFound)
+	}
+	if !lv.Active {
+		if err := m.lvm.Activate(ctx, id.VG, id.LV); err != nil {
+			return "", fmt.Errorf("activate %s: %w", id, err)
+		}
+		klog.InfoS("Published volume: LV activated", "volume", id, "node", node)
+	}
+	return devicePath(id.VG, id.LV), nil
+}
+
+// UnpublishVolume deactivates the LV once nothing on the node holds it open.
+// A volume or node that does not exist is unpublished already: CSI asks for
+// success when the volume "can be safely regarded as unpublished".
+func (m *Manager) UnpublishVolume(ctx context.Context, id ID, node string) error {
+	if node != "" && node != m.node {
+		return nil
+	}
+	lv, err := m.lookup(ctx, id)
+	if errors.Is(err, ErrVolumeNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !lv.Active {
+		return nil
+	}
+	if err := m.lvm.Deactivate(ctx, id.VG, id.LV); err != nil {
+		if errors.Is(err, lvm.ErrBusy) {
+			return fmt.Errorf("volume %s is still open on node %s (not unstaged?): %w", id, m.node, ErrInUse)
+		}
+		return fmt.Errorf("deactivate %s: %w", id, err)
+	}
+	klog.InfoS("Unpublished volume: LV deactivated", "volume", id, "node", m.node)
+	return nil
+}

@@ -1,0 +1,70 @@
+package lvmvol
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"sort"
+	"strings"
+
+	"carve.dev/carve/lvm"
+)
+
+// Tags carried by every LV Carve creates. They are the volume's state.
+const (
+	// TagVolume marks an LV as Carve's: nothing without it is ever touched.
+	TagVolume = "carve.dev/volume"
+	// tagPending: lvcreate done, deactivation not yet (see doc.go).
+	tagPending = "carve.dev/pending"
+	// tagDeleting: deletion started; the wipe and lvremove must finish.
+	tagDeleting = "carve.dev/deleting"
+	// tagNamePrefix + the CSI name, when the name is a valid tag (for people
+	// reading `lvs -o +tags`; identity comes from the LV name).
+	tagNamePrefix = "carve.dev/name="
+	// tagParamsPrefix + a digest of the creation parameters, so that a
+	// CreateVolume retry with other parameters is told ALREADY_EXISTS.
+	tagParamsPrefix = "carve.dev/params="
+)
+
+// ignoredParamPrefix marks parameters that describe the request, not the
+// volume (csi-provisioner's --extra-create-metadata): they stay out of the
+// digest.
+const ignoredParamPrefix = "csi.storage.k8s.io/"
+
+// ParamsDigest is a short, order-independent digest of the parameters that
+// shape a volume.
+func ParamsDigest(params map[string]string) string {
+	keys := make([]string, 0, len(params))
+	for k := range params {
+		if !strings.HasPrefix(k, ignoredParamPrefix) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	h := sha256.New()
+	for _, k := range keys {
+		h.Write([]byte(k))
+		h.Write([]byte{0})
+		h.Write([]byte(params[k]))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// createTags are the tags lvcreate sets, atomically with the LV itself.
+func createTags(req CreateRequest) []string {
+	tags := []string{TagVolume, tagPending, tagParamsPrefix + req.ParamsDigest}
+	if t := tagNamePrefix + req.Name; lvm.ValidateTag(t) == nil {
+		tags = append(tags, t)
+	}
+	return tags
+}
+
+// tagValue returns the value of the first tag with prefix, or "".
+func tagValue(lv lvm.LV, prefix string) string {
+	for _, t := range lv.Tags {
+		if v, ok := strings.CutPrefix(t, prefix); ok {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,83 @@
+package lvmvol
+
+import (
+	"fmt"
+
+	"carve.dev/carve/lvm"
+)
+
+// Volume is what callers learn of a Carve LV.
+type Volume struct {
+	ID        ID
+	Name      string // CSI name, when recorded in a tag
+	SizeBytes int64
+	// Published is true while the LV is active: in Carve, active means
+	// published (see doc.go).
+	Published  bool
+	DevicePath string
+	Health     []Problem
+}
+
+// Problem is one adverse health condition of a volume, as LVM reports it.
+type Problem struct {
+	Kind    ProblemKind
+	Reason  string // CamelCase, for machines and short displays
+	Message string
+}
+
+// ProblemKind follows CSI's VolumeHealthErrorType.
+type ProblemKind int
+
+const (
+	// Degraded: usable, not operating optimally.
+	Degraded ProblemKind = iota + 1
+	// Inaccessible: the volume cannot be used.
+	Inaccessible
+	// DataLoss: data is known or suspected lost.
+	DataLoss
+)
+
+// healthOf reads the LV attributes that mean trouble. An empty list means
+// none is known.
+func healthOf(lv lvm.LV) []Problem {
+	var out []Problem
+	if lv.Partial {
+		out = append(out, Problem{Inaccessible, "MissingPhysicalVolume",
+			"logical volume is partial: a physical volume it uses is missing"})
+	}
+	if lv.SnapshotInvalid {
+		out = append(out, Problem{DataLoss, "SnapshotInvalid",
+			"snapshot is invalid: its copy-on-write space overflowed"})
+	}
+	if lv.Health != "" && lv.Health != "partial" {
+		out = append(out, Problem{Degraded, "LVMHealth",
+			fmt.Sprintf("lvm reports health %q", lv.Health)})
+	}
+	return out
+}
+
+func (m *Manager) volumeOf(lv lvm.LV) Volume {
+	return Volume{
+		ID:         ID{Node: m.node, VG: lv.VGName, LV: lv.Name},
+		Name:       tagValue(lv, tagNamePrefix),
+		SizeBytes:  int64(lv.Size),
+		Published:  lv.Active,
+		DevicePath: devicePath(lv.VGName, lv.Name),
+		Health:     healthOf(lv),
+	}
+}
+
+// devicePath is where an active LV's device node is: lvm creates /dev/vg/lv
+// itself when udev is not there to do it, so this path holds either way.
+func devicePath(vg, lv string) string { return "/dev/" + vg + "/" + lv }
+
+// DevicePath is where the device of a published volume appears on its node.
+func DevicePath(id ID) string { return devicePath(id.VG, id.LV) }
+
+// isManaged tells a Carve volume in a settled state (not half created, not
+// being deleted).
+func isManaged(lv lvm.LV) bool { return lv.HasTag(TagVolume) }
+
+func isSettled(lv lvm.LV) bool {
+	return isManaged(lv) && !lv.HasTag(tagPending) && !lv.HasTag(tagDeleting)
+}

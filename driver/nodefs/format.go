@@ -1,0 +1,132 @@
+package nodefs
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+
+	"golang.org/x/sys/unix"
+	"k8s.io/klog/v2"
+	mount "k8s.io/mount-utils"
+)
+
+// DefaultFSType is used when no filesystem type is asked for.
+const DefaultFSType = "ext4"
+
+// supportedFSTypes are the filesystems this driver formats and grows.
+var supportedFSTypes = []string{"ext4", "xfs"}
+
+// FormatAndMount mounts device at target (created if missing), formatting it
+// with fsType ("" → ext4, or xfs) only when it carries no filesystem.
+//
+// Why we never reformat: a device with any signature (another filesystem, a
+// partition table, an LVM or LUKS header) may hold someone's data — a
+// volume restored from elsewhere, or a mistake in the caller. Formatting is
+// irreversible, so a mismatch is an error wrapping ErrFilesystemMismatch and
+// the device is left untouched. Only a device blkid finds blank is formatted
+// (mount.SafeFormatAndMount does that check again right before mkfs).
+//
+// Idempotency: if target is already a mount point, it is fine when the mount
+// is the root of this device's filesystem (same device number, per
+// mountinfo) with the same read-only mode; anything else is ErrMountConflict.
+// Other mount options of an existing mount are not compared.
+func (m *Mounter) FormatAndMount(ctx context.Context, device, target, fsType string, options []string) error {
+	fsType, err := normalizeFSType(fsType)
+	if err != nil {
+		return fmt.Errorf("mount %s at %s: %w", device, target, err)
+	}
+	if err := checkBlockDevice(device); err != nil {
+		return fmt.Errorf("mount %s at %s: %w", device, target, err)
+	}
+	if err := os.MkdirAll(target, 0o750); err != nil {
+		return fmt.Errorf("mount %s at %s: create target: %w", device, target, err)
+	}
+	done, err := m.alreadyMounted(device, target, slices.Contains(options, "ro"))
+	if err != nil || done {
+		return err
+	}
+	if err := m.refuseForeignFS(ctx, device, fsType); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("mount %s at %s: %w", device, target, err)
+	}
+	sfm := &mount.SafeFormatAndMount{Interface: m.mounter, Exec: m.execFor(ctx)}
+	// Clone: SafeFormatAndMount appends "defaults" to the slice it is given,
+	// which would write into the caller's backing array.
+	if err := sfm.FormatAndMount(device, target, fsType, slices.Clone(options)); err != nil {
+		return fmt.Errorf("mount %s at %s as %s: %w", device, target, fsType, err)
+	}
+	klog.InfoS("mounted", "device", device, "target", target, "fsType", fsType, "options", options)
+	return nil
+}
+
+// FilesystemType returns what blkid finds on device: a filesystem type, ""
+// when blank, or mount-utils' "unknown data, probably partitions" for a
+// partition table. The device must exist: blkid's "nothing found" exit code
+// is also what it returns for a missing path, which would read as blank.
+func (m *Mounter) FilesystemType(ctx context.Context, device string) (string, error) {
+	if err := checkBlockDevice(device); err != nil {
+		return "", fmt.Errorf("detect filesystem on %s: %w", device, err)
+	}
+	sfm := &mount.SafeFormatAndMount{Interface: m.mounter, Exec: m.execFor(ctx)}
+	fsType, err := sfm.GetDiskFormat(device)
+	if err != nil {
+		return "", fmt.Errorf("detect filesystem on %s: %w", device, err)
+	}
+	return fsType, nil
+}
+
+// refuseForeignFS errors when device holds anything but blank or fsType.
+// SafeFormatAndMount alone would only warn and try to mount it as fsType.
+func (m *Mounter) refuseForeignFS(ctx context.Context, device, fsType string) error {
+	existing, err := m.FilesystemType(ctx, device)
+	if err != nil {
+		return err
+	}
+	if existing != "" && existing != fsType {
+		return fmt.Errorf("%w: device %s holds %q, asked for %q; not reformatting",
+			ErrFilesystemMismatch, device, existing, fsType)
+	}
+	return nil
+}
+
+// alreadyMounted is true when target is already a mount of device's
+// filesystem root in the asked read-only mode; an error wrapping
+// ErrMountConflict when it is a mount of anything else.
+func (m *Mounter) alreadyMounted(device, target string, readOnly bool) (bool, error) {
+	mounted, err := m.IsMountPoint(target)
+	if err != nil || !mounted {
+		return false, err
+	}
+	mi, err := mountAt(target)
+	if err != nil {
+		return false, err
+	}
+	rdev, err := deviceNumber(device)
+	if err != nil {
+		return false, err
+	}
+	sameDev := uint32(mi.Major) == unix.Major(rdev) && uint32(mi.Minor) == unix.Minor(rdev)
+	if !sameDev || mi.Root != "/" {
+		return false, fmt.Errorf("%w: %s is mounted from %s (%d:%d, root %s), not %s",
+			ErrMountConflict, target, mi.Source, mi.Major, mi.Minor, mi.Root, device)
+	}
+	if ro := slices.Contains(mi.MountOptions, "ro"); ro != readOnly {
+		return false, fmt.Errorf("%w: %s is already mounted from %s with read-only=%t, asked read-only=%t",
+			ErrMountConflict, target, device, ro, readOnly)
+	}
+	klog.V(2).InfoS("already mounted", "device", device, "target", target)
+	return true, nil
+}
+
+func normalizeFSType(fsType string) (string, error) {
+	if fsType == "" {
+		return DefaultFSType, nil
+	}
+	if !slices.Contains(supportedFSTypes, fsType) {
+		return "", fmt.Errorf("unsupported filesystem type %q (supported: %v)", fsType, supportedFSTypes)
+	}
+	return fsType, nil
+}

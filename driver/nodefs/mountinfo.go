@@ -1,0 +1,119 @@
+package nodefs
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+	mount "k8s.io/mount-utils"
+)
+
+const mountInfoPath = "/proc/self/mountinfo"
+
+// DeviceOfMount returns the source of the mount at path, as mountinfo
+// records it. That is the name mount(8) was given after canonicalisation
+// (e.g. /dev/mapper/vg-lv for /dev/vg/lv), so compare it with SameDevice,
+// not ==. For a bind mount it is the source of the underlying mount.
+// A path that is not a mount point gives an error wrapping ErrNotMounted.
+func (m *Mounter) DeviceOfMount(path string) (string, error) {
+	mi, err := mountAt(path)
+	if err != nil {
+		return "", err
+	}
+	return mi.Source, nil
+}
+
+// SameDevice reports whether two paths name the same block device, by
+// device number, whatever symlinks or node names lead to it.
+func SameDevice(a, b string) (bool, error) {
+	ra, err := deviceNumber(a)
+	if err != nil {
+		return false, err
+	}
+	rb, err := deviceNumber(b)
+	if err != nil {
+		return false, err
+	}
+	return ra == rb, nil
+}
+
+// mountAt returns the mountinfo entry of the mount at path. When mounts are
+// stacked on one point, the last entry is the visible one.
+func mountAt(path string) (mount.MountInfo, error) {
+	resolved, err := resolvePath(path)
+	if err != nil {
+		return mount.MountInfo{}, err
+	}
+	infos, err := mount.ParseMountInfo(mountInfoPath)
+	if err != nil {
+		return mount.MountInfo{}, fmt.Errorf("read %s: %w", mountInfoPath, err)
+	}
+	return findMount(infos, resolved)
+}
+
+// findMount picks the top-most mount at path from parsed mountinfo.
+func findMount(infos []mount.MountInfo, path string) (mount.MountInfo, error) {
+	var found *mount.MountInfo
+	for i := range infos {
+		if unescapeMountInfo(infos[i].MountPoint) == path {
+			found = &infos[i]
+		}
+	}
+	if found == nil {
+		return mount.MountInfo{}, fmt.Errorf("%s: %w", path, ErrNotMounted)
+	}
+	mi := *found
+	mi.MountPoint = path
+	mi.Root = unescapeMountInfo(mi.Root)
+	mi.Source = unescapeMountInfo(mi.Source)
+	return mi, nil
+}
+
+// resolvePath makes path absolute and symlink-free, as the kernel writes
+// mount points into mountinfo.
+func resolvePath(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("resolve %s: %w", path, err)
+	}
+	resolved, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", fmt.Errorf("resolve %s: %w", path, err)
+	}
+	return resolved, nil
+}
+
+// unescapeMountInfo undoes the kernel's octal escaping of space, tab,
+// newline and backslash in mountinfo fields; mount-utils leaves it in.
+func unescapeMountInfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// deviceNumber returns the device number of the block device at path.
+func deviceNumber(path string) (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return 0, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFBLK {
+		return 0, fmt.Errorf("%s is not a block device", path)
+	}
+	return st.Rdev, nil
+}

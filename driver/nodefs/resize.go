@@ -1,0 +1,44 @@
+package nodefs
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/klog/v2"
+	mount "k8s.io/mount-utils"
+)
+
+// ResizeFS grows the filesystem on device, mounted at mountPath, to fill the
+// device: resize2fs on the device for ext*, xfs_growfs on the mount for xfs
+// (mount.ResizeFs). Both grow online and are no-ops when already full size,
+// so repeating it is harmless. A blank device has nothing to grow: nil.
+// ctx is checked before starting; a running resize is not interrupted.
+func (m *Mounter) ResizeFS(ctx context.Context, device, mountPath string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("resize filesystem on %s at %s: %w", device, mountPath, err)
+	}
+	if err := checkBlockDevice(device); err != nil {
+		return fmt.Errorf("resize filesystem on %s at %s: %w", device, mountPath, err)
+	}
+	// mount-utils reports "resized" whenever the tool succeeded, no-op
+	// included, so the log shows the sizes to tell the two apart.
+	before := totalBytes(mountPath)
+	resized, err := mount.NewResizeFs(m.execFor(ctx)).Resize(device, mountPath)
+	if err != nil {
+		return fmt.Errorf("resize filesystem on %s at %s: %w", device, mountPath, err)
+	}
+	if resized {
+		klog.InfoS("resized filesystem", "device", device, "mountPath", mountPath,
+			"bytesBefore", before, "bytesAfter", totalBytes(mountPath))
+	}
+	return nil
+}
+
+// totalBytes is the filesystem size at path for logging, -1 if unknown.
+func totalBytes(path string) int64 {
+	st, err := PathStats(path)
+	if err != nil {
+		return -1
+	}
+	return st.TotalBytes
+}

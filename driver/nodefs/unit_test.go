@@ -1,0 +1,341 @@
+package nodefs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"k8s.io/klog/v2"
+	mount "k8s.io/mount-utils"
+	utilexec "k8s.io/utils/exec"
+	testingexec "k8s.io/utils/exec/testing"
+)
+
+// fakeBlkid returns an exec whose every command is blkid answering with
+// out and exit code (0: found, 2: nothing found, other: failure), and
+// which fails the test if anything else (mkfs!) is run.
+func fakeBlkid(t *testing.T, out string, exit int) *testingexec.FakeExec {
+	t.Helper()
+	script := func(cmd string, args ...string) utilexec.Cmd {
+		if cmd != "blkid" {
+			t.Errorf("unexpected command %s %v", cmd, args)
+		}
+		fc := &testingexec.FakeCmd{CombinedOutputScript: []testingexec.FakeAction{
+			func() ([]byte, []byte, error) {
+				if exit != 0 {
+					return []byte(out), nil, testingexec.FakeExitError{Status: exit}
+				}
+				return []byte(out), nil, nil
+			},
+		}}
+		return testingexec.InitFakeCmd(fc, cmd, args...)
+	}
+	return &testingexec.FakeExec{CommandScript: []testingexec.FakeCommandAction{script, script}}
+}
+
+func TestFilesystemTypeParsesBlkid(t *testing.T) {
+	dev := anyBlockDevice(t)
+	cases := []struct {
+		name, out string
+		exit      int
+		want      string
+		wantErr   bool
+	}{
+		{"ext4", "DEVNAME=" + dev + "\nTYPE=ext4\n", 0, "ext4", false},
+		{"xfs", "TYPE=xfs\n", 0, "xfs", false},
+		{"blank", "", 2, "", false},
+		{"partition table", "PTTYPE=dos\n", 0, "unknown data, probably partitions", false},
+		{"ambivalent probe", "", 8, "", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := New(fakeBlkid(t, tc.out, tc.exit))
+			got, err := m.FilesystemType(context.Background(), dev)
+			if (err != nil) != tc.wantErr || got != tc.want {
+				t.Fatalf("FilesystemType = %q, %v; want %q, error=%t", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestFilesystemTypeMissingDeviceIsNotBlank(t *testing.T) {
+	// blkid exits 2 for a missing path too, which mount-utils reads as blank.
+	m := New(fakeBlkid(t, "", 2))
+	_, err := m.FilesystemType(context.Background(), filepath.Join(t.TempDir(), "nope"))
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("err = %v, want ErrNotExist", err)
+	}
+}
+
+func TestFormatAndMountRefusesForeignSignatureWithoutMkfs(t *testing.T) {
+	dev := anyBlockDevice(t)
+	for _, tc := range []struct{ blkid, fsType string }{
+		{"TYPE=xfs\n", "ext4"},
+		{"TYPE=ext4\n", "xfs"},
+		{"TYPE=ext3\n", ""},
+		{"TYPE=LVM2_member\n", "ext4"},
+		{"PTTYPE=gpt\n", "ext4"},
+	} {
+		m := New(fakeBlkid(t, tc.blkid, 0)) // fails the test if mkfs runs
+		target := filepath.Join(t.TempDir(), "staging")
+		err := m.FormatAndMount(context.Background(), dev, target, tc.fsType, nil)
+		if !errors.Is(err, ErrFilesystemMismatch) {
+			t.Errorf("blkid %q as %q: err = %v, want ErrFilesystemMismatch", tc.blkid, tc.fsType, err)
+		}
+	}
+}
+
+func TestFormatAndMountRejectsBadInput(t *testing.T) {
+	m := New(fakeBlkid(t, "", 2))
+	dir := t.TempDir()
+	if err := m.FormatAndMount(context.Background(), anyBlockDevice(t), dir, "ntfs", nil); err == nil ||
+		!strings.Contains(err.Error(), "unsupported filesystem type") {
+		t.Errorf("ntfs: err = %v", err)
+	}
+	err := m.FormatAndMount(context.Background(), filepath.Join(dir, "missing"), dir, "ext4", nil)
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing device: err = %v, want ErrNotExist", err)
+	}
+	if err := m.FormatAndMount(context.Background(), "/dev/null", dir, "", nil); err == nil ||
+		!strings.Contains(err.Error(), "not a block device") {
+		t.Errorf("char device: err = %v", err)
+	}
+}
+
+func TestNormalizeFSType(t *testing.T) {
+	for in, want := range map[string]string{"": "ext4", "ext4": "ext4", "xfs": "xfs"} {
+		if got, err := normalizeFSType(in); err != nil || got != want {
+			t.Errorf("normalizeFSType(%q) = %q, %v", in, got, err)
+		}
+	}
+	if _, err := normalizeFSType("btrfs"); err == nil {
+		t.Error("btrfs accepted")
+	}
+}
+
+// ctxRecorder notes, per command, whether it was bound to a context.
+type ctxRecorder struct {
+	testingexec.FakeExec
+	withCtx map[string]bool
+}
+
+func (r *ctxRecorder) Command(name string, _ ...string) utilexec.Cmd {
+	r.withCtx[name] = false
+	return &testingexec.FakeCmd{}
+}
+
+func (r *ctxRecorder) CommandContext(_ context.Context, name string, _ ...string) utilexec.Cmd {
+	r.withCtx[name] = true
+	return &testingexec.FakeCmd{}
+}
+
+func TestExecBindsOnlyBlkidToContext(t *testing.T) {
+	rec := &ctxRecorder{withCtx: map[string]bool{}}
+	e := New(rec).execFor(context.Background())
+	for _, name := range []string{"blkid", "mkfs.ext4", "fsck", "resize2fs", "xfs_growfs"} {
+		e.Command(name, "/dev/x")
+	}
+	want := map[string]bool{"blkid": true, "mkfs.ext4": false, "fsck": false, "resize2fs": false, "xfs_growfs": false}
+	for name, ctx := range want {
+		if rec.withCtx[name] != ctx {
+			t.Errorf("%s bound to ctx = %t, want %t", name, rec.withCtx[name], ctx)
+		}
+	}
+}
+
+func TestFormattingIsLoggedAtLevelZero(t *testing.T) {
+	var buf bytes.Buffer
+	captureKlog(t, &buf)
+	ok := func(string, ...string) utilexec.Cmd {
+		return &testingexec.FakeCmd{CombinedOutputScript: []testingexec.FakeAction{
+			func() ([]byte, []byte, error) { return nil, nil, nil },
+		}}
+	}
+	m := New(&testingexec.FakeExec{CommandScript: []testingexec.FakeCommandAction{ok}})
+	if _, err := m.execFor(context.Background()).Command("mkfs.xfs", "-f", "/dev/fake0").CombinedOutput(); err != nil {
+		t.Fatal(err)
+	}
+	klog.Flush()
+	for _, want := range []string{`"formatting" device="/dev/fake0" fsType="xfs"`, `"formatted" device="/dev/fake0" fsType="xfs"`} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("log lacks %s:\n%s", want, buf.String())
+		}
+	}
+}
+
+// captureKlog sends klog output at verbosity 0 to buf for this test.
+func captureKlog(t *testing.T, buf *bytes.Buffer) {
+	fset := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fset)
+	for k, v := range map[string]string{"logtostderr": "false", "alsologtostderr": "false", "v": "0"} {
+		if err := fset.Set(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	klog.SetOutput(buf)
+	t.Cleanup(func() {
+		klog.SetOutput(os.Stderr)
+		_ = fset.Set("logtostderr", "true")
+	})
+}
+
+func TestWaitForDevice(t *testing.T) {
+	m := New(nil)
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing")
+	ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
+	defer cancel()
+	err := m.WaitForDevice(ctx, missing)
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), missing) {
+		t.Errorf("missing: err = %v", err)
+	}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 250*time.Millisecond)
+	defer cancel2()
+	if err := m.WaitForDevice(ctx2, "/dev/null"); err == nil || !strings.Contains(err.Error(), "not a block device") {
+		t.Errorf("char device: err = %v", err)
+	}
+}
+
+func TestWaitForDeviceSeesLateSymlink(t *testing.T) {
+	dev := anyBlockDevice(t)
+	link := filepath.Join(t.TempDir(), "lv")
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		_ = os.Symlink(dev, link)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := New(nil).WaitForDevice(ctx, link); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestUnescapeMountInfo(t *testing.T) {
+	for in, want := range map[string]string{
+		`/plain`:            "/plain",
+		`/a\040b`:           "/a b",
+		`/tab\011nl\012`:    "/tab\tnl\n",
+		`/back\134slash`:    `/back\slash`,
+		`/short\04`:         `/short\04`,
+		`/notoctal\999`:     `/notoctal\999`,
+		`\040lead\040trail`: " lead trail",
+	} {
+		if got := unescapeMountInfo(in); got != want {
+			t.Errorf("unescape(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestFindMountPicksTopOfStack(t *testing.T) {
+	infos := []mount.MountInfo{
+		{ID: 1, MountPoint: "/", Source: "/dev/root", Root: "/"},
+		{ID: 2, MountPoint: `/mnt/my\040vol`, Source: "/dev/loop1", Root: "/"},
+		{ID: 3, MountPoint: `/mnt/my\040vol`, Source: "/dev/loop2", Root: `/sub\040dir`},
+	}
+	mi, err := findMount(infos, "/mnt/my vol")
+	if err != nil || mi.ID != 3 || mi.Source != "/dev/loop2" || mi.Root != "/sub dir" {
+		t.Errorf("findMount = %+v, %v", mi, err)
+	}
+	if _, err := findMount(infos, "/mnt"); !errors.Is(err, ErrNotMounted) {
+		t.Errorf("not mounted: err = %v", err)
+	}
+}
+
+func TestStatsFromStatfs(t *testing.T) {
+	st := unix.Statfs_t{Bsize: 4096, Frsize: 1024, Blocks: 1000, Bfree: 300, Bavail: 250, Files: 64, Ffree: 60}
+	want := Stats{TotalBytes: 1024000, AvailableBytes: 256000, UsedBytes: 716800, TotalInodes: 64, FreeInodes: 60, UsedInodes: 4}
+	if got := statsFromStatfs(&st); got != want {
+		t.Errorf("frsize: got %+v, want %+v", got, want)
+	}
+	st.Frsize = 0
+	if got := statsFromStatfs(&st); got.TotalBytes != 4096000 {
+		t.Errorf("bsize fallback: TotalBytes = %d", got.TotalBytes)
+	}
+}
+
+func TestPathStatsAndBlockSizeErrors(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := PathStats(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("PathStats missing: %v", err)
+	}
+	if s, err := PathStats(dir); err != nil || s.TotalBytes <= 0 {
+		t.Errorf("PathStats(tempdir) = %+v, %v", s, err)
+	}
+	file := filepath.Join(dir, "f")
+	writeFile(t, file, "x")
+	if _, err := BlockSize(file); err == nil || !strings.Contains(err.Error(), "not a block device") {
+		t.Errorf("BlockSize(regular file): %v", err)
+	}
+}
+
+func TestIsMountPointAndDeviceOfMountMissing(t *testing.T) {
+	m := New(nil)
+	missing := filepath.Join(t.TempDir(), "missing")
+	if ok, err := m.IsMountPoint(missing); ok || !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("IsMountPoint(missing) = %t, %v", ok, err)
+	}
+	if ok, err := m.IsMountPoint(t.TempDir()); ok || err != nil {
+		t.Errorf("IsMountPoint(plain dir) = %t, %v", ok, err)
+	}
+	if _, err := m.DeviceOfMount(t.TempDir()); !errors.Is(err, ErrNotMounted) {
+		t.Errorf("DeviceOfMount(plain dir): %v", err)
+	}
+	if _, err := m.DeviceOfMount(missing); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("DeviceOfMount(missing): %v", err)
+	}
+}
+
+func TestUnmountPlainPaths(t *testing.T) {
+	m := New(nil)
+	dir := t.TempDir()
+	if err := m.Unmount(filepath.Join(dir, "missing")); err != nil {
+		t.Errorf("missing: %v", err)
+	}
+	empty := filepath.Join(dir, "empty")
+	file := filepath.Join(dir, "file")
+	if err := os.Mkdir(empty, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, file, "")
+	for _, p := range []string{empty, file} {
+		if err := m.Unmount(p); err != nil {
+			t.Errorf("Unmount(%s): %v", p, err)
+		}
+		if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s not removed: %v", p, err)
+		}
+	}
+	full := filepath.Join(dir, "full")
+	if err := os.Mkdir(full, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(full, "data"), "keep")
+	if err := m.Unmount(full); err == nil {
+		t.Error("non-empty unmounted dir removed without error")
+	}
+	if readFile(t, filepath.Join(full, "data")) != "keep" {
+		t.Error("data lost")
+	}
+}
+
+func TestSameDevice(t *testing.T) {
+	dev := anyBlockDevice(t)
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(dev, link); err != nil {
+		t.Fatal(err)
+	}
+	if same, err := SameDevice(dev, link); err != nil || !same {
+		t.Errorf("SameDevice(dev, link) = %t, %v", same, err)
+	}
+	if _, err := SameDevice(dev, "/dev/null"); err == nil {
+		t.Error("char device accepted")
+	}
+}

@@ -1,0 +1,34 @@
+// Package lvm drives lvm2: typed reports (sizes in bytes), creating,
+// extending, activating, tagging and removing logical volumes. It knows
+// nothing about CSI or Kubernetes.
+//
+// Every command is `lvm <subcommand> ...` run through a runner.Runner, so
+// there is one binary to find, one timeout policy and one place that logs.
+// Names and tags are validated before any command runs.
+package lvm
+
+import (
+	"context"
+
+	"carve.dev/carve/lvm/runner"
+)
+
+// lvmBinary is lvm2's multi-call binary; lvs, lvcreate... are symlinks to it.
+const lvmBinary = "lvm"
+
+// Client runs lvm2 commands.
+type Client struct {
+	r runner.Runner
+}
+
+// New returns a Client that runs lvm2 through r.
+func New(r runner.Runner) *Client {
+	return &Client{r: r}
+}
+
+// run executes `lvm args...` and classifies a failure (ErrNotFound,
+// ErrNoSpace, ...) from lvm2's stderr.
+func (c *Client) run(ctx context.Context, args ...string) ([]byte, error) {
+	out, err := c.r.Run(ctx, lvmBinary, args...)
+	return out, classify(err)
+}

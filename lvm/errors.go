@@ -1,0 +1,83 @@
+package lvm
+
+import (
+	"errors"
+	"strings"
+
+	"carve.dev/carve/lvm/runner"
+)
+
+// Sentinel errors. Command failures wrap one of them together with the
+// *runner.Error that carries lvm2's stderr, so both errors.Is and errors.As
+// work on the same error.
+var (
+	ErrNotFound      = errors.New("not found")
+	ErrAlreadyExists = errors.New("already exists")
+	ErrNoSpace       = errors.New("insufficient free space")
+	ErrBusy          = errors.New("in use")
+	ErrInvalidName   = errors.New("invalid name")
+)
+
+// classified joins a sentinel to the error it was read from.
+type classified struct {
+	kind error
+	err  error
+}
+
+func (c *classified) Error() string   { return c.err.Error() }
+func (c *classified) Unwrap() []error { return []error{c.kind, c.err} }
+
+// stderrRule maps a fragment of lvm2's (lower-cased) error output to a
+// sentinel. Order matters: the first rule that matches wins, and the more
+// specific outcomes (no space, exists, busy) come before "not found", which
+// lvm2 also prints about unrelated devices.
+type stderrRule struct {
+	fragment string
+	kind     error
+}
+
+var stderrRules = []stderrRule{
+	{"insufficient free space", ErrNoSpace},           // lvcreate, lvextend
+	{"insufficient suitable allocatable", ErrNoSpace}, // striped/raid/thin pool allocation
+	{"already exists", ErrAlreadyExists},              // `Logical Volume "x" already exists in volume group "vg"`
+	{" in use", ErrBusy},                              // `Logical volume vg/lv in use.`, `... contains a filesystem in use.`
+	{"is open", ErrBusy},                              // older lvm2: `Can't remove open logical volume`, `LV is open`
+	{"open logical volume", ErrBusy},
+	{"device or resource busy", ErrBusy},
+	{"failed to find logical volume", ErrNotFound}, // `Failed to find logical volume "vg/lv"`
+	{"not found", ErrNotFound},                     // `Volume group "vg" not found`
+}
+
+// classify wraps a failed lvm command's error with the sentinel its stderr
+// names; errors it cannot read are returned unchanged.
+func classify(err error) error {
+	var rerr *runner.Error
+	if err == nil || !errors.As(err, &rerr) {
+		return err
+	}
+	if kind := kindOf(rerr.Stderr); kind != nil {
+		return &classified{kind: kind, err: err}
+	}
+	return err
+}
+
+// kindOf reads lvm2's error lines. Lines starting with "WARNING:" are
+// skipped: lvm2 prints them on success too (e.g. "WARNING: Couldn't find
+// device with uuid ..." for a VG with a missing PV, which must not turn a
+// no-space failure into "not found").
+func kindOf(stderr string) error {
+	var msgs []string
+	for _, l := range strings.Split(stderr, "\n") {
+		l = strings.ToLower(strings.TrimSpace(l))
+		if l != "" && !strings.HasPrefix(l, "warning:") {
+			msgs = append(msgs, l)
+		}
+	}
+	text := strings.Join(msgs, "\n")
+	for _, r := range stderrRules {
+		if strings.Contains(text, r.fragment) {
+			return r.kind
+		}
+	}
+	return nil
+}

@@ -1,0 +1,85 @@
+package lvm
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"carve.dev/carve/lvm/runner"
+)
+
+// step is one command the fake runner expects, and its answer.
+type step struct {
+	args   []string // after "lvm"
+	out    string   // stdout, or "@name" for testdata/name.json
+	stderr string   // non-empty: fail with exit 5 and this stderr, or "@name" for testdata/name.stderr
+}
+
+// fakeRunner plays back steps in order and fails the test on any command
+// that is not the next expected one, so tests pin down exact arguments.
+type fakeRunner struct {
+	t     *testing.T
+	steps []step
+}
+
+func newFake(t *testing.T, steps ...step) (*Client, *fakeRunner) {
+	t.Helper()
+	f := &fakeRunner{t: t, steps: steps}
+	t.Cleanup(func() {
+		if len(f.steps) > 0 {
+			t.Errorf("commands expected but not run: %v", f.steps[0].args)
+		}
+	})
+	return New(f), f
+}
+
+func (f *fakeRunner) Run(_ context.Context, name string, args ...string) ([]byte, error) {
+	f.t.Helper()
+	if name != "lvm" {
+		f.t.Fatalf("ran %q, want every command through lvm", name)
+	}
+	if len(f.steps) == 0 {
+		f.t.Fatalf("unexpected command: lvm %s", strings.Join(args, " "))
+	}
+	s := f.steps[0]
+	f.steps = f.steps[1:]
+	if !slices.Equal(args, s.args) {
+		f.t.Fatalf("command:\n got lvm %s\nwant lvm %s", strings.Join(args, " "), strings.Join(s.args, " "))
+	}
+	out := []byte(readAt(f.t, s.out, ".json"))
+	if s.stderr != "" {
+		return out, &runner.Error{Name: name, Args: args, ExitCode: 5,
+			Stderr: readAt(f.t, s.stderr, ".stderr"), Err: errors.New("exit status 5")}
+	}
+	return out, nil
+}
+
+// readAt resolves "@name" to the content of testdata/name+ext.
+func readAt(t *testing.T, s, ext string) string {
+	t.Helper()
+	if !strings.HasPrefix(s, "@") {
+		return s
+	}
+	return string(fixture(t, s[1:]+ext))
+}
+
+func fixture(t *testing.T, file string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", file))
+	if errors.Is(err, os.ErrNotExist) {
+		t.Skipf("fixture testdata/%s not recorded yet (run testdata/capture.sh in a VM)", file)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Report command lines as the Client builds them.
+func pvsArgs(extra ...string) []string { return append([]string{"pvs"}, append(reportArgs(pvFields), extra...)...) }
+func vgsArgs(extra ...string) []string { return append([]string{"vgs"}, append(reportArgs(vgFields), extra...)...) }
+func lvsArgs(extra ...string) []string { return append([]string{"lvs"}, append(reportArgs(lvFields), extra...)...) }

@@ -1,0 +1,190 @@
+package lvm
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// LV is one row of `lvs`.
+type LV struct {
+	Name, VGName, UUID, Path, DMPath string // Path = lv_path (/dev/vg/lv), DMPath = lv_dm_path
+	Size                             uint64
+	Attr                             string
+	Tags                             []string
+	Layout, Role                     string // lv_layout ("linear", "thin,pool", "raid,raid1"...), lv_role
+	Active, Open                     bool   // lv_active == "active", lv_device_open == "open"
+	PoolLV, Origin                   string
+	DataPercent, MetadataPercent     float64 // thin pools, thin LVs, snapshots ("" -> 0)
+	SnapshotInvalid, Partial         bool    // attr bits 5 (I/S) and 9 (p)
+	Health                           string  // lv_health_status ("", "partial", "refresh needed", ...)
+	SyncPercent                      float64 // raid (copy_percent)
+
+	// Additions beyond the first sketch of this API:
+
+	// Hidden marks an internal LV (reported as "[name]" by `lvs -a`, e.g.
+	// [lvol0_pmspare] or [pool_tdata]); only ListAllLVs returns them.
+	Hidden bool
+	// SkipActivation is attr bit 10 (k): plain `lvchange -ay` skips the LV
+	// (thin snapshots get it by default); Activate overrides it.
+	SkipActivation bool
+	// ExtentSize is the VG's extent size; sizes are multiples of it.
+	ExtentSize uint64
+}
+
+// HasTag reports whether the LV carries tag t.
+func (lv LV) HasTag(t string) bool { return slices.Contains(lv.Tags, t) }
+
+// IsThinPool reports whether the LV is a thin pool (attr type 't').
+func (lv LV) IsThinPool() bool { return attrAt(lv.Attr, 0) == 't' }
+
+// IsThinVolume reports whether the LV is a thin volume (attr type 'V'),
+// thin snapshots included.
+func (lv LV) IsThinVolume() bool { return attrAt(lv.Attr, 0) == 'V' }
+
+// IsCOWSnapshot reports whether the LV is an old-style (COW) snapshot.
+func (lv LV) IsCOWSnapshot() bool { t := attrAt(lv.Attr, 0); return t == 's' || t == 'S' }
+
+// HasCOWSnapshots reports whether the LV is the origin of COW snapshots,
+// which lvremove would delete along with it.
+func (lv LV) HasCOWSnapshots() bool { t := attrAt(lv.Attr, 0); return t == 'o' || t == 'O' }
+
+type rawLV struct {
+	Name            string `json:"lv_name"`
+	VGName          string `json:"vg_name"`
+	UUID            string `json:"lv_uuid"`
+	Path            string `json:"lv_path"`
+	DMPath          string `json:"lv_dm_path"`
+	Size            string `json:"lv_size"`
+	Attr            string `json:"lv_attr"`
+	Tags            string `json:"lv_tags"`
+	Layout          string `json:"lv_layout"`
+	Role            string `json:"lv_role"`
+	Active          string `json:"lv_active"`
+	DeviceOpen      string `json:"lv_device_open"`
+	PoolLV          string `json:"pool_lv"`
+	Origin          string `json:"origin"`
+	DataPercent     string `json:"data_percent"`
+	MetadataPercent string `json:"metadata_percent"`
+	Health          string `json:"lv_health_status"`
+	CopyPercent     string `json:"copy_percent"`
+	ExtentSize      string `json:"vg_extent_size"`
+}
+
+// unbracket strips the brackets lvm2 puts around hidden LV names.
+func unbracket(name string) (string, bool) {
+	if len(name) >= 2 && name[0] == '[' && name[len(name)-1] == ']' {
+		return name[1 : len(name)-1], true
+	}
+	return name, false
+}
+
+func parseLVs(out []byte) ([]LV, error) {
+	rows, err := decodeReport[rawLV](out, "lv")
+	if err != nil {
+		return nil, err
+	}
+	lvs := make([]LV, 0, len(rows))
+	for _, r := range rows {
+		lv, err := convertLV(r)
+		if err != nil {
+			return nil, fmt.Errorf("lv %s/%s: %w", r.VGName, r.Name, err)
+		}
+		lvs = append(lvs, lv)
+	}
+	return lvs, nil
+}
+
+func convertLV(r rawLV) (LV, error) {
+	var p fieldParser
+	name, hidden := unbracket(r.Name)
+	pool, _ := unbracket(r.PoolLV)
+	origin, _ := unbracket(r.Origin)
+	state := attrAt(r.Attr, 4)
+	lv := LV{
+		Name: name, VGName: r.VGName, UUID: r.UUID, Path: r.Path, DMPath: r.DMPath,
+		Size: p.uint("lv_size", r.Size), Attr: r.Attr, Tags: splitTags(r.Tags),
+		Layout: r.Layout, Role: r.Role,
+		Active: r.Active == "active", Open: r.DeviceOpen == "open",
+		PoolLV: pool, Origin: origin,
+		DataPercent:     p.percent("data_percent", r.DataPercent),
+		MetadataPercent: p.percent("metadata_percent", r.MetadataPercent),
+		SnapshotInvalid: state == 'I' || state == 'S',
+		Partial:         attrAt(r.Attr, 8) == 'p',
+		Health:          r.Health,
+		SyncPercent:     p.percent("copy_percent", r.CopyPercent),
+		Hidden:          hidden,
+		SkipActivation:  attrAt(r.Attr, 9) == 'k',
+		ExtentSize:      p.uint("vg_extent_size", r.ExtentSize),
+	}
+	return lv, p.err
+}
+
+func (c *Client) lvs(ctx context.Context, all bool, target string) ([]LV, error) {
+	args := append([]string{"lvs"}, reportArgs(lvFields)...)
+	if all {
+		args = append(args, "-a")
+	}
+	out, err := c.run(ctx, append(args, target)...)
+	if err != nil {
+		return nil, fmt.Errorf("lvs %s: %w", target, err)
+	}
+	lvs, err := parseLVs(out)
+	if err != nil {
+		return nil, fmt.Errorf("lvs %s: %w", target, err)
+	}
+	return lvs, nil
+}
+
+// ListLVs reports the visible LVs of a VG (ErrNotFound when the VG is
+// missing). Internal LVs such as [lvol0_pmspare] are left out.
+func (c *Client) ListLVs(ctx context.Context, vg string) ([]LV, error) {
+	if err := ValidateVGName(vg); err != nil {
+		return nil, err
+	}
+	return c.lvs(ctx, false, vg)
+}
+
+// ListAllLVs is ListLVs including internal LVs (Hidden set).
+func (c *Client) ListAllLVs(ctx context.Context, vg string) ([]LV, error) {
+	if err := ValidateVGName(vg); err != nil {
+		return nil, err
+	}
+	return c.lvs(ctx, true, vg)
+}
+
+// GetLV reports one LV; ErrNotFound when it (or its VG) does not exist.
+func (c *Client) GetLV(ctx context.Context, vg, name string) (LV, error) {
+	if err := validateVGLV(vg, name); err != nil {
+		return LV{}, err
+	}
+	lvs, err := c.lvs(ctx, false, vg+"/"+name)
+	if err != nil {
+		return LV{}, err
+	}
+	for _, lv := range lvs {
+		if lv.Name == name && lv.VGName == vg {
+			return lv, nil
+		}
+	}
+	return LV{}, fmt.Errorf("lvs %s/%s: logical volume %w", vg, name, ErrNotFound)
+}
+
+// dependents lists the LVs that `lvremove --yes vg/name` would delete too:
+// COW snapshots of an origin, thin volumes of a pool.
+func dependents(target LV, all []LV) []string {
+	var deps []string
+	for _, lv := range all {
+		if lv.Name == target.Name {
+			continue
+		}
+		if target.IsThinPool() && lv.PoolLV == target.Name ||
+			target.HasCOWSnapshots() && lv.IsCOWSnapshot() && lv.Origin == target.Name {
+			deps = append(deps, lv.Name)
+		}
+	}
+	return deps
+}
+
+func joinNames(names []string) string { return strings.Join(names, ", ") }

@@ -1,0 +1,162 @@
+package lvm
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+)
+
+// ErrHasDependents refuses to remove an LV that lvremove would take other
+// LVs down with (the COW snapshots of an origin, the thin volumes of a
+// pool). It is an ErrBusy too.
+var ErrHasDependents = fmt.Errorf("%w: it has dependent snapshots or thin volumes", ErrBusy)
+
+// CreateLVOptions describes a new linear LV.
+type CreateLVOptions struct {
+	VG, Name string
+	Size     uint64 // bytes; rounded up to the VG's extent size
+	Tags     []string
+}
+
+// bytesArg renders a size for -L in bytes ("b"); sizes are extent
+// multiples, so lvm2's 512-byte multiple rule always holds.
+func bytesArg(size uint64) string { return strconv.FormatUint(size, 10) + "b" }
+
+// CreateLV creates a linear LV and returns its report. The new LV is active.
+// It is zeroed at the start and any old signature is wiped (--zero y
+// --wipesignatures y), so a filesystem left by a former tenant is not found
+// by blkid on the new volume.
+func (c *Client) CreateLV(ctx context.Context, o CreateLVOptions) (LV, error) {
+	if err := validateVGLV(o.VG, o.Name); err != nil {
+		return LV{}, err
+	}
+	if err := validateTags(o.Tags); err != nil {
+		return LV{}, err
+	}
+	if o.Size == 0 {
+		return LV{}, fmt.Errorf("lvcreate %s/%s: size must be greater than zero", o.VG, o.Name)
+	}
+	vg, err := c.GetVG(ctx, o.VG)
+	if err != nil {
+		return LV{}, fmt.Errorf("lvcreate %s/%s: %w", o.VG, o.Name, err)
+	}
+	size := RoundUp(o.Size, vg.ExtentSize)
+	if size == 0 {
+		return LV{}, fmt.Errorf("lvcreate %s/%s: size %d is too large", o.VG, o.Name, o.Size)
+	}
+	args := []string{"lvcreate", "-n", o.Name, "-L", bytesArg(size),
+		"--zero", "y", "--wipesignatures", "y", "--yes"}
+	for _, t := range o.Tags {
+		args = append(args, "--addtag", t)
+	}
+	if _, err := c.run(ctx, append(args, o.VG)...); err != nil {
+		return LV{}, fmt.Errorf("lvcreate %s/%s: %w", o.VG, o.Name, err)
+	}
+	return c.GetLV(ctx, o.VG, o.Name)
+}
+
+// RemoveLV removes one LV (ErrNotFound when missing, ErrBusy when open).
+// It refuses with ErrHasDependents rather than let lvremove --yes also
+// delete the LV's COW snapshots or a pool's thin volumes.
+func (c *Client) RemoveLV(ctx context.Context, vg, name string) error {
+	if err := validateVGLV(vg, name); err != nil {
+		return err
+	}
+	all, err := c.ListLVs(ctx, vg)
+	if err != nil {
+		return fmt.Errorf("lvremove %s/%s: %w", vg, name, err)
+	}
+	i := indexLV(all, name)
+	if i < 0 {
+		return fmt.Errorf("lvremove %s/%s: logical volume %w", vg, name, ErrNotFound)
+	}
+	if deps := dependents(all[i], all); len(deps) > 0 {
+		return fmt.Errorf("lvremove %s/%s: %w (%s)", vg, name, ErrHasDependents, joinNames(deps))
+	}
+	if _, err := c.run(ctx, "lvremove", "--yes", vg+"/"+name); err != nil {
+		return fmt.Errorf("lvremove %s/%s: %w", vg, name, err)
+	}
+	return nil
+}
+
+func indexLV(lvs []LV, name string) int {
+	for i, lv := range lvs {
+		if lv.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// ExtendLV grows an LV to at least size bytes (rounded up to the extent
+// size). It does nothing when the LV is already that large: LVs never
+// shrink here, so a repeated or late request is harmless.
+func (c *Client) ExtendLV(ctx context.Context, vg, name string, size uint64) error {
+	if size == 0 {
+		return fmt.Errorf("lvextend %s/%s: size must be greater than zero", vg, name)
+	}
+	lv, err := c.GetLV(ctx, vg, name)
+	if err != nil {
+		return fmt.Errorf("lvextend %s/%s: %w", vg, name, err)
+	}
+	if lv.Size >= size {
+		return nil
+	}
+	target := RoundUp(size, lv.ExtentSize)
+	if target == 0 {
+		return fmt.Errorf("lvextend %s/%s: size %d is too large", vg, name, size)
+	}
+	if _, err := c.run(ctx, "lvextend", "-L", bytesArg(target), vg+"/"+name); err != nil {
+		return fmt.Errorf("lvextend %s/%s: %w", vg, name, err)
+	}
+	return nil
+}
+
+// Activate activates an LV, creating its device node. -K overrides the
+// activation-skip flag that thin snapshots carry: the caller asked for
+// this very LV.
+func (c *Client) Activate(ctx context.Context, vg, name string) error {
+	return c.lvchange(ctx, "activate", vg, name, "-ay", "-K")
+}
+
+// Deactivate deactivates an LV, removing its device node; ErrBusy while the
+// device is open (mounted, or held by a process).
+func (c *Client) Deactivate(ctx context.Context, vg, name string) error {
+	return c.lvchange(ctx, "deactivate", vg, name, "-an")
+}
+
+// AddTags adds tags to an LV; tags it already has are kept as they are.
+func (c *Client) AddTags(ctx context.Context, vg, name string, tags ...string) error {
+	return c.changeTags(ctx, "--addtag", vg, name, tags)
+}
+
+// RemoveTags removes tags from an LV; absent tags are ignored by lvm2.
+func (c *Client) RemoveTags(ctx context.Context, vg, name string, tags ...string) error {
+	return c.changeTags(ctx, "--deltag", vg, name, tags)
+}
+
+func (c *Client) changeTags(ctx context.Context, flag, vg, name string, tags []string) error {
+	if err := validateTags(tags); err != nil {
+		return err
+	}
+	if len(tags) == 0 {
+		return validateVGLV(vg, name)
+	}
+	args := make([]string, 0, 2*len(tags))
+	for _, t := range tags {
+		args = append(args, flag, t)
+	}
+	return c.lvchange(ctx, flag[2:], vg, name, args...)
+}
+
+// lvchange runs `lvchange args... vg/name`; what names the operation in
+// error messages.
+func (c *Client) lvchange(ctx context.Context, what, vg, name string, args ...string) error {
+	if err := validateVGLV(vg, name); err != nil {
+		return err
+	}
+	if _, err := c.run(ctx, append(append([]string{"lvchange"}, args...), vg+"/"+name)...); err != nil {
+		return fmt.Errorf("lvchange (%s) %s/%s: %w", what, vg, name, err)
+	}
+	return nil
+}

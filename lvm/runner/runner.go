@@ -1,0 +1,135 @@
+// Package runner is the one place where Carve starts external programs.
+//
+// Every command runs directly (never through a shell, so names and tags can
+// never be interpreted as shell syntax), under a timeout, with a fixed extra
+// environment, and with its stderr captured for error messages and logs.
+package runner
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/klog/v2"
+)
+
+// DefaultTimeout bounds a command when Exec.Timeout is zero. LVM commands
+// take about a second even on a slow VM; two minutes only trips on a hang
+// (a stuck device, a lock held by a dead process).
+const DefaultTimeout = 2 * time.Minute
+
+// killGrace is how long a command has to exit after SIGTERM before it is
+// killed. lvm2 blocks signals inside metadata updates, so a SIGTERM lets it
+// finish or back out cleanly where a SIGKILL could leave a lock behind.
+const killGrace = 5 * time.Second
+
+// Runner runs external commands.
+type Runner interface {
+	// Run executes name with args directly (never via a shell) and returns
+	// stdout. On failure it returns *Error (stderr captured, exit code, the
+	// command line); stdout is still returned when there was some.
+	Run(ctx context.Context, name string, args ...string) ([]byte, error)
+}
+
+// Exec runs commands on this machine.
+type Exec struct {
+	// Timeout per command; DefaultTimeout when zero.
+	Timeout time.Duration
+	// Env holds extra "K=V" entries appended to os.Environ().
+	Env []string
+}
+
+var _ Runner = (*Exec)(nil)
+
+// New returns an Exec with the given timeout (DefaultTimeout when zero) and
+// extra environment.
+func New(timeout time.Duration, env ...string) *Exec {
+	return &Exec{Timeout: timeout, Env: env}
+}
+
+func (e *Exec) timeout() time.Duration {
+	if e.Timeout <= 0 {
+		return DefaultTimeout
+	}
+	return e.Timeout
+}
+
+func (e *Exec) environ(base []string) []string {
+	env := make([]string, 0, len(base)+len(e.Env))
+	env = append(env, base...)
+	return append(env, e.Env...)
+}
+
+// Run implements Runner.
+func (e *Exec) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.timeout())
+	defer cancel()
+
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = e.environ(os.Environ())
+	setGracefulCancel(cmd)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+
+	start := time.Now()
+	err := cmd.Run()
+	logRun(name, args, time.Since(start), err, stderr.String())
+	if err != nil {
+		return stdout.Bytes(), newError(ctx.Err(), name, args, err, stderr.String())
+	}
+	return stdout.Bytes(), nil
+}
+
+// setGracefulCancel makes a cancelled or timed-out command get SIGTERM first
+// and SIGKILL only after killGrace; WaitDelay also stops Wait from hanging
+// on pipes that a grandchild keeps open.
+func setGracefulCancel(cmd *exec.Cmd) {
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = killGrace
+}
+
+func newError(ctxErr error, name string, args []string, err error, stderr string) *Error {
+	e := &Error{Name: name, Args: args, ExitCode: -1, Stderr: stderr, Err: err}
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		e.ExitCode = exitErr.ExitCode()
+	}
+	// A command killed because the context ended reports "signal: terminated";
+	// callers need to see the context's reason instead.
+	if ctxErr != nil {
+		e.Err = ctxErr
+	}
+	return e
+}
+
+func logRun(name string, args []string, d time.Duration, err error, stderr string) {
+	line := CommandLine(name, args)
+	if err != nil {
+		klog.V(2).InfoS("Command failed", "cmd", line, "duration", d, "err", err, "stderr", strings.TrimSpace(stderr))
+		return
+	}
+	klog.V(4).InfoS("Command ran", "cmd", line, "duration", d)
+}
+
+// CommandLine renders name and args for messages, quoting arguments that
+// would otherwise be ambiguous. It is for humans, not for a shell.
+func CommandLine(name string, args []string) string {
+	parts := make([]string, 0, len(args)+1)
+	parts = append(parts, name)
+	for _, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t\n\"'\\") {
+			a = quote(a)
+		}
+		parts = append(parts, a)
+	}
+	return strings.Join(parts, " ")
+}
+
+func quote(s string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\t", `\t`).Replace(s) + `"`
+}

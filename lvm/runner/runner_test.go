@@ -1,0 +1,123 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// These tests start real processes (sh, true, sleep): the runner's job is
+// exactly what a fake could not show.
+
+func TestRunReturnsStdout(t *testing.T) {
+	out, err := New(0).Run(context.Background(), "sh", "-c", "echo out; echo err >&2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != "out\n" {
+		t.Errorf("stdout = %q, want only stdout", out)
+	}
+}
+
+func TestRunDoesNotUseAShell(t *testing.T) {
+	out, err := New(0).Run(context.Background(), "echo", "$HOME;", "`id`", "a b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(out), "$HOME; `id` a b\n"; got != want {
+		t.Errorf("stdout = %q, want arguments passed verbatim %q", got, want)
+	}
+}
+
+func TestRunFailureIsError(t *testing.T) {
+	_, err := New(0).Run(context.Background(), "sh", "-c", `echo "  first line" >&2; echo "  second" >&2; exit 5`)
+	var rerr *Error
+	if !errors.As(err, &rerr) {
+		t.Fatalf("err = %T %v, want *Error", err, err)
+	}
+	if rerr.ExitCode != 5 || rerr.Name != "sh" || rerr.Args[0] != "-c" {
+		t.Errorf("Error = %+v", rerr)
+	}
+	if !strings.Contains(rerr.Stderr, "  first line\n") {
+		t.Errorf("Stderr = %q, want it verbatim", rerr.Stderr)
+	}
+	msg := err.Error()
+	if !strings.HasPrefix(msg, `sh -c "echo \"  first line\"`) ||
+		!strings.HasSuffix(msg, ": exit status 5: first line; second") {
+		t.Errorf("Error() = %q", msg)
+	}
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) {
+		t.Errorf("Unwrap does not reach *exec.ExitError")
+	}
+}
+
+func TestRunMissingBinary(t *testing.T) {
+	_, err := New(0).Run(context.Background(), "carve-no-such-binary")
+	var rerr *Error
+	if !errors.As(err, &rerr) || rerr.ExitCode != -1 || !errors.Is(err, exec.ErrNotFound) {
+		t.Fatalf("err = %v, want *Error with exit -1 wrapping exec.ErrNotFound", err)
+	}
+}
+
+func TestRunTimeout(t *testing.T) {
+	start := time.Now()
+	_, err := New(100*time.Millisecond).Run(context.Background(), "sleep", "10")
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want context.DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %v: the timeout did not stop the command", d)
+	}
+}
+
+func TestRunCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := New(0).Run(ctx, "true")
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+}
+
+func TestRunEnv(t *testing.T) {
+	t.Setenv("CARVE_TEST_INHERITED", "yes")
+	out, err := New(0, "CARVE_TEST_EXTRA=1", "CARVE_TEST_INHERITED=overridden").Run(context.Background(),
+		"sh", "-c", `echo "$CARVE_TEST_EXTRA $CARVE_TEST_INHERITED"; test -n "$PATH"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != "1 overridden\n" {
+		t.Errorf("env seen by the command: %q", out)
+	}
+}
+
+func TestDefaultTimeout(t *testing.T) {
+	if got := (&Exec{}).timeout(); got != DefaultTimeout {
+		t.Errorf("zero Timeout = %v, want %v", got, DefaultTimeout)
+	}
+}
+
+func TestTrimStderr(t *testing.T) {
+	long := strings.Repeat("x", 2000)
+	for _, tc := range []struct{ in, want string }{
+		{"", ""},
+		{"  one\n\n  two  \n", "one; two"},
+		{long, long[:maxStderrInMessage] + "..."},
+	} {
+		if got := TrimStderr(tc.in); got != tc.want {
+			t.Errorf("TrimStderr(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestCommandLine(t *testing.T) {
+	got := CommandLine("lvm", []string{"lvcreate", "-n", "x", "--addtag", "a b", "", `q"`})
+	want := `lvm lvcreate -n x --addtag "a b" "" "q\""`
+	if got != want {
+		t.Errorf("CommandLine = %s, want %s", got, want)
+	}
+}

@@ -1,0 +1,120 @@
+package lvm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// VG is one row of `vgs`.
+type VG struct {
+	Name, UUID                          string
+	Size, Free, ExtentSize, ExtentCount uint64
+	FreeCount                           uint64
+	PVCount, MissingPVCount, LVCount    int
+	Partial                             bool // a PV is missing (vg_attr bit 4)
+	Attr                                string
+	Tags                                []string
+}
+
+type rawVG struct {
+	Name           string `json:"vg_name"`
+	UUID           string `json:"vg_uuid"`
+	Size           string `json:"vg_size"`
+	Free           string `json:"vg_free"`
+	ExtentSize     string `json:"vg_extent_size"`
+	ExtentCount    string `json:"vg_extent_count"`
+	FreeCount      string `json:"vg_free_count"`
+	PVCount        string `json:"pv_count"`
+	MissingPVCount string `json:"vg_missing_pv_count"`
+	LVCount        string `json:"lv_count"`
+	Attr           string `json:"vg_attr"`
+	Tags           string `json:"vg_tags"`
+}
+
+func parseVGs(out []byte) ([]VG, error) {
+	rows, err := decodeReport[rawVG](out, "vg")
+	if err != nil {
+		return nil, err
+	}
+	vgs := make([]VG, 0, len(rows))
+	for _, r := range rows {
+		var p fieldParser
+		vg := VG{
+			Name: r.Name, UUID: r.UUID, Attr: r.Attr, Tags: splitTags(r.Tags),
+			Size:           p.uint("vg_size", r.Size),
+			Free:           p.uint("vg_free", r.Free),
+			ExtentSize:     p.uint("vg_extent_size", r.ExtentSize),
+			ExtentCount:    p.uint("vg_extent_count", r.ExtentCount),
+			FreeCount:      p.uint("vg_free_count", r.FreeCount),
+			PVCount:        p.int("pv_count", r.PVCount),
+			MissingPVCount: p.int("vg_missing_pv_count", r.MissingPVCount),
+			LVCount:        p.int("lv_count", r.LVCount),
+			Partial:        attrAt(r.Attr, 3) == 'p',
+		}
+		if p.err != nil {
+			return nil, fmt.Errorf("vg %s: %w", r.Name, p.err)
+		}
+		vgs = append(vgs, vg)
+	}
+	return vgs, nil
+}
+
+// ListVGs reports every volume group.
+func (c *Client) ListVGs(ctx context.Context) ([]VG, error) {
+	out, err := c.run(ctx, append([]string{"vgs"}, reportArgs(vgFields)...)...)
+	if err != nil {
+		return nil, fmt.Errorf("vgs: %w", err)
+	}
+	return parseVGs(out)
+}
+
+// GetVG reports one volume group; ErrNotFound when there is none so named.
+func (c *Client) GetVG(ctx context.Context, vg string) (VG, error) {
+	if err := ValidateVGName(vg); err != nil {
+		return VG{}, err
+	}
+	args := append(append([]string{"vgs"}, reportArgs(vgFields)...), vg)
+	out, err := c.run(ctx, args...)
+	if err != nil {
+		return VG{}, fmt.Errorf("vgs %s: %w", vg, err)
+	}
+	vgs, err := parseVGs(out)
+	if err != nil {
+		return VG{}, fmt.Errorf("vgs %s: %w", vg, err)
+	}
+	for _, v := range vgs {
+		if v.Name == vg {
+			return v, nil
+		}
+	}
+	return VG{}, fmt.Errorf("vgs %s: volume group %w", vg, ErrNotFound)
+}
+
+// CreateVG creates a volume group on devices, initialising them as PVs.
+// lvm2 refuses devices that are already PVs of another VG.
+func (c *Client) CreateVG(ctx context.Context, vg string, devices ...string) error {
+	if err := ValidateVGName(vg); err != nil {
+		return err
+	}
+	if len(devices) == 0 {
+		return errors.New("vgcreate " + vg + ": no devices")
+	}
+	args := append([]string{"vgcreate", "--yes", vg}, devices...)
+	if _, err := c.run(ctx, args...); err != nil {
+		return fmt.Errorf("vgcreate %s: %w", vg, err)
+	}
+	return nil
+}
+
+// RemoveVG removes a volume group together with every LV in it; its PVs stay
+// labelled (see RemovePVs).
+func (c *Client) RemoveVG(ctx context.Context, vg string) error {
+	if err := ValidateVGName(vg); err != nil {
+		return err
+	}
+	if _, err := c.run(ctx, "vgremove", "--yes", vg); err != nil {
+		return fmt.Errorf("vgremove %s: %w", vg, err)
+	}
+	return nil
+}

@@ -1,0 +1,99 @@
+#!/bin/bash
+# Stage 2 of the carve-vm guest: runs as root under the host's own bash in
+# the chroot that init.sh built (the host's / over 9p plus a tmpfs overlay).
+# run.sh copies this file and config.sh into the "carvejob" share.
+#
+# Finishes the guest environment, runs the caller's COMMAND with its output
+# on the virtio ports that reach run.sh's stdout and stderr, and leaves the
+# exit status in the job share. Errors before COMMAND go to the console log.
+set -uo pipefail
+
+job=/run/carve-vm/job
+host=/run/carve-vm/host
+
+fail() {
+  echo "carve-vm guest: $*" >&2
+  exit 1
+}
+
+# Declares vm_cwd, vm_argv, vm_env, vm_shares, vm_overlays, vm_moddir and
+# vm_modules (written by run.sh with declare -p).
+# shellcheck source=/dev/null
+source "$job/config.sh" || fail "cannot read $job/config.sh"
+
+# The Debian kernel's modules, where modprobe looks for them. Reached through
+# the host view: the cache dir may sit under the host's /tmp, which the
+# guest's own /tmp hides.
+kver=$(uname -r)
+mkdir -p "/lib/modules/$kver"
+mount --bind "$host$vm_moddir" "/lib/modules/$kver" || fail "cannot bind the module tree"
+
+# Directories of the caller that the guest's fresh /tmp or /run hide (its
+# working dir, COMMAND's dir): overlay them from the host view, so they look
+# like the rest of / (host content, writes kept in RAM).
+for i in "${!vm_overlays[@]}"; do
+  d=${vm_overlays[i]}
+  o=/run/carve-vm/overlay/$i
+  mkdir -p "$o/upper" "$o/work" "$d"
+  mount -t overlay -o "lowerdir=$host$d,upperdir=$o/upper,workdir=$o/work" overlay "$d" 2>/dev/null ||
+    mount --bind -o ro "$host$d" "$d" || fail "cannot expose $d"
+done
+
+# --share dirs: writable 9p mounts at their host paths (sorted parents first).
+for i in "${!vm_shares[@]}"; do
+  d=${vm_shares[i]}
+  mkdir -p "$d"
+  mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache=mmap "carveshare$i" "$d" ||
+    fail "cannot mount share $d"
+done
+
+# No udev runs in the guest: LVM must create device nodes itself and not wait
+# for udev. DM_DISABLE_UDEV=1 does that too, but programs may build their own
+# environment for children; the config file holds regardless. The host's
+# lvm.conf (filters, devices file) must not apply to the scratch disks.
+mkdir -p /etc/lvm
+cat >/etc/lvm/lvm.conf <<'EOF'
+# Written by carve-vm (scripts/vm/guest.sh) for a guest without udev.
+devices {
+	obtain_device_list_from_udev = 0
+	external_device_info_source = "none"
+	use_devicesfile = 0
+}
+activation {
+	udev_sync = 0
+	udev_rules = 0
+	monitoring = 0
+}
+global {
+	use_lvmpolld = 0
+}
+EOF
+: >/etc/lvm/lvmlocal.conf
+echo carve-vm >/etc/hostname
+printf '127.0.0.1\tlocalhost\n127.0.1.1\tcarve-vm\n::1\tlocalhost ip6-localhost ip6-loopback\n' >/etc/hosts
+
+# shellcheck disable=SC2086 # vm_modules is a space-separated list
+[[ -z $vm_modules ]] || modprobe -a $vm_modules || fail "modprobe $vm_modules failed"
+
+out='' err=''
+for p in /sys/class/virtio-ports/*; do
+  case $(<"$p/name") in
+    carve.stdout) out=/dev/${p##*/} ;;
+    carve.stderr) err=/dev/${p##*/} ;;
+  esac
+done
+[[ -n $out && -n $err ]] || fail "virtio ports carve.stdout/carve.stderr not found"
+
+read -r uptime _ </proc/uptime
+echo "$uptime" >"$job/started"
+
+# env -i: COMMAND sees only what run.sh passed (CARVE_*, GO*, PATH, HOME,
+# DM_DISABLE_UDEV); env then finds COMMAND along that PATH.
+(cd -- "$vm_cwd" && exec env -i "${vm_env[@]}" "${vm_argv[@]}") </dev/null >"$out" 2>"$err"
+rc=$?
+
+read -r uptime _ </proc/uptime
+echo "$uptime" >"$job/finished"
+# Write then rename: run.sh must never read a half-written status.
+echo "$rc" >"$job/rc.tmp" && mv "$job/rc.tmp" "$job/rc"
+sync

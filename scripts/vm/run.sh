@@ -1,0 +1,221 @@
+#!/usr/bin/env bash
+# Run one COMMAND as root in a throw-away QEMU VM that boots Debian's kernel
+# (with device-mapper) and uses the host's own / (read-only, tmpfs overlay),
+# so real LVM, mkfs and mounts can be tested on a host kernel without them.
+#
+# Usage: scripts/vm/run.sh [OPTIONS] [--] COMMAND [ARGS...]
+#   --disks N          blank scratch disks /dev/vda, /dev/vdb, ... (default 2)
+#   --disk-size SIZE   size of each, as for truncate(1) (default 4G)
+#   --mem M            guest memory, as for qemu -m (default 2G)
+#   --timeout SECONDS  kill the VM after this long (default 1800)
+#   --share DIR        mount host DIR writable at the same path (repeatable)
+#   --console          copy the guest's kernel console to stderr
+#   --verbose          report boot and run times on stderr
+# Exit status: COMMAND's; 124 on timeout; 125 when the VM failed before
+# COMMAND finished (boot failure, guest setup failure, QEMU error).
+# Env: CARVE_VM_CACHE (see setup.sh); CARVE_VM_MODULES replaces the list of
+# modules loaded before COMMAND runs.
+set -euo pipefail
+
+# shellcheck source=common.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/common.sh"
+
+usage() {
+  sed -n '/^# Usage:/,/^# Env:/p' "$VM_DIR/run.sh" | sed 's/^# \{0,1\}//' >&2
+  exit 2
+}
+
+disks=2
+disk_size=4G
+mem=2G
+timeout_s=1800
+console=0
+verbose=0
+shares=()
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --disks) disks=${2:?--disks needs a value}; shift 2 ;;
+    --disk-size) disk_size=${2:?--disk-size needs a value}; shift 2 ;;
+    --mem) mem=${2:?--mem needs a value}; shift 2 ;;
+    --timeout) timeout_s=${2:?--timeout needs a value}; shift 2 ;;
+    --share) shares+=("${2:?--share needs a value}"); shift 2 ;;
+    --console) console=1; shift ;;
+    --verbose) verbose=1; shift ;;
+    -h | --help) usage ;;
+    --) shift; break ;;
+    -*) vm_log "unknown option: $1"; usage ;;
+    # The first non-option starts COMMAND, so that "go test -exec run.sh"
+    # works without a "--".
+    *) break ;;
+  esac
+done
+[[ $# -gt 0 ]] || { vm_log "no COMMAND given"; usage; }
+[[ $disks =~ ^[0-9]+$ && $disks -le 20 ]] || vm_die "--disks must be 0..20"
+[[ $timeout_s =~ ^[0-9]+$ && $timeout_s -gt 0 ]] || vm_die "--timeout must be a positive number of seconds"
+
+# Build or refresh the boot files when missing or when init.sh/setup.sh changed.
+if [[ ! -f $VM_CACHE/current/.complete ||
+  $(cat -- "$VM_CACHE/current/initramfs.stamp" 2>/dev/null) != "$(vm_initramfs_stamp)" ]]; then
+  "$VM_DIR/setup.sh" >&2 || vm_die "setup.sh failed"
+fi
+kdir=$(cd -- "$VM_CACHE/current" && pwd -P)
+kver=$(<"$kdir/kver")
+
+job=$(mktemp -d "${TMPDIR:-/tmp}/carve-vm.XXXXXX")
+qemu_pid=''
+cleanup() {
+  if [[ -n $qemu_pid ]] && kill -0 "$qemu_pid" 2>/dev/null; then
+    kill -TERM "$qemu_pid" 2>/dev/null || true
+    wait "$qemu_pid" 2>/dev/null || true
+  fi
+  rm -rf -- "$job"
+}
+trap cleanup EXIT
+# Turn signals into a normal exit so the EXIT trap kills QEMU and cleans up.
+trap 'exit 130' INT
+trap 'exit 143' TERM
+mkdir -p -- "$job/share" "$job/disks"
+
+# The guest's /tmp and /run are fresh tmpfs, hiding the host's. The caller's
+# working dir and COMMAND's dir (go test -exec puts test binaries under /tmp)
+# are overlaid back from the host unless a --share covers them.
+is_hidden() { [[ $1 == /tmp || $1 == /tmp/* || $1 == /run || $1 == /run/* ]]; }
+under() { [[ $1 == "$2" || $1 == "$2"/* ]]; }
+
+cwd=$(pwd -P)
+vm_shares=()
+for s in "${shares[@]}"; do
+  [[ -d $s ]] || vm_die "--share $s: not a directory"
+  vm_shares+=("$(cd -- "$s" && pwd -P)")
+done
+# Parents sort before their children, so nested shares mount in order.
+if [[ ${#vm_shares[@]} -gt 0 ]]; then
+  mapfile -t vm_shares < <(printf '%s\n' "${vm_shares[@]}" | LC_ALL=C sort -u)
+fi
+
+candidates=("$cwd")
+if [[ $1 == */* && -e $1 ]]; then
+  candidates+=("$(cd -- "$(dirname -- "$1")" && pwd -P)")
+fi
+vm_overlays=()
+for d in "${candidates[@]}"; do
+  is_hidden "$d" || continue
+  covered=0
+  for s in "${vm_shares[@]}" "${vm_overlays[@]}"; do
+    under "$d" "$s" && covered=1
+  done
+  [[ $covered -eq 1 ]] || vm_overlays+=("$d")
+done
+
+# The environment contract: CARVE_*, GO*, PATH and HOME from the caller, and
+# DM_DISABLE_UDEV=1 because the guest has no udev.
+vm_env=()
+while IFS= read -r name; do
+  case $name in
+    CARVE_* | GO* | PATH | HOME) vm_env+=("$name=${!name}") ;;
+  esac
+done < <(compgen -e)
+vm_env+=(DM_DISABLE_UDEV=1)
+
+vm_cwd=$cwd
+vm_argv=("$@")
+vm_moddir=$kdir/tree/lib/modules/$kver
+vm_modules=${CARVE_VM_MODULES-dm_snapshot dm_thin_pool dm_mirror raid1 dm_raid loop}
+declare -p vm_cwd vm_argv vm_env vm_shares vm_overlays vm_moddir vm_modules >"$job/share/config.sh"
+cp -- "$VM_DIR/guest.sh" "$job/share/guest.sh"
+
+# COMMAND's output arrives on two virtio-serial ports. QEMU writes each into a
+# pipe read by a cat that copies it to our stdout/stderr: a pipe opens the
+# same way whatever our stdout is (terminal, file, socket, /dev/null).
+exec {out_fd}> >(cat)
+out_cat=$!
+exec {err_fd}> >(cat >&2)
+err_cat=$!
+if [[ $console -eq 1 ]]; then
+  exec {con_fd}> >(sed -u 's/\r$//' >&2)
+  console_path=/dev/fd/$con_fd
+else
+  console_path=$job/console.log
+fi
+
+qemu=(qemu-system-x86_64
+  -name carve-vm
+  # The host's KVM cannot boot a stock kernel: emulate (TCG). One vCPU is
+  # faster than two under TCG.
+  -machine q35,accel=tcg,vmport=off,smbus=off,sata=off,i8042=off
+  -cpu qemu64 -smp 1 -m "$mem"
+  -nodefaults -nographic -nic none -no-reboot
+  -kernel "$kdir/vmlinux" -initrd "$kdir/initramfs.cpio"
+  # quiet/loglevel: keep the console log short; panic=-1 with -no-reboot
+  # turns a guest panic into a QEMU exit instead of a hang.
+  -append "console=ttyS0 quiet loglevel=1 panic=-1 mitigations=off 8250.nr_uarts=1"
+  -chardev "file,id=console,path=$console_path"
+  -serial chardev:console
+  -device virtio-serial-pci,id=vser
+  -chardev "file,id=out,path=/dev/fd/$out_fd"
+  -device virtserialport,bus=vser.0,nr=1,chardev=out,name=carve.stdout
+  -chardev "file,id=err,path=/dev/fd/$err_fd"
+  -device virtserialport,bus=vser.0,nr=2,chardev=err,name=carve.stderr
+  # Feeds the guest's entropy pool, so getrandom() never waits at boot.
+  -device virtio-rng-pci
+  # multidevs=remap: / spans several host filesystems; keep inode numbers
+  # unique in the guest.
+  -fsdev local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap
+  -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot
+  -fsdev "local,id=job,path=$job/share,security_model=none,multidevs=remap"
+  -device virtio-9p-pci,fsdev=job,mount_tag=carvejob
+)
+for i in "${!vm_shares[@]}"; do
+  qemu+=(-fsdev "local,id=share$i,path=${vm_shares[i]},security_model=none,multidevs=remap"
+    -device "virtio-9p-pci,fsdev=share$i,mount_tag=carveshare$i")
+done
+for ((i = 0; i < disks; i++)); do
+  disk=$job/disks/disk$i.raw
+  truncate -s "$disk_size" -- "$disk" || vm_die "bad --disk-size $disk_size"
+  # cache=unsafe: nothing survives the VM anyway. discard/detect-zeroes=unmap:
+  # zeroing (mkfs, lvcreate wiping) punches holes instead of writing zeros.
+  qemu+=(-drive "if=none,id=disk$i,file=$disk,format=raw,cache=unsafe,discard=unmap,detect-zeroes=unmap"
+    -device "virtio-blk-pci,drive=disk$i,serial=carve-disk$i")
+done
+
+start=$EPOCHREALTIME
+# timeout(1) runs QEMU in its own process group and forwards TERM to it.
+timeout -k 10 "$timeout_s" "${qemu[@]}" </dev/null &
+qemu_pid=$!
+qemu_rc=0
+wait "$qemu_pid" || qemu_rc=$?
+qemu_pid=''
+end=$EPOCHREALTIME
+
+# QEMU has closed its ends; close ours so the cats see EOF and drain.
+exec {out_fd}>&- {err_fd}>&-
+[[ $console -eq 1 ]] && exec {con_fd}>&-
+wait "$out_cat" "$err_cat" 2>/dev/null || true
+
+show_console() {
+  [[ -s $job/console.log ]] || return 0
+  vm_log "last console lines:"
+  tail -n 30 -- "$job/console.log" | sed 's/\r$//; s/^/  | /' >&2
+}
+
+if [[ $verbose -eq 1 ]]; then
+  # EPOCHREALTIME has microseconds; drop the dot to do integer arithmetic.
+  ms=$(((${end/./} - ${start/./}) / 1000))
+  vm_log "VM ran $((ms / 1000)).$(printf '%03d' $((ms % 1000))) s;" \
+    "COMMAND ran from guest uptime $(cat "$job/share/started" 2>/dev/null || echo '?') s" \
+    "to $(cat "$job/share/finished" 2>/dev/null || echo '?') s"
+fi
+
+if [[ -f $job/share/rc ]]; then
+  rc=$(<"$job/share/rc")
+  [[ $qemu_rc -eq 124 ]] && vm_log "warning: COMMAND finished but the VM did not power off before the timeout"
+  exit "$rc"
+fi
+if [[ $qemu_rc -eq 124 ]]; then
+  vm_log "timed out after $timeout_s s; QEMU killed"
+  show_console
+  exit 124
+fi
+vm_log "the VM stopped before COMMAND finished (QEMU exit status $qemu_rc): boot or guest setup failure"
+show_console
+exit 125

@@ -1,0 +1,126 @@
+// Package testenv prepares real LVM for the integration suites that run as
+// root inside the test VM (scripts/test-vm.sh): a private LVM configuration,
+// volume groups on the VM's scratch disks, and a running `carve standalone`.
+package testenv
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"carve.dev/carve/lvm"
+	"carve.dev/carve/lvm/runner"
+)
+
+// Disk returns the scratch disk named by the environment variable env, or
+// skips the test when it is unset: these tests wipe the disk they are given.
+func Disk(t *testing.T, env string) string {
+	t.Helper()
+	d := os.Getenv(env)
+	if d == "" {
+		t.Skipf("%s is not set: this test needs a scratch disk it may wipe (run it through scripts/test-vm.sh)", env)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	return d
+}
+
+// PrivateLVM points lvm2, for this test and the processes it starts, at a
+// fresh private configuration instead of the machine's /etc/lvm, and returns
+// a client for it.
+func PrivateLVM(t *testing.T) *lvm.Client {
+	t.Helper()
+	env, err := lvm.WritePrivateConfig(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	return lvm.New(runner.New(0))
+}
+
+// NewVG creates volume group name on disks and removes it, with its PVs,
+// when the test ends.
+func NewVG(t *testing.T, c *lvm.Client, name string, disks ...string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.CreateVG(ctx, name, disks...); err != nil {
+		t.Fatalf("create VG: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := c.RemoveVG(ctx, name); err != nil {
+			t.Errorf("remove VG %s: %v", name, err)
+		}
+		if err := c.RemovePVs(ctx, disks...); err != nil {
+			t.Errorf("remove PVs: %v", err)
+		}
+	})
+}
+
+// StartCarve runs the carve binary named by $CARVE_BIN as `carve
+// standalone args...` on a socket in a temporary directory, and returns the
+// socket's unix:// endpoint once it accepts connections. The process gets
+// SIGTERM when the test ends; its log goes to the test log's directory.
+func StartCarve(t *testing.T, args ...string) string {
+	t.Helper()
+	bin := os.Getenv("CARVE_BIN")
+	if bin == "" {
+		t.Skip("CARVE_BIN is not set: build cmd/carve and point CARVE_BIN at it")
+	}
+	sock := filepath.Join(t.TempDir(), "csi.sock")
+	logf, err := os.Create(filepath.Join(logDir(t), "carve-"+sanitize(t.Name())+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, append([]string{"standalone", "--endpoint", "unix://" + sock, "-v=4"}, args...)...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start carve: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		_ = logf.Close()
+		t.Logf("carve log: %s", logf.Name())
+	})
+	waitForSocket(t, sock, cmd)
+	return "unix://" + sock
+}
+
+func waitForSocket(t *testing.T, sock string, cmd *exec.Cmd) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if fi, err := os.Stat(sock); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			return
+		}
+		if cmd.ProcessState != nil {
+			t.Fatalf("carve exited early: %v", cmd.ProcessState)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("carve did not open %s within 30 s", sock)
+}
+
+// logDir is where process logs go: $CARVE_TEST_LOGS (a share the VM harness
+// brings back to the host) or the test's temp dir.
+func logDir(t *testing.T) string {
+	if d := os.Getenv("CARVE_TEST_LOGS"); d != "" {
+		if err := os.MkdirAll(d, 0o755); err == nil {
+			return d
+		}
+	}
+	return t.TempDir()
+}
+
+func sanitize(name string) string {
+	return strings.NewReplacer("/", "_", " ", "_").Replace(name)
+}
