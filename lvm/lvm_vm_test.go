@@ -20,6 +20,16 @@ import (
 
 const vmVG = "carve-vmtest"
 
+// The unit tests in this binary read testdata/ relative to the package
+// directory; run.sh starts the binary in the repository root.
+func init() {
+	if _, err := os.Stat("testdata"); err != nil {
+		if _, err := os.Stat("lvm/testdata"); err == nil {
+			_ = os.Chdir("lvm")
+		}
+	}
+}
+
 // vmClient makes a VG on CARVE_TEST_DISK under a private LVM configuration
 // and removes it (and the PV label) when the test ends.
 func vmClient(t *testing.T) (*Client, runner.Runner) {

@@ -88,9 +88,16 @@ func (c *execCmd) StderrPipe() (io.ReadCloser, error) {
 
 func (c *execCmd) Start() error {
 	// Tee stderr so failures can be logged with it, whoever else reads it.
-	if c.c.Stderr == nil {
+	switch {
+	case c.c.Stderr == nil:
 		c.c.Stderr = &c.stderr
-	} else {
+	case sameWriter(c.c.Stderr, c.c.Stdout):
+		// CombinedOutput: os/exec shares one pipe only while Stdout and
+		// Stderr are the same value; two goroutines writing into one
+		// bytes.Buffer would race. The log then gets the combined output.
+		w := io.MultiWriter(c.c.Stderr, &c.stderr)
+		c.c.Stdout, c.c.Stderr = w, w
+	default:
 		c.c.Stderr = io.MultiWriter(c.c.Stderr, &c.stderr)
 	}
 	c.start = time.Now()
@@ -150,6 +157,17 @@ func (c *execCmd) CombinedOutput() ([]byte, error) {
 	c.c.Stdout, c.c.Stderr = &out, &out
 	err := c.Run()
 	return out.Bytes(), err
+}
+
+// sameWriter compares like os/exec does: interface comparison panics on
+// non-comparable dynamic types, which then simply are not the same.
+func sameWriter(a, b io.Writer) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a == b
 }
 
 // Stop asks the command to end with SIGTERM and kills it if it is still

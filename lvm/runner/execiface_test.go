@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/mount-utils"
 	utilexec "k8s.io/utils/exec"
 )
 
@@ -107,5 +111,29 @@ func TestExecInterfacePipesAndStop(t *testing.T) {
 	cmd.Stop()
 	if err := cmd.Wait(); err == nil {
 		t.Error("Wait after Stop succeeded, want the SIGTERM exit")
+	}
+}
+
+// mount-utils' SafeFormatAndMount reads blkid's exit code 2 ("nothing
+// found") through utilexec.ExitError: check it end to end on a file.
+func TestExecInterfaceWithMountUtils(t *testing.T) {
+	for _, bin := range []string{"blkid", "mkfs.ext4"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("%s not installed", bin)
+		}
+	}
+	img := filepath.Join(t.TempDir(), "disk.img")
+	if err := os.WriteFile(img, make([]byte, 8<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fm := mount.NewSafeFormatAndMount(mount.NewFakeMounter(nil), New(time.Minute).AsExecInterface())
+	if format, err := fm.GetDiskFormat(img); err != nil || format != "" {
+		t.Fatalf("blank image: format %q, %v", format, err)
+	}
+	if out, err := fm.Exec.Command("mkfs.ext4", "-q", "-F", img).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v\n%s", err, out)
+	}
+	if format, err := fm.GetDiskFormat(img); err != nil || format != "ext4" {
+		t.Fatalf("after mkfs: format %q, %v", format, err)
 	}
 }

@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034 # variables are used by the sourcing scripts
 # Helpers shared by setup.sh and run.sh. Sourced, never executed.
 
 # The directory holding these scripts, whatever the caller's working directory.

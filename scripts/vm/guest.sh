@@ -6,6 +6,7 @@
 # Finishes the guest environment, runs the caller's COMMAND with its output
 # on the virtio ports that reach run.sh's stdout and stderr, and leaves the
 # exit status in the job share. Errors before COMMAND go to the console log.
+# shellcheck disable=SC2154 # the vm_* variables come from config.sh
 set -uo pipefail
 
 job=/run/carve-vm/job

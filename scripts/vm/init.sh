@@ -6,7 +6,7 @@
 # (guest.sh, handed in by run.sh through the writable "carvejob" 9p share)
 # inside it with the host's own bash, and powers off. PID 1 stays here so that
 # power-off happens whatever stage 2 does.
-# shellcheck shell=sh disable=SC3037
+# shellcheck shell=sh
 
 export PATH=/bin:/sbin
 /bin/busybox --install -s /bin

@@ -21,7 +21,7 @@ set -euo pipefail
 source "$(dirname -- "${BASH_SOURCE[0]}")/common.sh"
 
 usage() {
-  sed -n '/^# Usage:/,/^# Env:/p' "$VM_DIR/run.sh" | sed 's/^# \{0,1\}//' >&2
+  sed -n '/^# Usage:/,/^set -euo/{/^#/p}' "$VM_DIR/run.sh" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -63,6 +63,7 @@ kver=$(<"$kdir/kver")
 
 job=$(mktemp -d "${TMPDIR:-/tmp}/carve-vm.XXXXXX")
 qemu_pid=''
+# shellcheck disable=SC2317 # invoked by the EXIT trap
 cleanup() {
   if [[ -n $qemu_pid ]] && kill -0 "$qemu_pid" 2>/dev/null; then
     kill -TERM "$qemu_pid" 2>/dev/null || true
@@ -98,6 +99,8 @@ if [[ $1 == */* && -e $1 ]]; then
   candidates+=("$(cd -- "$(dirname -- "$1")" && pwd -P)")
 fi
 vm_overlays=()
+# Sorted, so that a parent comes first and covers its children.
+mapfile -t candidates < <(printf '%s\n' "${candidates[@]}" | LC_ALL=C sort -u)
 for d in "${candidates[@]}"; do
   is_hidden "$d" || continue
   covered=0
@@ -126,18 +129,22 @@ cp -- "$VM_DIR/guest.sh" "$job/share/guest.sh"
 
 # COMMAND's output arrives on two virtio-serial ports. QEMU writes each into a
 # pipe read by a cat that copies it to our stdout/stderr: a pipe opens the
-# same way whatever our stdout is (terminal, file, socket, /dev/null).
-exec {out_fd}> >(cat)
+# same way whatever our stdout is (terminal, file, socket, /dev/null). If our
+# reader goes away (run.sh ... | head), the second cat drains the rest (the
+# "|| true" keeps set -e, inherited by the subshell, from ending it first):
+# a full pipe would stall QEMU, and with it the guest, until the timeout.
+exec {out_fd}> >(cat || true; exec cat >/dev/null)
 out_cat=$!
-exec {err_fd}> >(cat >&2)
+exec {err_fd}> >(cat >&2 || true; exec cat >/dev/null)
 err_cat=$!
 if [[ $console -eq 1 ]]; then
-  exec {con_fd}> >(sed -u 's/\r$//' >&2)
+  exec {con_fd}> >(sed -u 's/\r$//' >&2 || true; exec cat >/dev/null)
   console_path=/dev/fd/$con_fd
 else
   console_path=$job/console.log
 fi
 
+# shellcheck disable=SC2054 # commas belong to QEMU's option syntax
 qemu=(qemu-system-x86_64
   -name carve-vm
   # The host's KVM cannot boot a stock kernel: emulate (TCG). One vCPU is
@@ -195,7 +202,9 @@ wait "$out_cat" "$err_cat" 2>/dev/null || true
 show_console() {
   [[ -s $job/console.log ]] || return 0
   vm_log "last console lines:"
-  tail -n 30 -- "$job/console.log" | sed 's/\r$//; s/^/  | /' >&2
+  # Drop carriage returns and the firmware's terminal escape sequences.
+  tail -n 30 -- "$job/console.log" |
+    sed 's/\r//g; s/\x1b\[[0-9;?]*[A-Za-z]//g; s/\x1bc//g; s/^/  | /' >&2
 }
 
 if [[ $verbose -eq 1 ]]; then

@@ -59,13 +59,36 @@ ensure_packages() {
 # depends on, e.g. "linux-image-6.1.0-56-amd64 6.1.192-2". Empty when apt's
 # package lists do not know it (a fresh machine that never ran apt-get update).
 resolve_kernel() {
-  local pkg ver
-  pkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
-    awk '$1 == "Depends:" && $2 ~ /^linux-image-/ && !n++ { print $2 }')
-  [[ -n $pkg ]] || return 0
-  ver=$(apt-cache policy "$pkg" 2>/dev/null | awk '$1 == "Candidate:" && !n++ { print $2 }')
+  local dep pkg ver
+  dep=$(apt-cache show --no-all-versions linux-image-amd64 2>/dev/null |
+    awk '/^Depends:/ && !n++ { sub(/^Depends: */, ""); print }')
+  # "linux-image-6.1.0-56-amd64 (= 6.1.192-2)"
+  [[ $dep =~ ^(linux-image-[^ ,]+)( \(= ([^\)]+)\))? ]] || return 0
+  pkg=${BASH_REMATCH[1]}
+  ver=${BASH_REMATCH[3]}
+  if [[ -z $ver ]]; then
+    ver=$(apt-cache policy "$pkg" 2>/dev/null | awk '$1 == "Candidate:" && !n++ { print $2 }')
+  fi
   [[ -n $ver && $ver != "(none)" ]] || return 0
   printf '%s %s\n' "$pkg" "$ver"
+}
+
+# resolve_kernel, memoised: apt-cache takes about a second per call (this
+# machine's apt keeps no binary package cache), which would dominate a no-op
+# run. The answer only changes when apt-get update rewrites the lists dir.
+resolve_kernel_cached() {
+  local memo=$VM_CACHE/resolved lists_mtime line
+  lists_mtime=$(stat -c %Y /var/lib/apt/lists 2>/dev/null || echo none)
+  if [[ -f $memo ]]; then
+    line=$(<"$memo")
+    if [[ $line == "$lists_mtime "* ]]; then
+      printf '%s\n' "${line#* }"
+      return 0
+    fi
+  fi
+  line=$(resolve_kernel)
+  [[ -z $line ]] || printf '%s %s\n' "$lists_mtime" "$line" >"$memo"
+  printf '%s\n' "$line"
 }
 
 # Download PACKAGE=VERSION into directory $3. apt drops privileges to _apt
@@ -203,10 +226,10 @@ main() {
   flock 9
 
   local resolved pkg ver dir
-  resolved=$(resolve_kernel)
+  resolved=$(resolve_kernel_cached)
   if [[ -z $resolved ]]; then
     apt_update_once
-    resolved=$(resolve_kernel)
+    resolved=$(resolve_kernel_cached)
   fi
   if [[ -z $resolved ]]; then
     [[ -f $VM_CACHE/current/.complete ]] ||

@@ -1,0 +1,214 @@
+// Package lvmfake is an in-memory stand-in for the lvm commands lvmvol
+// uses, for unit tests of the logic around LVM: idempotency, crash
+// recovery, error mapping. The real lvm2 is exercised by the VM suites.
+package lvmfake
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"carve.dev/carve/lvm"
+)
+
+// ExtentSize of every fake VG: lvm2's default.
+const ExtentSize = 4 << 20
+
+// LVM holds volume groups and their LVs in memory. Fail, when set, is
+// consulted before each call ("CreateLV", "Deactivate", ...) and its error
+// returned, to simulate failures and crashes between steps.
+type LVM struct {
+	mu    sync.Mutex
+	vgs   map[string]*lvm.VG
+	lvs   map[string]map[string]*lvm.LV
+	Calls []string
+	Fail  func(call string) error
+	// Wiped lists the devices Wipe zeroed, in order.
+	Wiped []string
+}
+
+// New returns a fake with one VG per name, each of size bytes.
+func New(size uint64, vgs ...string) *LVM {
+	f := &LVM{vgs: map[string]*lvm.VG{}, lvs: map[string]map[string]*lvm.LV{}}
+	for _, name := range vgs {
+		f.vgs[name] = &lvm.VG{Name: name, Size: size, Free: size, ExtentSize: ExtentSize}
+		f.lvs[name] = map[string]*lvm.LV{}
+	}
+	return f
+}
+
+func (f *LVM) call(name string) error {
+	f.Calls = append(f.Calls, name)
+	if f.Fail != nil {
+		return f.Fail(name)
+	}
+	return nil
+}
+
+// Put stores lv as is (for LVs made "outside Carve" or left by a crash).
+func (f *LVM) Put(lv lvm.LV) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l := lv
+	f.lvs[lv.VGName][lv.Name] = &l
+	f.vgs[lv.VGName].Free -= lv.Size
+}
+
+// LV returns a copy of an LV and whether it exists.
+func (f *LVM) LV(vg, name string) (lvm.LV, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	lv, ok := f.lvs[vg][name]
+	if !ok {
+		return lvm.LV{}, false
+	}
+	return *lv, true
+}
+
+// SetOpen marks an LV open (mounted) or not.
+func (f *LVM) SetOpen(vg, name string, open bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lvs[vg][name].Open = open
+}
+
+func (f *LVM) GetVG(_ context.Context, vg string) (lvm.VG, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("GetVG"); err != nil {
+		return lvm.VG{}, err
+	}
+	v, ok := f.vgs[vg]
+	if !ok {
+		return lvm.VG{}, fmt.Errorf("vgs %s: %w", vg, lvm.ErrNotFound)
+	}
+	return *v, nil
+}
+
+func (f *LVM) ListLVs(_ context.Context, vg string) ([]lvm.LV, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("ListLVs"); err != nil {
+		return nil, err
+	}
+	var out []lvm.LV
+	for _, lv := range f.lvs[vg] {
+		out = append(out, *lv)
+	}
+	return out, nil
+}
+
+func (f *LVM) GetLV(_ context.Context, vg, name string) (lvm.LV, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("GetLV"); err != nil {
+		return lvm.LV{}, err
+	}
+	lv, ok := f.lvs[vg][name]
+	if !ok {
+		return lvm.LV{}, fmt.Errorf("lvs %s/%s: %w", vg, name, lvm.ErrNotFound)
+	}
+	return *lv, nil
+}
+
+// CreateLV creates an active LV, as lvcreate does.
+func (f *LVM) CreateLV(_ context.Context, o lvm.CreateLVOptions) (lvm.LV, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("CreateLV"); err != nil {
+		return lvm.LV{}, err
+	}
+	vg := f.vgs[o.VG]
+	if _, ok := f.lvs[o.VG][o.Name]; ok {
+		return lvm.LV{}, fmt.Errorf("lvcreate %s/%s: %w", o.VG, o.Name, lvm.ErrAlreadyExists)
+	}
+	size := lvm.RoundUp(o.Size, vg.ExtentSize)
+	if size > vg.Free {
+		return lvm.LV{}, fmt.Errorf("lvcreate %s/%s: %w", o.VG, o.Name, lvm.ErrNoSpace)
+	}
+	vg.Free -= size
+	lv := &lvm.LV{Name: o.Name, VGName: o.VG, Size: size, Active: true, Tags: slices.Clone(o.Tags),
+		Path: "/dev/" + o.VG + "/" + o.Name, Layout: "linear"}
+	f.lvs[o.VG][o.Name] = lv
+	return *lv, nil
+}
+
+func (f *LVM) RemoveLV(_ context.Context, vg, name string) error {
+	return f.change("RemoveLV", vg, name, func(lv *lvm.LV) error {
+		if lv.Open {
+			return lvm.ErrBusy
+		}
+		f.vgs[vg].Free += lv.Size
+		delete(f.lvs[vg], name)
+		return nil
+	})
+}
+
+func (f *LVM) Activate(_ context.Context, vg, name string) error {
+	return f.change("Activate", vg, name, func(lv *lvm.LV) error { lv.Active = true; return nil })
+}
+
+func (f *LVM) Deactivate(_ context.Context, vg, name string) error {
+	return f.change("Deactivate", vg, name, func(lv *lvm.LV) error {
+		if lv.Open {
+			return lvm.ErrBusy
+		}
+		lv.Active = false
+		return nil
+	})
+}
+
+func (f *LVM) AddTags(_ context.Context, vg, name string, tags ...string) error {
+	return f.change("AddTags", vg, name, func(lv *lvm.LV) error {
+		for _, t := range tags {
+			if !slices.Contains(lv.Tags, t) {
+				lv.Tags = append(lv.Tags, t)
+			}
+		}
+		return nil
+	})
+}
+
+func (f *LVM) RemoveTags(_ context.Context, vg, name string, tags ...string) error {
+	return f.change("RemoveTags", vg, name, func(lv *lvm.LV) error {
+		lv.Tags = slices.DeleteFunc(lv.Tags, func(t string) bool { return slices.Contains(tags, t) })
+		return nil
+	})
+}
+
+func (f *LVM) change(call, vg, name string, do func(*lvm.LV) error) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call(call); err != nil {
+		return err
+	}
+	lv, ok := f.lvs[vg][name]
+	if !ok {
+		return fmt.Errorf("%s %s/%s: %w", call, vg, name, lvm.ErrNotFound)
+	}
+	if err := do(lv); err != nil {
+		return fmt.Errorf("%s %s/%s: %w", call, vg, name, err)
+	}
+	return nil
+}
+
+// Wipe records the device; it implements lvmvol.Wiper.
+func (f *LVM) Wipe(_ context.Context, device string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("Wipe"); err != nil {
+		return err
+	}
+	parts := strings.Split(device, "/") // "", "dev", vg, lv
+	if len(parts) != 4 || parts[1] != "dev" {
+		return fmt.Errorf("wipe %s: not a /dev/vg/lv path", device)
+	}
+	vg, name := parts[2], parts[3]
+	if lv, ok := f.lvs[vg][name]; !ok || !lv.Active {
+		return fmt.Errorf("wipe %s: no such active device", device)
+	}
+	f.Wiped = append(f.Wiped, device)
+	return nil
+}

@@ -1,0 +1,359 @@
+package lvmvol_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"carve.dev/carve/driver/lvmvol"
+	"carve.dev/carve/driver/lvmvol/lvmfake"
+	"carve.dev/carve/lvm"
+)
+
+const (
+	node = "node-a"
+	vg   = "vg0"
+	mib  = 1 << 20
+)
+
+var ctx = context.Background()
+
+func newManager(t *testing.T) (*lvmvol.Manager, *lvmfake.LVM) {
+	t.Helper()
+	f := lvmfake.New(100*mib, vg)
+	return lvmvol.NewManager(f, f, node, []string{vg}), f
+}
+
+func req(name string, size int64) lvmvol.CreateRequest {
+	return lvmvol.CreateRequest{Name: name, VG: vg, RequiredBytes: size, ParamsDigest: "p1"}
+}
+
+func TestLVName(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"pvc-0b6a0e5c-3d5f-4b1e-9a3e-1f2d3c4b5a69", "pvc-0b6a0e5c-3d5f-4b1e-9a3e-1f2d3c4b5a69"},
+		{"data.1", "data.1"},
+	} {
+		if got := lvmvol.LVName(tc.in); got != tc.want {
+			t.Errorf("LVName(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	// Names that are not safe LV names, and names that could collide with
+	// hashed ones, are hashed: deterministic, distinct, valid.
+	for _, in := range []string{"sanity Node Service 1", strings.Repeat("x", 128), "csi-abc", "snapshot1", "Upper", "-x"} {
+		got := lvmvol.LVName(in)
+		if !strings.HasPrefix(got, "csi-") || len(got) != 36 {
+			t.Errorf("LVName(%q) = %q, want csi-<32 hex>", in, got)
+		}
+		if err := lvm.ValidateLVName(got); err != nil {
+			t.Errorf("LVName(%q) = %q is not a valid LV name: %v", in, got, err)
+		}
+		if again := lvmvol.LVName(in); again != got {
+			t.Errorf("LVName(%q) not deterministic: %q then %q", in, got, again)
+		}
+	}
+	if lvmvol.LVName("a b") == lvmvol.LVName("a  b") {
+		t.Error("different names hashed to the same LV name")
+	}
+}
+
+func TestParseID(t *testing.T) {
+	id := lvmvol.ID{Node: "n1.example", VG: "vg0", LV: "pvc-1"}
+	got, err := lvmvol.ParseID(id.String())
+	if err != nil || got != id {
+		t.Fatalf("ParseID(%q) = %v, %v; want %v", id.String(), got, err, id)
+	}
+	for _, bad := range []string{"", "a/b", "a/b/c/d", "/vg/lv", "n//lv", "n/vg/", "fake-vol-id"} {
+		if _, err := lvmvol.ParseID(bad); !errors.Is(err, lvmvol.ErrInvalidID) {
+			t.Errorf("ParseID(%q) error = %v, want ErrInvalidID", bad, err)
+		}
+	}
+}
+
+func TestCreateLeavesVolumeInactiveAndSettled(t *testing.T) {
+	m, f := newManager(t)
+	vol, err := m.CreateVolume(ctx, req("pvc-1", 5*mib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vol.SizeBytes != 8*mib {
+		t.Errorf("size %d, want 8 MiB (5 MiB rounded up to 4 MiB extents)", vol.SizeBytes)
+	}
+	if vol.ID != (lvmvol.ID{Node: node, VG: vg, LV: "pvc-1"}) || vol.Published {
+		t.Errorf("volume = %+v, want inactive %s/%s/pvc-1", vol, node, vg)
+	}
+	lv, _ := f.LV(vg, "pvc-1")
+	if lv.Active {
+		t.Error("new LV left active: only publish may activate it")
+	}
+	for _, tag := range []string{lvmvol.TagVolume, "carve.dev/params=p1", "carve.dev/name=pvc-1"} {
+		if !lv.HasTag(tag) {
+			t.Errorf("LV tags %v miss %q", lv.Tags, tag)
+		}
+	}
+	if lv.HasTag("carve.dev/pending") {
+		t.Error("pending tag left on a finished create")
+	}
+}
+
+func TestCreateIsIdempotent(t *testing.T) {
+	m, f := newManager(t)
+	first, err := m.CreateVolume(ctx, req("pvc-1", 8*mib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Calls = nil
+	again, err := m.CreateVolume(ctx, req("pvc-1", 8*mib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.ID != first.ID || again.SizeBytes != first.SizeBytes {
+		t.Errorf("second create = %+v, want %+v", again, first)
+	}
+	if slices.Contains(f.Calls, "CreateLV") {
+		t.Error("second create ran lvcreate again")
+	}
+}
+
+func TestCreateConflicts(t *testing.T) {
+	m, f := newManager(t)
+	if _, err := m.CreateVolume(ctx, req("pvc-1", 8*mib)); err != nil {
+		t.Fatal(err)
+	}
+	other := req("pvc-1", 8*mib)
+	other.ParamsDigest = "p2"
+	bigger := req("pvc-1", 12*mib)
+	limited := req("pvc-1", 4*mib)
+	limited.LimitBytes = 4 * mib
+	for name, r := range map[string]lvmvol.CreateRequest{"params": other, "size": bigger, "limit": limited} {
+		if _, err := m.CreateVolume(ctx, r); !errors.Is(err, lvmvol.ErrNameConflict) {
+			t.Errorf("%s: error = %v, want ErrNameConflict", name, err)
+		}
+	}
+	f.Put(lvm.LV{Name: "admins", VGName: vg, Size: 4 * mib})
+	if _, err := m.CreateVolume(ctx, req("admins", 4*mib)); !errors.Is(err, lvmvol.ErrNameConflict) {
+		t.Errorf("LV not Carve's: error = %v, want ErrNameConflict", err)
+	}
+}
+
+func TestCreateRefusesBeforeLVCreate(t *testing.T) {
+	m, f := newManager(t)
+	if _, err := m.CreateVolume(ctx, req("big", 200*mib)); !errors.Is(err, lvm.ErrNoSpace) {
+		t.Errorf("too big: error = %v, want lvm.ErrNoSpace", err)
+	}
+	r := req("odd", 5*mib)
+	r.LimitBytes = 6 * mib
+	if _, err := m.CreateVolume(ctx, r); !errors.Is(err, lvmvol.ErrOutOfRange) {
+		t.Errorf("limit below rounded size: error = %v, want ErrOutOfRange", err)
+	}
+	other := req("x", 4*mib)
+	other.VG = "vg9"
+	if _, err := m.CreateVolume(ctx, other); !errors.Is(err, lvmvol.ErrUnmanagedVG) {
+		t.Errorf("unserved VG: error = %v, want ErrUnmanagedVG", err)
+	}
+	if slices.Contains(f.Calls, "CreateLV") {
+		t.Error("lvcreate ran for a request that could not fit")
+	}
+}
+
+func TestCreateResumesAfterCrash(t *testing.T) {
+	m, f := newManager(t)
+	// Crash right after lvcreate: the LV is active and still pending.
+	f.Fail = func(call string) error {
+		if call == "Deactivate" {
+			return errors.New("killed")
+		}
+		return nil
+	}
+	if _, err := m.CreateVolume(ctx, req("pvc-1", 8*mib)); err == nil {
+		t.Fatal("create succeeded through a failed deactivation")
+	}
+	if _, err := m.GetVolume(ctx, lvmvol.ID{Node: node, VG: vg, LV: "pvc-1"}); !errors.Is(err, lvmvol.ErrVolumeNotFound) {
+		t.Errorf("half-created volume visible: %v", err)
+	}
+	f.Fail = nil
+	vol, err := m.CreateVolume(ctx, req("pvc-1", 8*mib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lv, _ := f.LV(vg, "pvc-1")
+	if lv.Active || lv.HasTag("carve.dev/pending") || vol.Published {
+		t.Errorf("retry did not finish the create: %+v", lv)
+	}
+}
+
+func TestCreateFinishesInterruptedDelete(t *testing.T) {
+	m, f := newManager(t)
+	f.Put(lvm.LV{Name: "pvc-1", VGName: vg, Size: 8 * mib, Active: true,
+		Tags: []string{lvmvol.TagVolume, "carve.dev/deleting", "carve.dev/params=p1"}})
+	if _, err := m.CreateVolume(ctx, req("pvc-1", 8*mib)); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(f.Wiped, []string{"/dev/vg0/pvc-1"}) {
+		t.Errorf("wiped %v, want the interrupted volume wiped before reuse", f.Wiped)
+	}
+	lv, _ := f.LV(vg, "pvc-1")
+	if lv.HasTag("carve.dev/deleting") {
+		t.Error("new volume carries the old one's deleting tag")
+	}
+}
+
+func TestDelete(t *testing.T) {
+	m, f := newManager(t)
+	vol, err := m.CreateVolume(ctx, req("pvc-1", 8*mib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Calls = nil
+	if err := m.DeleteVolume(ctx, vol.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.LV(vg, "pvc-1"); ok {
+		t.Error("LV still there after delete")
+	}
+	want := []string{"GetLV", "AddTags", "Activate", "Wipe", "Deactivate", "RemoveLV"}
+	if !slices.Equal(f.Calls, want) {
+		t.Errorf("delete steps %v, want %v (mark, wipe, then remove)", f.Calls, want)
+	}
+	if err := m.DeleteVolume(ctx, vol.ID); err != nil {
+		t.Errorf("second delete: %v, want success", err)
+	}
+	if err := m.DeleteVolume(ctx, lvmvol.ID{Node: "other", VG: vg, LV: "x"}); err != nil {
+		t.Errorf("delete of a volume unknown here: %v, want success", err)
+	}
+}
+
+func TestDeleteRefusesPublishedOpenAndForeign(t *testing.T) {
+	m, f := newManager(t)
+	vol, _ := m.CreateVolume(ctx, req("pvc-1", 8*mib))
+	if _, err := m.PublishVolume(ctx, vol.ID, node); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.DeleteVolume(ctx, vol.ID); !errors.Is(err, lvmvol.ErrInUse) {
+		t.Errorf("delete published: %v, want ErrInUse", err)
+	}
+	f.SetOpen(vg, "pvc-1", true)
+	if err := m.DeleteVolume(ctx, vol.ID); !errors.Is(err, lvmvol.ErrInUse) {
+		t.Errorf("delete open: %v, want ErrInUse", err)
+	}
+	f.Put(lvm.LV{Name: "admins", VGName: vg, Size: 4 * mib})
+	if err := m.DeleteVolume(ctx, lvmvol.ID{Node: node, VG: vg, LV: "admins"}); !errors.Is(err, lvmvol.ErrNotManaged) {
+		t.Errorf("delete LV not Carve's: %v, want ErrNotManaged", err)
+	}
+	if len(f.Wiped) != 0 {
+		t.Errorf("refused deletes wiped %v", f.Wiped)
+	}
+}
+
+func TestDeleteResumesAfterCrashInWipe(t *testing.T) {
+	m, f := newManager(t)
+	vol, _ := m.CreateVolume(ctx, req("pvc-1", 8*mib))
+	f.Fail = func(call string) error {
+		if call == "Wipe" {
+			return errors.New("killed")
+		}
+		return nil
+	}
+	if err := m.DeleteVolume(ctx, vol.ID); err == nil {
+		t.Fatal("delete succeeded through a failed wipe")
+	}
+	if vols, _ := m.ListVolumes(ctx); len(vols) != 0 {
+		t.Errorf("volume being deleted is listed: %+v", vols)
+	}
+	f.Fail = nil
+	if err := m.DeleteVolume(ctx, vol.ID); err != nil {
+		t.Fatalf("retry of an interrupted delete: %v", err)
+	}
+	if _, ok := f.LV(vg, "pvc-1"); ok || len(f.Wiped) != 1 {
+		t.Errorf("retry left LV=%v wiped=%v", ok, f.Wiped)
+	}
+}
+
+func TestPublishUnpublish(t *testing.T) {
+	m, f := newManager(t)
+	vol, _ := m.CreateVolume(ctx, req("pvc-1", 8*mib))
+	if _, err := m.PublishVolume(ctx, vol.ID, "node-b"); !errors.Is(err, lvmvol.ErrNodeNotFound) {
+		t.Errorf("publish to another node: %v, want ErrNodeNotFound", err)
+	}
+	missing := lvmvol.ID{Node: node, VG: vg, LV: "nope"}
+	if _, err := m.PublishVolume(ctx, missing, node); !errors.Is(err, lvmvol.ErrVolumeNotFound) {
+		t.Errorf("publish missing: %v, want ErrVolumeNotFound", err)
+	}
+	for range 2 {
+		dev, err := m.PublishVolume(ctx, vol.ID, node)
+		if err != nil || dev != "/dev/vg0/pvc-1" {
+			t.Fatalf("publish = %q, %v", dev, err)
+		}
+	}
+	if lv, _ := f.LV(vg, "pvc-1"); !lv.Active {
+		t.Error("published LV not active")
+	}
+	f.SetOpen(vg, "pvc-1", true)
+	if err := m.UnpublishVolume(ctx, vol.ID, node); !errors.Is(err, lvmvol.ErrInUse) {
+		t.Errorf("unpublish open: %v, want ErrInUse", err)
+	}
+	f.SetOpen(vg, "pvc-1", false)
+	for range 2 {
+		if err := m.UnpublishVolume(ctx, vol.ID, node); err != nil {
+			t.Fatalf("unpublish: %v", err)
+		}
+	}
+	if lv, _ := f.LV(vg, "pvc-1"); lv.Active {
+		t.Error("unpublished LV still active")
+	}
+	if err := m.UnpublishVolume(ctx, missing, node); err != nil {
+		t.Errorf("unpublish missing: %v, want success", err)
+	}
+}
+
+func TestListAndCapacity(t *testing.T) {
+	m, f := newManager(t)
+	for i := 3; i > 0; i-- {
+		if _, err := m.CreateVolume(ctx, req(fmt.Sprintf("pvc-%d", i), 4*mib)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Put(lvm.LV{Name: "admins", VGName: vg, Size: 4 * mib})
+	f.Put(lvm.LV{Name: "half", VGName: vg, Size: 4 * mib, Tags: []string{lvmvol.TagVolume, "carve.dev/pending"}})
+	vols, err := m.ListVolumes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, v := range vols {
+		names = append(names, v.ID.LV)
+	}
+	if !slices.Equal(names, []string{"pvc-1", "pvc-2", "pvc-3"}) {
+		t.Errorf("listed %v, want the three settled Carve volumes in order", names)
+	}
+	c, err := m.Capacity(ctx, node, vg)
+	if err != nil || c.AvailableBytes != 80*mib || c.MaximumVolumeBytes != 80*mib {
+		t.Errorf("capacity = %+v, %v; want 80 MiB free", c, err)
+	}
+	if c, _ := m.Capacity(ctx, "node-b", vg); c.AvailableBytes != 0 {
+		t.Errorf("capacity on another node = %+v, want 0", c)
+	}
+}
+
+func TestHealthFromAttributes(t *testing.T) {
+	m, f := newManager(t)
+	f.Put(lvm.LV{Name: "p", VGName: vg, Size: 4 * mib, Partial: true, Tags: []string{lvmvol.TagVolume}})
+	f.Put(lvm.LV{Name: "r", VGName: vg, Size: 4 * mib, Health: "refresh needed", Tags: []string{lvmvol.TagVolume}})
+	f.Put(lvm.LV{Name: "ok", VGName: vg, Size: 4 * mib, Tags: []string{lvmvol.TagVolume}})
+	want := map[string][]lvmvol.ProblemKind{"p": {lvmvol.Inaccessible}, "r": {lvmvol.Degraded}, "ok": nil}
+	for name, kinds := range want {
+		vol, err := m.GetVolume(ctx, lvmvol.ID{Node: node, VG: vg, LV: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []lvmvol.ProblemKind
+		for _, p := range vol.Health {
+			got = append(got, p.Kind)
+		}
+		if !slices.Equal(got, kinds) {
+			t.Errorf("%s: health kinds %v, want %v (%+v)", name, got, kinds, vol.Health)
+		}
+	}
+}
