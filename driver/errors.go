@@ -52,6 +52,7 @@ var codeTable = []struct {
 	{lvmvol.ErrUnmanagedVG, codes.InvalidArgument},
 	{lvmvol.ErrNotManaged, codes.FailedPrecondition},
 	{nodefs.ErrMountConflict, codes.AlreadyExists},
+	{nodefs.ErrFilesystemMismatch, codes.FailedPrecondition},
 	{lvm.ErrNoSpace, codes.ResourceExhausted},
 	{lvm.ErrInvalidName, codes.InvalidArgument},
 	{lvm.ErrNotFound, codes.NotFound},

@@ -76,16 +76,14 @@ func checkSingleWriter(device, staging, target string) error {
 }
 
 // targetsOf lists the mount points that expose device: mounts of its
-// filesystem (same device number) and bind mounts of the device file itself
-// (devtmpfs mounts whose root is the device node).
+// filesystem (same device number in mountinfo) and bind mounts of the device
+// file itself. The latter show as devtmpfs mounts whose node may be named
+// dm-N or mapper/vg-lv, so they are matched by the device number of the
+// mounted file, not by name.
 func targetsOf(device string) ([]string, error) {
-	real, err := filepath.EvalSymlinks(device)
-	if err != nil {
-		return nil, fmt.Errorf("resolve %s: %w", device, err)
-	}
 	var st unix.Stat_t
-	if err := unix.Stat(real, &st); err != nil {
-		return nil, fmt.Errorf("stat %s: %w", real, err)
+	if err := unix.Stat(device, &st); err != nil {
+		return nil, fmt.Errorf("stat %s: %w", device, err)
 	}
 	infos, err := mount.ParseMountInfo("/proc/self/mountinfo")
 	if err != nil {
@@ -94,12 +92,17 @@ func targetsOf(device string) ([]string, error) {
 	major, minor := int(unix.Major(st.Rdev)), int(unix.Minor(st.Rdev))
 	var out []string
 	for _, mi := range infos {
-		if (mi.Major == major && mi.Minor == minor) ||
-			(mi.FsType == "devtmpfs" && mi.Root == "/"+filepath.Base(real)) {
+		if (mi.Major == major && mi.Minor == minor) || (mi.FsType == "devtmpfs" && isDevice(mi.MountPoint, st.Rdev)) {
 			out = append(out, mi.MountPoint)
 		}
 	}
 	return out, nil
+}
+
+// isDevice tells whether path is a device node of rdev.
+func isDevice(path string, rdev uint64) bool {
+	var st unix.Stat_t
+	return unix.Stat(path, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFBLK && st.Rdev == rdev
 }
 
 // NodeUnpublishVolume unmounts and removes the target path; a target that

@@ -21,7 +21,7 @@ func TestSanityMount(t *testing.T) { runSanity(t, "mount") }
 func TestSanityBlock(t *testing.T) { runSanity(t, "block") }
 
 func runSanity(t *testing.T, accessType string) {
-	disk := testenv.Disk(t, "CARVE_SANITY_DISK")
+	disk := testenv.Disk(t, "CARVE_TEST_DISK")
 	c := testenv.PrivateLVM(t)
 	testenv.NewVG(t, c, vg, disk)
 	endpoint := testenv.StartCarve(t, "--volume-groups="+vg, "--node-id=sanity-node")

@@ -1,0 +1,24 @@
+# Carve CSI driver image: the static carve binary on Debian, with the tools
+# it runs on the node (lvm2, mkfs/fsck/resize for ext4 and xfs, blkid,
+# blkdiscard). The node plugin runs privileged with the host's /dev, /run/lvm
+# and /etc/lvm mounted (see deploy/).
+FROM golang:1.26-bookworm AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+ARG VERSION=dev
+RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false \
+      -ldflags "-s -w -X main.version=${VERSION}" -o /out/carve ./cmd/carve
+
+FROM debian:bookworm-slim
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends \
+      lvm2 thin-provisioning-tools e2fsprogs xfsprogs util-linux mount \
+ && rm -rf /var/lib/apt/lists/* \
+ # No udev in the container: let lvm2 create device nodes itself and never
+ # wait for udev events that will not come.
+ && sed -i -e 's/^\(\s*\)# *udev_sync = 1/\1udev_sync = 0/' \
+           -e 's/^\(\s*\)# *udev_rules = 1/\1udev_rules = 0/' /etc/lvm/lvm.conf
+COPY --from=build /out/carve /usr/local/bin/carve
+ENTRYPOINT ["/usr/local/bin/carve"]

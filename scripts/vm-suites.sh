@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Guest side of test-vm.sh: runs each suite with its own scratch disk, keeps
+# going after a failure, prints a summary and fails if any suite did.
+# usage (in the VM): vm-suites.sh OUTDIR [go test flags]
+# $CARVE_SUITES lists runs as BINARY or BINARY:TESTPATTERN; csi-sanity's
+# Ginkgo suite can run once per process, so each access type is its own run.
+set -uo pipefail
+out=$1; shift
+declare -A disk=([lvm]=/dev/vda [lifecycle]=/dev/vdb [sanity]=/dev/vdc)
+cd "$(dirname "$0")/.." || exit 1
+failed=()
+for run in $CARVE_SUITES; do
+	bin=${run%%:*} pattern=
+	[ "$bin" != "$run" ] && pattern=${run#*:}
+	echo "== suite $run (disk ${disk[$bin]})"
+	start=$(date +%s)
+	CARVE_TEST_DISK=${disk[$bin]} "$out/$bin.test" -test.v -test.timeout 45m ${pattern:+-test.run "$pattern"} "$@" 2>&1
+	rc=$?
+	echo "== suite $run: exit $rc after $(( $(date +%s) - start )) s"
+	[ "$rc" = 0 ] || failed+=("$run")
+done
+if [ "${#failed[@]}" -gt 0 ]; then
+	echo "== FAILED suites: ${failed[*]}"
+	exit 1
+fi
+echo "== all suites passed: $CARVE_SUITES"
