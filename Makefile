@@ -34,5 +34,8 @@ fuzz: ## each fuzz target for 30 s
 	$(GO) test ./driver -run '^$$' -fuzz FuzzParseParams -fuzztime 30s
 	$(GO) test ./driver -run '^$$' -fuzz FuzzParseID -fuzztime 30s
 
+bench: ## benchmarks: report parsing, the CSI call path over gRPC (figures printed, no pass/fail)
+	$(GO) test -run '^$$' -bench . -benchmem ./lvm/ ./driver/
+
 clean:
 	rm -rf bin _output

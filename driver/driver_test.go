@@ -38,7 +38,7 @@ func (b *blockingLVM) CreateLV(ctx context.Context, o lvm.CreateLVOptions) (lvm.
 }
 
 // serve starts the controller over a fake LVM on a real unix socket.
-func serve(t *testing.T, l lvmvol.LVM, w lvmvol.Wiper) csi.ControllerClient {
+func serve(t testing.TB, l lvmvol.LVM, w lvmvol.Wiper) csi.ControllerClient {
 	t.Helper()
 	m := lvmvol.NewManager(l, w, testNode, []string{"vg0"})
 	srv := NewServer(NewIdentity("test", true, m), NewController(m), nil)

@@ -51,6 +51,7 @@ var codeTable = []struct {
 	{lvmvol.ErrInUse, codes.FailedPrecondition},
 	{lvmvol.ErrUnmanagedVG, codes.InvalidArgument},
 	{lvmvol.ErrNotManaged, codes.FailedPrecondition},
+	{lvmvol.ErrPublishLimit, codes.ResourceExhausted},
 	{nodefs.ErrMountConflict, codes.AlreadyExists},
 	{nodefs.ErrFilesystemMismatch, codes.FailedPrecondition},
 	{lvm.ErrNoSpace, codes.ResourceExhausted},

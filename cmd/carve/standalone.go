@@ -34,7 +34,7 @@ func parseStandalone(args []string) (standaloneFlags, error) {
 	fs.StringVar(&f.endpoint, "endpoint", "unix:///run/carve/csi.sock", "CSI endpoint (unix socket)")
 	fs.StringVar(&f.nodeID, "node-id", host, "this node's ID (its topology segment)")
 	fs.StringVar(&f.volumeGroups, "volume-groups", "", "comma-separated volume groups to carve from; the first is the default")
-	fs.Int64Var(&f.maxVolumes, "max-volumes", 0, "volumes this node accepts (0: no limit)")
+	fs.Int64Var(&f.maxVolumes, "max-volumes", 0, "volumes published on this node at once; beyond it ControllerPublishVolume is RESOURCE_EXHAUSTED (0: no limit)")
 	fs.DurationVar(&f.cmdTimeout, "command-timeout", runner.DefaultTimeout, "timeout of each lvm/mkfs command")
 	fs.DurationVar(&f.deviceWait, "device-wait", 30*time.Second, "how long NodeStage waits for a published device")
 	klog.InitFlags(fs)
@@ -74,6 +74,7 @@ func runStandalone(args []string) error {
 	}
 	run := runner.New(f.cmdTimeout)
 	vols := lvmvol.NewManager(lvm.New(run), lvmvol.ZeroWiper{Run: run}, f.nodeID, vgList(f.volumeGroups))
+	vols.LimitPublished(int(f.maxVolumes))
 	srv := driver.NewServer(
 		driver.NewIdentity(version, true, vols),
 		driver.NewController(vols),

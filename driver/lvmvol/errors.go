@@ -16,6 +16,8 @@ var (
 	ErrInUse = errors.New("volume in use")
 	// ErrUnmanagedVG: the request names a VG this node does not serve.
 	ErrUnmanagedVG = errors.New("volume group not managed")
+	// ErrPublishLimit: the node has as many volumes published as it may.
+	ErrPublishLimit = errors.New("attach limit reached")
 	// ErrNotManaged: an LV without Carve's tag was asked for by ID.
 	ErrNotManaged = errors.New("logical volume not managed by carve")
 )

@@ -357,3 +357,33 @@ func TestHealthFromAttributes(t *testing.T) {
 		}
 	}
 }
+
+func TestPublishLimit(t *testing.T) {
+	m, _ := newManager(t)
+	m.LimitPublished(2)
+	var ids []lvmvol.ID
+	for i := range 3 {
+		vol, err := m.CreateVolume(ctx, req(fmt.Sprintf("pvc-%d", i), 4*mib))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, vol.ID)
+	}
+	for _, id := range ids[:2] {
+		if _, err := m.PublishVolume(ctx, id, node); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := m.PublishVolume(ctx, ids[2], node); !errors.Is(err, lvmvol.ErrPublishLimit) {
+		t.Errorf("third publish: %v, want ErrPublishLimit", err)
+	}
+	if _, err := m.PublishVolume(ctx, ids[0], node); err != nil {
+		t.Errorf("republishing a published volume counts against the limit: %v", err)
+	}
+	if err := m.UnpublishVolume(ctx, ids[0], node); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.PublishVolume(ctx, ids[2], node); err != nil {
+		t.Errorf("publish after a slot freed: %v", err)
+	}
+}

@@ -35,7 +35,13 @@ type Manager struct {
 	wiper Wiper
 	node  string
 	vgs   []string
+	// maxPublished caps the volumes published (active) at once; 0: none.
+	maxPublished int
 }
+
+// LimitPublished makes PublishVolume refuse a volume beyond n published at
+// once on this node (the attach limit the node advertises); 0 lifts it.
+func (m *Manager) LimitPublished(n int) { m.maxPublished = n }
 
 // NewManager serves the volume groups vgs of node.
 func NewManager(l LVM, w Wiper, node string, vgs []string) *Manager {

@@ -26,12 +26,38 @@ func (m *Manager) PublishVolume(ctx context.Context, id ID, node string) (string
 		return "", fmt.Errorf("volume %s is being created or deleted: %w", id, ErrVolumeNotFound)
 	}
 	if !lv.Active {
+		if err := m.checkPublishLimit(ctx); err != nil {
+			return "", err
+		}
 		if err := m.lvm.Activate(ctx, id.VG, id.LV); err != nil {
 			return "", fmt.Errorf("activate %s: %w", id, err)
 		}
 		klog.InfoS("Published volume: LV activated", "volume", id, "node", node)
 	}
 	return devicePath(id.VG, id.LV), nil
+}
+
+// checkPublishLimit refuses one more published volume beyond the limit. Two
+// publishes racing for the last slot can both pass: the limit is the
+// scheduler's contract, and the CO already counts attachments itself.
+func (m *Manager) checkPublishLimit(ctx context.Context) error {
+	if m.maxPublished <= 0 {
+		return nil
+	}
+	vols, err := m.ListVolumes(ctx)
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, v := range vols {
+		if v.Published {
+			n++
+		}
+	}
+	if n >= m.maxPublished {
+		return fmt.Errorf("node %s already has %d volumes published, its limit: %w", m.node, n, ErrPublishLimit)
+	}
+	return nil
 }
 
 // UnpublishVolume deactivates the LV once nothing on the node holds it open.

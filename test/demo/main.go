@@ -157,7 +157,7 @@ func lifecycle(ctx context.Context, c *csiflow.Client, l *lvm.Client, work strin
 		return err
 	}
 	data := bytes.Repeat([]byte("carve keeps your data. "), 1<<15)
-	step("write %d bytes through the pod's path, read them back", len(data))
+	step("write %d bytes through the pod's path", len(data))
 	file := filepath.Join(target, "hello.txt")
 	if err := os.WriteFile(file, data, 0o644); err != nil {
 		return err

@@ -13,11 +13,13 @@ import (
 	"crypto/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/mount-utils"
 
 	"carve.dev/carve/lvm"
 	"carve.dev/carve/test/csiflow"
@@ -138,7 +140,7 @@ func TestFilesystemLifecycle(t *testing.T) {
 
 func (e *env) filesystemLifecycle(fs string, size int64) {
 	t, ctx := e.t, context.Background()
-	v, err := e.c.Create(ctx, "pvc-"+fs, size, map[string]string{"fsType": fs}, csiflow.MountCap(snw, ""))
+	v, err := e.c.Create(ctx, "pvc-"+fs, size, map[string]string{"fsType": fs}, csiflow.MountCap(snw, "", "noatime"))
 	must(t, err)
 	e.wantActive(v, false, "after CreateVolume")
 
@@ -152,6 +154,11 @@ func (e *env) filesystemLifecycle(fs string, size int64) {
 	must(t, v.Stage(ctx, staging)) // idempotent
 	must(t, v.Publish(ctx, target, false))
 	must(t, v.Publish(ctx, target, false)) // idempotent
+	for _, p := range []string{staging, target} {
+		if opts := mountOptions(t, p); !slices.Contains(opts, "noatime") {
+			t.Fatalf("mount flag noatime not honoured at %s: %v", p, opts)
+		}
+	}
 
 	data := randomBytes(t, 1*mib)
 	writeSynced(t, filepath.Join(target, "data"), data)
@@ -187,6 +194,20 @@ func (e *env) filesystemLifecycle(fs string, size int64) {
 		t.Fatal("LV still there after DeleteVolume")
 	}
 	must(t, v.Delete(ctx))
+}
+
+// mountOptions reads the per-mount options of the mount at path.
+func mountOptions(t *testing.T, path string) []string {
+	t.Helper()
+	infos, err := mount.ParseMountInfo("/proc/self/mountinfo")
+	must(t, err)
+	for i := len(infos) - 1; i >= 0; i-- { // the topmost mount wins
+		if infos[i].MountPoint == path {
+			return infos[i].MountOptions
+		}
+	}
+	t.Fatalf("%s is not a mount point", path)
+	return nil
 }
 
 func (e *env) checkStats(v *csiflow.Volume, target string, size int64) {

@@ -24,7 +24,7 @@ func runSanity(t *testing.T, accessType string) {
 	disk := testenv.Disk(t, "CARVE_TEST_DISK")
 	c := testenv.PrivateLVM(t)
 	testenv.NewVG(t, c, vg, disk)
-	endpoint := testenv.StartCarve(t, "--volume-groups="+vg, "--node-id=sanity-node")
+	endpoint := testenv.StartCarve(t, "--volume-groups="+vg, "--node-id=sanity-node", "--max-volumes=3")
 
 	cfg := sanity.NewTestConfig()
 	cfg.Address = endpoint
@@ -37,5 +37,6 @@ func runSanity(t *testing.T, accessType string) {
 	cfg.TestVolumeAccessType = accessType
 	cfg.TestVolumeParameters = map[string]string{"volumeGroup": vg, "fsType": "ext4"}
 	cfg.IdempotentCount = 2
+	cfg.TestNodeVolumeAttachLimit = true
 	sanity.Test(t, cfg)
 }

@@ -1,0 +1,84 @@
+package driver
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+)
+
+func TestSizeRange(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		req, lim            int64
+		fs                  string
+		wantReq, wantLim    int64
+		wantInvalidArgument bool
+	}{
+		{"default size", 0, 0, "ext4", DefaultVolumeSize, 0, false},
+		{"default within limit", 0, 100 * mib, "ext4", 100 * mib, 100 * mib, false},
+		{"as asked", 10 * mib, 20 * mib, "ext4", 10 * mib, 20 * mib, false},
+		{"xfs raised to its minimum", 10 * mib, 0, "xfs", minXFSSize, 0, false},
+		{"xfs kept when the limit forbids", 10 * mib, 20 * mib, "xfs", 10 * mib, 20 * mib, false},
+		{"negative", -1, 0, "ext4", 0, 0, true},
+		{"required above limit", 30 * mib, 20 * mib, "ext4", 0, 0, true},
+	} {
+		req, lim, err := sizeRange(&csi.CapacityRange{RequiredBytes: tc.req, LimitBytes: tc.lim}, tc.fs)
+		if tc.wantInvalidArgument {
+			if !errors.Is(err, errInvalidArgument) {
+				t.Errorf("%s: error %v, want INVALID_ARGUMENT", tc.name, err)
+			}
+			continue
+		}
+		if err != nil || req != tc.wantReq || lim != tc.wantLim {
+			t.Errorf("%s: got %d, %d, %v; want %d, %d", tc.name, req, lim, err, tc.wantReq, tc.wantLim)
+		}
+	}
+}
+
+func TestParseParams(t *testing.T) {
+	vgs := []string{"vg0", "vg1"}
+	p, err := parseParams(map[string]string{"csi.storage.k8s.io/pvc/name": "x"}, vgs)
+	if err != nil || p.VG != "vg0" || p.FsType != "" {
+		t.Errorf("defaults: %+v, %v; want vg0 and no fsType", p, err)
+	}
+	p, err = parseParams(map[string]string{ParamVolumeGroup: "vg1", ParamFsType: "xfs"}, vgs)
+	if err != nil || p.VG != "vg1" || p.FsType != "xfs" {
+		t.Errorf("explicit: %+v, %v", p, err)
+	}
+	for name, params := range map[string]map[string]string{
+		"unknown key":   {"thinpool": "p"},
+		"bad fsType":    {ParamFsType: "zfs"},
+		"wrong case fs": {ParamFsType: "EXT4"},
+	} {
+		if _, err := parseParams(params, vgs); !errors.Is(err, errInvalidArgument) {
+			t.Errorf("%s: error %v, want INVALID_ARGUMENT", name, err)
+		}
+	}
+	if _, err := parseParams(nil, nil); !errors.Is(err, errInvalidArgument) {
+		t.Errorf("no VG anywhere: error %v, want INVALID_ARGUMENT", err)
+	}
+}
+
+func TestCheckCapability(t *testing.T) {
+	ok := []*csi.VolumeCapability{
+		mountCap(csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY),
+		{AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER},
+			AccessType: &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}}},
+	}
+	if err := checkCapabilities(ok); err != nil {
+		t.Errorf("supported capabilities refused: %v", err)
+	}
+	bad := map[string]*csi.VolumeCapability{
+		"multi-node reader": mountCap(csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY),
+		"unknown mode":      mountCap(csi.VolumeCapability_AccessMode_UNKNOWN),
+		"no access type":    {AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}},
+		"unsupported fs": {AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+			AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{FsType: "vfat"}}},
+	}
+	for name, c := range bad {
+		if err := checkCapability(c); !errors.Is(err, errInvalidArgument) {
+			t.Errorf("%s: error %v, want INVALID_ARGUMENT", name, err)
+		}
+	}
+}
