@@ -2,6 +2,11 @@
 // extending, activating, tagging and removing logical volumes. It knows
 // nothing about CSI or Kubernetes.
 //
+// Volume types: linear, striped and raid1 LVs, thin pools and thin LVs
+// (create.go, thin.go), thin and COW snapshots (snapshot.go). Footprint
+// and CheckPlacement (placement.go) tell whether a thick LV fits before
+// lvcreate is asked.
+//
 // Every command is `lvm <subcommand> ...` run through a runner.Runner, so
 // there is one binary to find, one timeout policy and one place that logs.
 // Names and tags are validated before any command runs.

@@ -16,6 +16,10 @@ var (
 	ErrNoSpace       = errors.New("insufficient free space")
 	ErrBusy          = errors.New("in use")
 	ErrInvalidName   = errors.New("invalid name")
+	// ErrInvalidArgument refuses a request before any command runs: a size
+	// of zero, conflicting volume types, a stripe size lvm2 would not take,
+	// a snapshot of the wrong kind of origin.
+	ErrInvalidArgument = errors.New("invalid argument")
 )
 
 // classified joins a sentinel to the error it was read from.
@@ -39,11 +43,17 @@ type stderrRule struct {
 var stderrRules = []stderrRule{
 	{"insufficient free space", ErrNoSpace},           // lvcreate, lvextend
 	{"insufficient suitable allocatable", ErrNoSpace}, // striped/raid/thin pool allocation
-	{"already exists", ErrAlreadyExists},              // `Logical Volume "x" already exists in volume group "vg"`
-	{" in use", ErrBusy},                              // `Logical volume vg/lv in use.`, `... contains a filesystem in use.`
-	{"is open", ErrBusy},                              // older lvm2: `Can't remove open logical volume`, `LV is open`
+	// `Number of stripes (3) must not exceed number of physical volumes (2)`:
+	// too few PVs is a lack of (placeable) space too.
+	{"must not exceed number of physical volumes", ErrNoSpace},
+	{"already exists", ErrAlreadyExists}, // `Logical Volume "x" already exists in volume group "vg"`
+	{" in use", ErrBusy},                 // `Logical volume vg/lv in use.`, `... contains a filesystem in use.`
+	{"is open", ErrBusy},                 // older lvm2: `Can't remove open logical volume`, `LV is open`
 	{"open logical volume", ErrBusy},
 	{"device or resource busy", ErrBusy},
+	// `Snapshot origin volumes can be resized only while inactive`: the LV
+	// is in use by its COW snapshots.
+	{"resized only while inactive", ErrBusy},
 	{"failed to find logical volume", ErrNotFound}, // `Failed to find logical volume "vg/lv"`
 	{"not found", ErrNotFound},                     // `Volume group "vg" not found`
 }

@@ -88,6 +88,11 @@ func TestClassifyCapturedStderr(t *testing.T) {
 		"err-busy-remove":       ErrBusy,
 		"err-busy-deactivate":   ErrBusy,
 		"err-partial-create":    nil,
+		// Volume types.
+		"err-thin-nopool":        ErrNotFound,
+		"err-raid1-legs":         ErrNoSpace,
+		"err-stripes-pvs":        ErrNoSpace,
+		"err-busy-extend-origin": ErrBusy,
 	}
 	files, _ := filepath.Glob("testdata/err-*.stderr")
 	seen := map[string]bool{}

@@ -31,6 +31,9 @@ func FuzzParseReports(f *testing.F) {
 		if err == nil {
 			for _, lv := range lvs {
 				_ = lv.IsThinPool() || lv.IsThinVolume() || lv.IsCOWSnapshot() || lv.HasCOWSnapshots() || lv.HasTag("x")
+				if lv.ThinPoolFree() > lv.Size {
+					t.Fatalf("ThinPoolFree %d > Size %d", lv.ThinPoolFree(), lv.Size)
+				}
 				if lv.Hidden && len(lv.Name)+2 > len(data) {
 					t.Fatalf("hidden name %q longer than the input", lv.Name)
 				}

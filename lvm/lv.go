@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // LV is one row of `lvs`.
@@ -31,6 +32,28 @@ type LV struct {
 	SkipActivation bool
 	// ExtentSize is the VG's extent size; sizes are multiples of it.
 	ExtentSize uint64
+
+	// Health of RAID LVs and thin pools, beyond Health and the percents:
+
+	// SyncAction is raid_sync_action: "idle" when in sync, "resync" or
+	// "recover" while legs are being (re)built, "check", "repair",
+	// "frozen"; "" for non-RAID LVs. lvm2 also reports "repair" while it
+	// syncs the new part of an extended raid1.
+	SyncAction string
+	// MismatchCount is raid_mismatch_count: blocks a scrub found differing
+	// between legs.
+	MismatchCount uint64
+	// WhenFull is lv_when_full for thin pools: "queue" (writes wait for
+	// the pool to be extended, the default) or "error"; "" otherwise.
+	WhenFull string
+	// MetadataSize is lv_metadata_size: the size of a thin pool's metadata
+	// LV, which MetadataPercent is a share of.
+	MetadataSize uint64
+	// CheckNeeded is lv_check_needed: the kernel flagged a thin pool's
+	// metadata for thin_check (repair with lvconvert --repair).
+	CheckNeeded bool
+	// CreationTime is lv_time (zero when lvm2 does not know it).
+	CreationTime time.Time
 }
 
 // HasTag reports whether the LV carries tag t.
@@ -70,6 +93,12 @@ type rawLV struct {
 	Health          string `json:"lv_health_status"`
 	CopyPercent     string `json:"copy_percent"`
 	ExtentSize      string `json:"vg_extent_size"`
+	SyncAction      string `json:"raid_sync_action"`
+	MismatchCount   string `json:"raid_mismatch_count"`
+	WhenFull        string `json:"lv_when_full"`
+	MetadataSize    string `json:"lv_metadata_size"`
+	CheckNeeded     string `json:"lv_check_needed"`
+	Time            string `json:"lv_time"`
 }
 
 // unbracket strips the brackets lvm2 puts around hidden LV names.
@@ -117,6 +146,12 @@ func convertLV(r rawLV) (LV, error) {
 		Hidden:          hidden,
 		SkipActivation:  attrAt(r.Attr, 9) == 'k',
 		ExtentSize:      p.uint("vg_extent_size", r.ExtentSize),
+		SyncAction:      r.SyncAction,
+		MismatchCount:   p.uint("raid_mismatch_count", r.MismatchCount),
+		WhenFull:        r.WhenFull,
+		MetadataSize:    p.uint("lv_metadata_size", r.MetadataSize),
+		CheckNeeded:     r.CheckNeeded == "check needed",
+		CreationTime:    p.unixTime("lv_time", r.Time),
 	}
 	return lv, p.err
 }

@@ -1,11 +1,12 @@
 //go:build vmtest
 
-// Integration test against real lvm2 and device-mapper. It destroys the disk
-// named by CARVE_TEST_DISK, so it only builds with -tags vmtest and is meant
-// for a throw-away VM:
+// Integration test against real lvm2 and device-mapper. It destroys the disks
+// named by CARVE_TEST_DISK and CARVE_TEST_DISK2 (the second one for raid1 and
+// striped LVs; those tests skip without it), so it only builds with -tags
+// vmtest and is meant for a throw-away VM:
 //
 //	CGO_ENABLED=0 go test -tags vmtest -c -o /tmp/lvm.test ./lvm
-//	CARVE_TEST_DISK=/dev/vdb scripts/vm/run.sh --disks 2 -- /tmp/lvm.test -test.v
+//	CARVE_TEST_DISK=/dev/vda CARVE_TEST_DISK2=/dev/vdb scripts/vm/run.sh --disks 2 -- /tmp/lvm.test -test.v
 package lvm
 
 import (
@@ -38,6 +39,22 @@ func vmClient(t *testing.T) (*Client, runner.Runner) {
 	if disk == "" {
 		t.Skip("CARVE_TEST_DISK is unset: name a blank disk this test may wipe, e.g. CARVE_TEST_DISK=/dev/vdb inside the test VM")
 	}
+	return newVMClient(t, disk)
+}
+
+// vmClient2 is vmClient with a VG on two disks, CARVE_TEST_DISK and
+// CARVE_TEST_DISK2, for raid1 and striped LVs.
+func vmClient2(t *testing.T) (*Client, runner.Runner) {
+	t.Helper()
+	disk, disk2 := os.Getenv("CARVE_TEST_DISK"), os.Getenv("CARVE_TEST_DISK2")
+	if disk == "" || disk2 == "" {
+		t.Skip("CARVE_TEST_DISK or CARVE_TEST_DISK2 is unset: raid1 and striped LVs need two blank disks")
+	}
+	return newVMClient(t, disk, disk2)
+}
+
+func newVMClient(t *testing.T, disks ...string) (*Client, runner.Runner) {
+	t.Helper()
 	env, err := WritePrivateConfig(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -45,14 +62,14 @@ func vmClient(t *testing.T) (*Client, runner.Runner) {
 	r := runner.New(2*time.Minute, env...)
 	c := New(r)
 	ctx := context.Background()
-	if err := c.CreateVG(ctx, vmVG, disk); err != nil {
+	if err := c.CreateVG(ctx, vmVG, disks...); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		if err := c.RemoveVG(ctx, vmVG); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
-		if err := c.RemovePVs(ctx, disk); err != nil {
+		if err := c.RemovePVs(ctx, disks...); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 	})
@@ -68,7 +85,7 @@ func mustExist(t *testing.T, path string, want bool) {
 }
 
 func TestVMLifecycle(t *testing.T) {
-	c, r := vmClient(t)
+	c, _ := vmClient(t)
 	ctx := context.Background()
 
 	vg, err := c.GetVG(ctx, vmVG)
@@ -204,7 +221,7 @@ func TestVMLifecycle(t *testing.T) {
 	})
 
 	t.Run("snapshot dependents", func(t *testing.T) {
-		if _, err := r.Run(ctx, "lvm", "lvcreate", "-s", "-n", "snap1", "-L", "8m", vmVG+"/vol1"); err != nil {
+		if _, err := c.CreateCOWSnapshot(ctx, vmVG, "vol1", "snap1", 2*ext); err != nil {
 			t.Fatal(err)
 		}
 		err := c.RemoveLV(ctx, vmVG, "vol1")

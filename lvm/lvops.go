@@ -3,7 +3,6 @@ package lvm
 import (
 	"context"
 	"fmt"
-	"strconv"
 )
 
 // ErrHasDependents refuses to remove an LV that lvremove would take other
@@ -11,53 +10,12 @@ import (
 // pool). It is an ErrBusy too.
 var ErrHasDependents = fmt.Errorf("%w: it has dependent snapshots or thin volumes", ErrBusy)
 
-// CreateLVOptions describes a new linear LV.
-type CreateLVOptions struct {
-	VG, Name string
-	Size     uint64 // bytes; rounded up to the VG's extent size
-	Tags     []string
-}
-
-// bytesArg renders a size for -L in bytes ("b"); sizes are extent
-// multiples, so lvm2's 512-byte multiple rule always holds.
-func bytesArg(size uint64) string { return strconv.FormatUint(size, 10) + "b" }
-
-// CreateLV creates a linear LV and returns its report. The new LV is active.
-// It is zeroed at the start and any old signature is wiped (--zero y
-// --wipesignatures y), so a filesystem left by a former tenant is not found
-// by blkid on the new volume.
-func (c *Client) CreateLV(ctx context.Context, o CreateLVOptions) (LV, error) {
-	if err := validateVGLV(o.VG, o.Name); err != nil {
-		return LV{}, err
-	}
-	if err := validateTags(o.Tags); err != nil {
-		return LV{}, err
-	}
-	if o.Size == 0 {
-		return LV{}, fmt.Errorf("lvcreate %s/%s: size must be greater than zero", o.VG, o.Name)
-	}
-	vg, err := c.GetVG(ctx, o.VG)
-	if err != nil {
-		return LV{}, fmt.Errorf("lvcreate %s/%s: %w", o.VG, o.Name, err)
-	}
-	size := RoundUp(o.Size, vg.ExtentSize)
-	if size == 0 {
-		return LV{}, fmt.Errorf("lvcreate %s/%s: size %d is too large", o.VG, o.Name, o.Size)
-	}
-	args := []string{"lvcreate", "-n", o.Name, "-L", bytesArg(size),
-		"--zero", "y", "--wipesignatures", "y", "--yes"}
-	for _, t := range o.Tags {
-		args = append(args, "--addtag", t)
-	}
-	if _, err := c.run(ctx, append(args, o.VG)...); err != nil {
-		return LV{}, fmt.Errorf("lvcreate %s/%s: %w", o.VG, o.Name, err)
-	}
-	return c.GetLV(ctx, o.VG, o.Name)
-}
-
 // RemoveLV removes one LV (ErrNotFound when missing, ErrBusy when open).
 // It refuses with ErrHasDependents rather than let lvremove --yes also
-// delete the LV's COW snapshots or a pool's thin volumes.
+// delete the LV's COW snapshots or a pool's thin volumes. Everything else
+// goes alone: a COW snapshot (its origin stays), a thin LV (its pool and
+// its thin snapshots stay), a thin snapshot whose origin is gone (it is a
+// plain thin LV by then).
 func (c *Client) RemoveLV(ctx context.Context, vg, name string) error {
 	if err := validateVGLV(vg, name); err != nil {
 		return err
@@ -91,9 +49,14 @@ func indexLV(lvs []LV, name string) int {
 // ExtendLV grows an LV to at least size bytes (rounded up to the extent
 // size). It does nothing when the LV is already that large: LVs never
 // shrink here, so a repeated or late request is harmless.
+//
+// lvextend keeps the volume type: a thin LV grows its virtual size; a
+// striped LV keeps its stripe count and size, rounded up to whole stripe
+// rows; a raid1 LV grows every leg and syncs the new part. An origin of COW
+// snapshots can only grow while inactive (ErrBusy otherwise).
 func (c *Client) ExtendLV(ctx context.Context, vg, name string, size uint64) error {
 	if size == 0 {
-		return fmt.Errorf("lvextend %s/%s: size must be greater than zero", vg, name)
+		return fmt.Errorf("lvextend %s/%s: %w: size must be greater than zero", vg, name, ErrInvalidArgument)
 	}
 	lv, err := c.GetLV(ctx, vg, name)
 	if err != nil {

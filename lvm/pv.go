@@ -54,6 +54,30 @@ func (c *Client) ListPVs(ctx context.Context) ([]PV, error) {
 	return parsePVs(out)
 }
 
+// ListVGPVs reports the physical volumes of one VG, missing ones included
+// (Name "[unknown]", Missing set). It filters ListPVs: pvs takes PV names,
+// not VG names, as arguments.
+func (c *Client) ListVGPVs(ctx context.Context, vg string) ([]PV, error) {
+	if err := ValidateVGName(vg); err != nil {
+		return nil, err
+	}
+	all, err := c.ListPVs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var pvs []PV
+	for _, pv := range all {
+		if pv.VGName == vg {
+			pvs = append(pvs, pv)
+		}
+	}
+	return pvs, nil
+}
+
+// Allocatable reports whether lvm2 may put new extents on the PV: it is
+// present and not excluded with pvchange -x n (pv_attr bit 0).
+func (pv PV) Allocatable() bool { return !pv.Missing && attrAt(pv.Attr, 0) == 'a' }
+
 // RemovePVs wipes the LVM labels from devices that belong to no VG.
 func (c *Client) RemovePVs(ctx context.Context, devices ...string) error {
 	if len(devices) == 0 {

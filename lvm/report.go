@@ -3,8 +3,10 @@ package lvm
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Every report names its fields explicitly (never the defaults, which
@@ -14,18 +16,32 @@ import (
 //
 // testdata/capture.sh records fixtures with these same lists;
 // TestCaptureScriptUsesClientFields keeps the two in step.
+//
+// lvFields holds LV fields only: one segment field (stripes, zero,
+// devices...) makes lvs print a row per segment, so an extended LV would
+// be listed twice.
 const (
 	pvFields = "pv_name,vg_name,pv_uuid,pv_size,pv_free,pv_missing,pv_attr"
 	vgFields = "vg_name,vg_uuid,vg_size,vg_free,vg_extent_size,vg_extent_count,vg_free_count," +
 		"pv_count,vg_missing_pv_count,lv_count,vg_attr,vg_tags"
 	lvFields = "lv_name,vg_name,lv_uuid,lv_path,lv_dm_path,lv_size,lv_attr,lv_tags,lv_layout,lv_role," +
 		"lv_active,lv_device_open,pool_lv,origin,data_percent,metadata_percent,lv_health_status," +
-		"copy_percent,vg_extent_size"
+		"copy_percent,vg_extent_size,raid_sync_action,raid_mismatch_count,lv_when_full," +
+		"lv_metadata_size,lv_check_needed,lv_time"
 )
+
+// reportConfig pins the lvm.conf settings that change how values are
+// rendered, so that a host's lvm.conf cannot break parsing: times as Unix
+// seconds (the default is a local date format), binary fields as words
+// ("active", "open"; numeric would read as false), hidden LVs in brackets,
+// tags separated by commas.
+const reportConfig = `report/time_format="%s" report/binary_values_as_numeric=0 ` +
+	`report/mark_hidden_devices=1 report/list_item_separator=","`
 
 // reportArgs are the options shared by every pvs/vgs/lvs call.
 func reportArgs(fields string) []string {
-	return []string{"--reportformat", "json", "--units", "b", "--nosuffix", "-o", fields}
+	return []string{"--reportformat", "json", "--units", "b", "--nosuffix",
+		"--config", reportConfig, "-o", fields}
 }
 
 // jsonReport is lvm2's JSON envelope: {"report":[{"lv":[{...}]}]}. One
@@ -79,10 +95,26 @@ func (p *fieldParser) percent(field, v string) float64 {
 		return 0
 	}
 	f, err := strconv.ParseFloat(v, 64)
-	if err != nil {
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 {
+		// ParseFloat takes "NaN" and "Inf", which lvm2 never prints.
 		p.fail(field, v)
+		return 0
 	}
 	return f
+}
+
+// unixTime parses a time rendered with time_format "%s"; "" (unknown) is
+// the zero time.
+func (p *fieldParser) unixTime(field, v string) time.Time {
+	if v == "" {
+		return time.Time{}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		p.fail(field, v)
+		return time.Time{}
+	}
+	return time.Unix(n, 0).UTC()
 }
 
 func (p *fieldParser) fail(field, v string) {

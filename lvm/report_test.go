@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 const mib = 1 << 20
@@ -31,10 +32,11 @@ func parseLVFixture(t *testing.T, name string) map[string]LV {
 func TestParseLinearLVs(t *testing.T) {
 	lvs := parseLVFixture(t, "linear-lvs")
 	want := LV{
-		Name: "vol1", VGName: "carve-linear", UUID: "f8Eg4Q-2LIy-Jly6-YaFK-GRbb-IYrR-jHa92r",
+		Name: "vol1", VGName: "carve-linear", UUID: "tkQjwE-UOyL-8K33-zM9c-pemN-ItSK-l2lyFN",
 		Path: "/dev/carve-linear/vol1", DMPath: "/dev/mapper/carve--linear-vol1",
 		Size: 12 * mib, Attr: "-wi-ao----", Tags: []string{"carve.dev/volume=pvc-1", "owner=node-a"},
 		Layout: "linear", Role: "public", Active: true, Open: true, ExtentSize: 4 * mib,
+		CreationTime: time.Date(2026, 11, 23, 0, 16, 37, 0, time.UTC), // the VM's clock
 	}
 	if got := lvs["vol1"]; !reflect.DeepEqual(got, want) {
 		t.Errorf("vol1:\n got %+v\nwant %+v", got, want)
@@ -163,7 +165,7 @@ func TestParseVGs(t *testing.T) {
 		t.Fatalf("parseVGs = %v, %v", vgs, err)
 	}
 	want := VG{
-		Name: "carve-linear", UUID: "srCUL3-B4Ty-oUgA-IqZk-cNK0-QFgB-HslnkD",
+		Name: "carve-linear", UUID: "h6Tjey-4MdB-NvG6-JAbf-s3lM-AR8T-jI0Ta7",
 		Size: 4290772992, Free: 4265607168, ExtentSize: 4 * mib, ExtentCount: 1023, FreeCount: 1017,
 		PVCount: 1, LVCount: 3, Attr: "wz--n-", Tags: []string{"carve.dev/node=node-a"},
 	}
@@ -184,7 +186,7 @@ func TestParseEmpty(t *testing.T) {
 	if err != nil || len(pvs) != 1 {
 		t.Fatalf("pvs = %v, %v", pvs, err)
 	}
-	want := PV{Name: "/dev/vda", VGName: "carve-empty", UUID: "Zi3bEk-SWWK-WOhw-tZMh-Jzbf-9ano-8qWwyb",
+	want := PV{Name: "/dev/vda", VGName: "carve-empty", UUID: "Rg1i4O-48TD-5eV8-V4Z9-1HBJ-1Hfu-vRhPwB",
 		Size: 4290772992, Free: 4290772992, Attr: "a--"}
 	if pvs[0] != want {
 		t.Errorf("pv = %+v, want %+v", pvs[0], want)
@@ -249,7 +251,15 @@ func TestCaptureScriptUsesClientFields(t *testing.T) {
 			t.Errorf("capture.sh %s = %v, want %q", name, m, fields)
 		}
 	}
-	if !strings.Contains(script, `REPORT=(`+strings.Join(reportArgs("")[:5], " ")+`)`) {
-		t.Errorf("capture.sh REPORT does not match reportArgs %v", reportArgs("")[:5])
+	common := reportArgs("")[:len(reportArgs(""))-2] // all but -o fields
+	quoted := make([]string, len(common))
+	for i, a := range common {
+		quoted[i] = a
+		if strings.ContainsAny(a, ` "%`) {
+			quoted[i] = "'" + a + "'"
+		}
+	}
+	if want := `REPORT=(` + strings.Join(quoted, " ") + `)`; !strings.Contains(script, want) {
+		t.Errorf("capture.sh REPORT does not match reportArgs: want %s", want)
 	}
 }

@@ -16,8 +16,8 @@ set -euo pipefail
 
 PV_FIELDS="pv_name,vg_name,pv_uuid,pv_size,pv_free,pv_missing,pv_attr"
 VG_FIELDS="vg_name,vg_uuid,vg_size,vg_free,vg_extent_size,vg_extent_count,vg_free_count,pv_count,vg_missing_pv_count,lv_count,vg_attr,vg_tags"
-LV_FIELDS="lv_name,vg_name,lv_uuid,lv_path,lv_dm_path,lv_size,lv_attr,lv_tags,lv_layout,lv_role,lv_active,lv_device_open,pool_lv,origin,data_percent,metadata_percent,lv_health_status,copy_percent,vg_extent_size"
-REPORT=(--reportformat json --units b --nosuffix)
+LV_FIELDS="lv_name,vg_name,lv_uuid,lv_path,lv_dm_path,lv_size,lv_attr,lv_tags,lv_layout,lv_role,lv_active,lv_device_open,pool_lv,origin,data_percent,metadata_percent,lv_health_status,copy_percent,vg_extent_size,raid_sync_action,raid_mismatch_count,lv_when_full,lv_metadata_size,lv_check_needed,lv_time"
+REPORT=(--reportformat json --units b --nosuffix --config 'report/time_format="%s" report/binary_values_as_numeric=0 report/mark_hidden_devices=1 report/list_item_separator=","')
 
 out=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 D1=${CARVE_CAPTURE_DISK1:-/dev/vda}
@@ -69,6 +69,17 @@ fails() {
 # Writes zeros into an LV so that thin and snapshot usage is not 0%.
 fill() { dd if=/dev/zero of="$1" bs=1M count="$2" oflag=direct status=none; }
 
+# Waits (up to a minute) until a raid LV is in sync.
+synced() {
+	local i
+	for ((i = 0; i < 120; i++)); do
+		[[ $(lvm lvs --noheadings -o copy_percent "$1" | xargs) == 100.00 ]] && return 0
+		sleep 0.5
+	done
+	echo "capture.sh: $1 did not sync" >&2
+	return 1
+}
+
 wipe() {
 	local vg=$1
 	lvm vgreduce --removemissing --force "$vg" >/dev/null 2>&1 || true
@@ -113,11 +124,12 @@ scenario_linear() {
 scenario_thin() {
 	local vg=carve-thin
 	lvm vgcreate --yes "$vg" "$D1"
-	lvm lvcreate --type thin-pool -L 64m -n pool0 "$vg"
-	lvm lvcreate -V 32m -T "$vg/pool0" -n thin1 --addtag carve.dev/volume=pvc-t
+	# The commands lvm.Client runs (CreateThinPool, CreateLV, CreateThinSnapshot).
+	lvm lvcreate --type thin-pool -n pool0 -L 67108864b --zero y --yes "$vg"
+	lvm lvcreate -n thin1 -V 33554432b --thinpool pool0 --yes --addtag carve.dev/volume=pvc-t "$vg"
 	fill "/dev/$vg/thin1" 8
 	lvm lvcreate -s -n thinsnap1 --addtag carve.dev/snapshot=snap-1 "$vg/thin1" # skip-activation, inactive
-	lvm lvcreate -s -kn -n thinsnap2 "$vg/thin1"                                 # active
+	lvm lvcreate -s -n thinsnap2 -kn --yes "$vg/thin1"                           # active
 	lvs_ thin-lvs "$vg"
 	lvs_ thin-lvs-all -a "$vg"
 	lvs_ thin-lv-pool0 "$vg/pool0"
@@ -126,33 +138,71 @@ scenario_thin() {
 	wipe "$vg"
 }
 
+# A thin snapshot that outlives its origin, an extended thin LV, and a pool
+# with tags, reported active and inactive.
+scenario_thinops() {
+	local vg=carve-thinops
+	lvm vgcreate --yes "$vg" "$D1"
+	lvm lvcreate --type thin-pool -n pool0 -L 67108864b --zero y --yes --addtag carve.dev/pool=p0 "$vg"
+	lvm lvcreate -n thin1 -V 33554432b --thinpool pool0 --yes "$vg"
+	lvm lvcreate -n thin2 -V 4194304b --thinpool pool0 --yes "$vg"
+	fill "/dev/$vg/thin1" 16
+	lvm lvcreate -s -n snap1 -kn --yes --addtag carve.dev/snapshot=s1 "$vg/thin1"
+	lvm lvextend -L 50331648b "$vg/thin2"
+	lvm lvremove --yes "$vg/thin1"
+	lvs_ thinops-lvs "$vg"
+	lvs_ thinops-lv-pool0 "$vg/pool0"
+	vgs_ thinops-vg "$vg"
+	fails err-thin-nopool lvcreate -n thin3 -V 4194304b --thinpool nopool --yes "$vg"
+	lvm lvchange -an "$vg/snap1" "$vg/thin2"
+	lvm lvchange -an "$vg/pool0"
+	lvs_ thinops-lv-pool0-inactive "$vg/pool0"
+	wipe "$vg"
+}
+
 scenario_cow() {
 	local vg=carve-cow
 	lvm vgcreate --yes "$vg" "$D1"
 	lvm lvcreate -n origin1 -L 32m --zero y --wipesignatures y --yes "$vg"
-	lvm lvcreate -s -n snap1 -L 24m "$vg/origin1"
-	lvm lvcreate -s -n snap2 -L 4m "$vg/origin1"
+	# The command lvm.Client runs (CreateCOWSnapshot).
+	lvm lvcreate -s -n snap1 -L 25165824b --yes "$vg/origin1"
+	lvm lvcreate -s -n snap2 -L 4194304b --yes "$vg/origin1"
 	fill "/dev/$vg/origin1" 12 # overflows snap2, which becomes invalid
 	lvs_ cow-lvs "$vg"
 	lvs_ cow-lvs-all -a "$vg"
+	fails err-busy-extend-origin lvextend -L 67108864b "$vg/origin1"
 	wipe "$vg"
 }
 
 scenario_striped() {
 	local vg=carve-striped
 	lvm vgcreate --yes "$vg" "$D1" "$D2"
-	lvm lvcreate -n stripe1 -i 2 -I 64k -L 16m --yes "$vg"
+	vgs_ striped-vg-empty "$vg" # VG free before and after: Footprint
+	# The commands lvm.Client runs (CreateLV with Stripes, ExtendLV).
+	lvm lvcreate -n stripe2 -i 2 -L 8388608b --zero y --wipesignatures y --yes "$vg"
+	lvm lvcreate -n stripe1 -i 2 -I 65536b -L 16777216b --zero y --wipesignatures y --yes "$vg"
+	lvm lvextend -L 16777216b "$vg/stripe2" # a second segment: must stay one row
 	lvs_ striped-lvs "$vg"
+	vgs_ striped-vg "$vg"
 	pvs_ striped-pvs
+	fails err-stripes-pvs lvcreate -n stripe3 -i 3 -L 12582912b --zero y --wipesignatures y --yes "$vg"
 	wipe "$vg"
 }
 
 scenario_raid1() {
 	local vg=carve-raid1
 	lvm vgcreate --yes "$vg" "$D1" "$D2"
-	lvm lvcreate --type raid1 -m 1 -n mirror1 -L 16m --yes "$vg"
+	vgs_ raid1-vg-empty "$vg" # VG free before and after: Footprint
+	# The command lvm.Client runs (CreateLV with Mirrors).
+	lvm lvcreate -n mirror1 --type raid1 -m 1 -L 16777216b --zero y --wipesignatures y --yes "$vg"
+	synced "$vg/mirror1"
 	lvs_ raid1-lvs "$vg"
+	vgs_ raid1-vg "$vg"
 	lvs_ raid1-lvs-all -a "$vg"
+	fails err-raid1-legs lvcreate -n mirror3 --type raid1 -m 2 -L 16777216b --zero y --wipesignatures y --yes "$vg"
+	# Large enough to be still syncing when reported.
+	lvm lvcreate -n mirror2 --type raid1 -m 1 -L 1073741824b --zero y --wipesignatures y --yes "$vg"
+	lvs_ raid1-syncing-lv "$vg/mirror2"
 	wipe "$vg"
 }
 
@@ -175,7 +225,7 @@ scenario_partial() {
 : >"$log"
 note "# $(lvm version | head -n1 | xargs), kernel $(uname -r)"
 failed=()
-for s in empty linear thin cow striped raid1 partial; do
+for s in empty linear thin thinops cow striped raid1 partial; do
 	echo "=== $s"
 	# Not `if ! (...)`: errexit does not apply inside a condition.
 	set +e

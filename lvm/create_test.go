@@ -1,0 +1,112 @@
+package lvm
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestCreateLVTypes(t *testing.T) {
+	thick := []string{"--zero", "y", "--wipesignatures", "y", "--yes"}
+	for _, tc := range []struct {
+		name string
+		o    CreateLVOptions
+		args []string // between "lvcreate -n NAME" and the VG
+		lvs  string
+	}{
+		{"striped rounds to whole stripe rows", CreateLVOptions{VG: "carve-striped", Name: "stripe1", Size: 12 * mib,
+			Stripes: 2, StripeSize: 64 << 10, Tags: []string{"t=1"}},
+			append(append([]string{"-i", "2", "-I", "65536b", "-L", "16777216b"}, thick...), "--addtag", "t=1"), "@striped-lvs"},
+		{"striped, default stripe size", CreateLVOptions{VG: "carve-striped", Name: "stripe2", Size: 1, Stripes: 3},
+			append([]string{"-i", "3", "-L", "12582912b"}, thick...), "@striped-lvs"},
+		{"raid1", CreateLVOptions{VG: "carve-raid1", Name: "mirror1", Size: 16*mib - 1, Mirrors: 1},
+			append([]string{"--type", "raid1", "-m", "1", "-L", "16777216b"}, thick...), "@raid1-lvs"},
+		{"thin: virtual size, no zeroing flags", CreateLVOptions{VG: "carve-thinops", Name: "thin2", Size: 45 * mib,
+			ThinPool: "pool0", Tags: []string{"carve.dev/volume=pvc-t"}},
+			[]string{"-V", "50331648b", "--thinpool", "pool0", "--yes", "--addtag", "carve.dev/volume=pvc-t"}, "@thinops-lvs"},
+		{"stripes 1 is linear", CreateLVOptions{VG: "carve-linear", Name: "vol1", Size: 1, Stripes: 1},
+			append([]string{"-L", "4194304b"}, thick...), "@linear-lvs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vgFixture := "@" + strings.TrimPrefix(tc.o.VG, "carve-") + "-vg"
+			cmd := append(append([]string{"lvcreate", "-n", tc.o.Name}, tc.args...), tc.o.VG)
+			c := newFake(t,
+				step{args: vgsArgs(tc.o.VG), out: vgFixture},
+				step{args: cmd},
+				step{args: lvsArgs(tc.o.VG + "/" + tc.o.Name), out: tc.lvs},
+			)
+			lv, err := c.CreateLV(ctx, tc.o)
+			if err != nil || lv.Name != tc.o.Name {
+				t.Errorf("CreateLV = %+v, %v", lv, err)
+			}
+		})
+	}
+}
+
+func TestCreateLVRefusesBadTypes(t *testing.T) {
+	c := newFake(t) // nothing may run
+	base := CreateLVOptions{VG: "vg", Name: "x", Size: mib}
+	for _, mod := range []func(o *CreateLVOptions){
+		func(o *CreateLVOptions) { o.Size = 0 },
+		func(o *CreateLVOptions) { o.Stripes, o.Mirrors = 2, 1 },
+		func(o *CreateLVOptions) { o.Mirrors, o.ThinPool = 1, "pool0" },
+		func(o *CreateLVOptions) { o.Stripes, o.ThinPool = 2, "pool0" },
+		func(o *CreateLVOptions) { o.Stripes = -1 },
+		func(o *CreateLVOptions) { o.Stripes = maxStripes + 1 },
+		func(o *CreateLVOptions) { o.Mirrors = -1 },
+		func(o *CreateLVOptions) { o.Mirrors = maxMirrors + 1 },
+		func(o *CreateLVOptions) { o.StripeSize = 64 << 10 }, // without stripes
+		func(o *CreateLVOptions) { o.Stripes, o.StripeSize = 2, 3000 },
+		func(o *CreateLVOptions) { o.Stripes, o.StripeSize = 2, 2048 },
+	} {
+		o := base
+		mod(&o)
+		_, err := c.CreateLV(ctx, o)
+		if !errors.Is(err, ErrInvalidArgument) || !strings.HasPrefix(err.Error(), "lvcreate vg/x: invalid argument: ") {
+			t.Errorf("CreateLV(%+v) = %v, want ErrInvalidArgument", o, err)
+		}
+		if err := c.CheckPlacement(ctx, o); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("CheckPlacement(%+v) = %v, want ErrInvalidArgument", o, err)
+		}
+	}
+	if _, err := c.CreateLV(ctx, CreateLVOptions{VG: "vg", Name: "x", Size: 1, ThinPool: "p_tdata"}); !errors.Is(err, ErrInvalidName) {
+		t.Errorf("bad pool name: %v, want ErrInvalidName", err)
+	}
+}
+
+// lvm2 would quietly shrink a stripe size above the extent size.
+func TestCreateLVStripeSizeAboveExtent(t *testing.T) {
+	c := newFake(t, step{args: vgsArgs("carve-striped"), out: "@striped-vg"})
+	_, err := c.CreateLV(ctx, CreateLVOptions{VG: "carve-striped", Name: "s", Size: mib, Stripes: 2, StripeSize: 8 * mib})
+	if !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("err = %v, want ErrInvalidArgument", err)
+	}
+}
+
+func TestCreateLVPlacementFailures(t *testing.T) {
+	for _, tc := range []struct {
+		o      CreateLVOptions
+		stderr string
+	}{
+		{CreateLVOptions{VG: "carve-raid1", Name: "mirror3", Size: 16 * mib, Mirrors: 2}, "@err-raid1-legs"},
+		{CreateLVOptions{VG: "carve-striped", Name: "stripe3", Size: 12 * mib, Stripes: 3}, "@err-stripes-pvs"},
+		{CreateLVOptions{VG: "carve-thinops", Name: "thin3", Size: 4 * mib, ThinPool: "nopool"}, "@err-thin-nopool"},
+	} {
+		args, err := tc.o.createArgs(4 * mib)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := newFake(t,
+			step{args: vgsArgs(tc.o.VG), out: "@" + strings.TrimPrefix(tc.o.VG, "carve-") + "-vg"},
+			step{args: args, stderr: tc.stderr},
+		)
+		_, err = c.CreateLV(ctx, tc.o)
+		want := ErrNoSpace
+		if tc.o.ThinPool != "" {
+			want = ErrNotFound
+		}
+		if !errors.Is(err, want) {
+			t.Errorf("%s: %v, want %v", tc.stderr, err, want)
+		}
+	}
+}
