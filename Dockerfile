@@ -1,5 +1,5 @@
 # Carve CSI driver image: the static carve binary on Debian, with the tools
-# it runs on the node (lvm2, mkfs/fsck/resize for ext4 and xfs, blkid,
+# it runs on the node (lvm2, mkfs/fsck/resize for ext4, xfs and btrfs, blkid,
 # blkdiscard). The node plugin runs privileged with the host's /dev, /run/lvm
 # and /etc/lvm mounted (see deploy/).
 FROM golang:1.26-bookworm AS build
@@ -14,7 +14,7 @@ RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false \
 FROM debian:bookworm-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      lvm2 thin-provisioning-tools e2fsprogs xfsprogs util-linux mount \
+      lvm2 thin-provisioning-tools e2fsprogs xfsprogs btrfs-progs util-linux mount \
  && rm -rf /var/lib/apt/lists/* \
  # No udev in the container: let lvm2 create device nodes itself and never
  # wait for udev events that will not come.

@@ -16,8 +16,9 @@ var accessModes = []csi.VolumeCapability_AccessMode_Mode{
 	csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER,
 }
 
-// fsTypes are the filesystems Carve formats.
-var fsTypes = []string{"ext4", "xfs"}
+// fsTypes are the filesystems Carve formats; btrfs where the node has
+// btrfs-progs (NodeStageVolume says so otherwise).
+var fsTypes = []string{"ext4", "xfs", "btrfs"}
 
 const defaultFsType = "ext4"
 

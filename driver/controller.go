@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"k8s.io/klog/v2"
@@ -16,7 +17,12 @@ const (
 	// minXFSSize: mkfs.xfs (xfsprogs >= 5.19) refuses smaller filesystems,
 	// so an xfs volume is carved at least this big rather than fail at stage.
 	minXFSSize int64 = 300 << 20
+	// minBtrfsSize: mkfs.btrfs refuses filesystems under about 109 MiB.
+	minBtrfsSize int64 = 128 << 20
 )
+
+// minFsSize is the smallest volume a filesystem can be made on.
+var minFsSize = map[string]int64{"xfs": minXFSSize, "btrfs": minBtrfsSize}
 
 // Controller is the CSI Controller service.
 type Controller struct {
@@ -37,6 +43,11 @@ var controllerCaps = []csi.ControllerServiceCapability_RPC_Type{
 	csi.ControllerServiceCapability_RPC_GET_VOLUME_HEALTH,
 	csi.ControllerServiceCapability_RPC_LIST_VOLUME_HEALTH,
 	csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
+	csi.ControllerServiceCapability_RPC_EXPAND_VOLUME,
+	csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT,
+	csi.ControllerServiceCapability_RPC_LIST_SNAPSHOTS,
+	csi.ControllerServiceCapability_RPC_GET_SNAPSHOT,
+	csi.ControllerServiceCapability_RPC_CLONE_VOLUME,
 }
 
 func (c *Controller) ControllerGetCapabilities(context.Context, *csi.ControllerGetCapabilitiesRequest) (*csi.ControllerGetCapabilitiesResponse, error) {
@@ -56,8 +67,9 @@ func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	if err := checkCapabilities(req.GetVolumeCapabilities()); err != nil {
 		return nil, err
 	}
-	if req.GetVolumeContentSource() != nil {
-		return nil, invalidArgument("volume content source: snapshots and clones are not supported yet")
+	source, err := contentSource(req.GetVolumeContentSource())
+	if err != nil {
+		return nil, err
 	}
 	params, err := parseParams(req.GetParameters(), c.backend.VolumeGroups())
 	if err != nil {
@@ -75,9 +87,13 @@ func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	if err != nil {
 		return nil, err
 	}
+	vg := params.VG
+	if source != nil && !params.vgGiven {
+		vg = "" // the source's
+	}
 	vol, err := c.backend.CreateVolume(ctx, lvmvol.CreateRequest{
-		Name: req.GetName(), VG: params.VG, RequiredBytes: required, LimitBytes: limit,
-		ParamsDigest: lvmvol.ParamsDigest(map[string]string{ParamVolumeGroup: params.VG, ParamFsType: fsType}),
+		Name: req.GetName(), VG: vg, RequiredBytes: required, LimitBytes: limit, Type: params.Type, Source: source,
+		ParamsDigest: paramsDigest(req.GetParameters(), fsType),
 	})
 	if err != nil {
 		return nil, err
@@ -90,7 +106,54 @@ func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 		CapacityBytes:      vol.SizeBytes,
 		VolumeContext:      map[string]string{ParamVolumeGroup: vol.ID.VG, ParamFsType: fsType},
 		AccessibleTopology: []*csi.Topology{nodeTopology(vol.ID.Node)},
+		ContentSource:      csiContentSource(vol.Source),
 	}}, nil
+}
+
+// paramsDigest identifies what shapes the volume: the parameters as given
+// (CO metadata excluded by ParamsDigest) and the chosen filesystem.
+func paramsDigest(params map[string]string, fsType string) string {
+	p := make(map[string]string, len(params)+1)
+	for k, v := range params {
+		p[k] = v
+	}
+	p[ParamFsType] = fsType
+	return lvmvol.ParamsDigest(p)
+}
+
+// contentSource reads a CreateVolume content source. An ID that Carve could
+// not have made names nothing: NOT_FOUND, as CSI asks.
+func contentSource(s *csi.VolumeContentSource) (*lvmvol.ContentSource, error) {
+	switch {
+	case s == nil:
+		return nil, nil
+	case s.GetSnapshot() != nil:
+		id, err := lvmvol.ParseID(s.GetSnapshot().GetSnapshotId())
+		if err != nil {
+			return nil, fmt.Errorf("source snapshot: %w: %w", lvmvol.ErrSnapshotNotFound, err)
+		}
+		return &lvmvol.ContentSource{Kind: lvmvol.SourceSnapshot, ID: id}, nil
+	case s.GetVolume() != nil:
+		id, err := lvmvol.ParseID(s.GetVolume().GetVolumeId())
+		if err != nil {
+			return nil, fmt.Errorf("source volume: %w", err)
+		}
+		return &lvmvol.ContentSource{Kind: lvmvol.SourceVolume, ID: id}, nil
+	}
+	return nil, invalidArgument("volume content source of unknown type")
+}
+
+func csiContentSource(s *lvmvol.ContentSource) *csi.VolumeContentSource {
+	switch {
+	case s == nil:
+		return nil
+	case s.Kind == lvmvol.SourceSnapshot:
+		return &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{
+			Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: s.ID.String()}}}
+	default:
+		return &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{
+			Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: s.ID.String()}}}
+	}
 }
 
 func nodeTopology(node string) *csi.Topology {
@@ -124,8 +187,8 @@ func chooseNode(req *csi.TopologyRequirement) (string, error) {
 }
 
 // sizeRange applies CSI's capacity range rules: no size asked means the
-// default (within the limit), and xfs volumes are carved big enough for
-// mkfs.xfs when the limit allows.
+// default (within the limit), and xfs and btrfs volumes are carved big
+// enough for their mkfs when the limit allows.
 func sizeRange(r *csi.CapacityRange, fsType string) (required, limit int64, err error) {
 	required, limit = r.GetRequiredBytes(), r.GetLimitBytes()
 	if required < 0 || limit < 0 {
@@ -140,8 +203,8 @@ func sizeRange(r *csi.CapacityRange, fsType string) (required, limit int64, err 
 			required = limit
 		}
 	}
-	if fsType == "xfs" && required < minXFSSize && (limit == 0 || limit >= minXFSSize) {
-		required = minXFSSize
+	if least := minFsSize[fsType]; required < least && (limit == 0 || limit >= least) {
+		required = least
 	}
 	return required, limit, nil
 }

@@ -67,18 +67,28 @@ func (c *Controller) ListVolumes(ctx context.Context, req *csi.ListVolumesReques
 	if err != nil {
 		return nil, err
 	}
-	end := len(vols)
-	if n := int(req.GetMaxEntries()); n > 0 && start+n < end {
-		end = start + n
-	}
-	resp := &csi.ListVolumesResponse{}
+	end := pageEnd(start, int(req.GetMaxEntries()), len(vols))
+	resp := &csi.ListVolumesResponse{NextToken: nextToken(end, len(vols))}
 	for _, v := range vols[start:end] {
 		resp.Entries = append(resp.Entries, listEntry(v))
 	}
-	if end < len(vols) {
-		resp.NextToken = strconv.Itoa(end)
-	}
 	return resp, nil
+}
+
+// pageEnd is where a page of at most max entries (0: all) from start ends.
+func pageEnd(start, max, n int) int {
+	if max > 0 && start+max < n {
+		return start + max
+	}
+	return n
+}
+
+// nextToken is the token of the page after end, "" when end is the last.
+func nextToken(end, n int) string {
+	if end < n {
+		return strconv.Itoa(end)
+	}
+	return ""
 }
 
 // pageStart decodes a ListVolumes token; a token CSI did not get from us is
@@ -120,7 +130,7 @@ func (c *Controller) GetCapacity(ctx context.Context, req *csi.GetCapacityReques
 		return &csi.GetCapacityResponse{}, nil // none of it can serve these capabilities
 	}
 	node := req.GetAccessibleTopology().GetSegments()[TopologyKey]
-	capy, err := c.backend.Capacity(ctx, node, params.VG)
+	capy, err := c.backend.Capacity(ctx, node, params.VG, params.Type)
 	if err != nil {
 		return nil, err
 	}

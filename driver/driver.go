@@ -29,7 +29,12 @@ type Backend interface {
 	ListVolumes(ctx context.Context) ([]lvmvol.Volume, error)
 	PublishVolume(ctx context.Context, id lvmvol.ID, node string) (string, error)
 	UnpublishVolume(ctx context.Context, id lvmvol.ID, node string) error
-	Capacity(ctx context.Context, node, vg string) (lvmvol.Capacity, error)
+	ExpandVolume(ctx context.Context, id lvmvol.ID, requiredBytes, limitBytes int64) (lvmvol.Volume, error)
+	Capacity(ctx context.Context, node, vg string, t lvmvol.Type) (lvmvol.Capacity, error)
+	CreateSnapshot(ctx context.Context, name string, source lvmvol.ID) (lvmvol.Snapshot, error)
+	DeleteSnapshot(ctx context.Context, id lvmvol.ID) error
+	GetSnapshot(ctx context.Context, id lvmvol.ID) (lvmvol.Snapshot, error)
+	ListSnapshots(ctx context.Context) ([]lvmvol.Snapshot, error)
 	// VolumeGroups are the VGs volumes may be carved from; the first is the
 	// default when a StorageClass names none.
 	VolumeGroups() []string

@@ -58,15 +58,8 @@ func (c *Controller) ControllerListVolumeHealth(ctx context.Context, req *csi.Co
 	if err != nil {
 		return nil, err
 	}
-	end := len(sick)
-	if n := int(req.GetMaxEntries()); n > 0 && start+n < end {
-		end = start + n
-	}
-	resp := &csi.ControllerListVolumeHealthResponse{Entries: sick[start:end]}
-	if end < len(sick) {
-		resp.NextToken = fmt.Sprint(end)
-	}
-	return resp, nil
+	end := pageEnd(start, int(req.GetMaxEntries()), len(sick))
+	return &csi.ControllerListVolumeHealthResponse{Entries: sick[start:end], NextToken: nextToken(end, len(sick))}, nil
 }
 
 // NodeGetVolumeHealth adds what the node sees to LVM's view: an LV that is

@@ -29,7 +29,10 @@ func (i *Identity) GetPluginInfo(context.Context, *csi.GetPluginInfoRequest) (*c
 func (i *Identity) GetPluginCapabilities(context.Context, *csi.GetPluginCapabilitiesRequest) (*csi.GetPluginCapabilitiesResponse, error) {
 	caps := []*csi.PluginCapability{pluginCap(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS)}
 	if i.controller {
-		caps = append(caps, pluginCap(csi.PluginCapability_Service_CONTROLLER_SERVICE))
+		caps = append(caps, pluginCap(csi.PluginCapability_Service_CONTROLLER_SERVICE),
+			// Online: LVs grow while published, filesystems while mounted.
+			&csi.PluginCapability{Type: &csi.PluginCapability_VolumeExpansion_{
+				VolumeExpansion: &csi.PluginCapability_VolumeExpansion{Type: csi.PluginCapability_VolumeExpansion_ONLINE}}})
 	}
 	return &csi.GetPluginCapabilitiesResponse{Capabilities: caps}, nil
 }

@@ -48,6 +48,7 @@ var nodeCaps = []csi.NodeServiceCapability_RPC_Type{
 	csi.NodeServiceCapability_RPC_GET_VOLUME_HEALTH,
 	csi.NodeServiceCapability_RPC_GET_STORAGE_HEALTH,
 	csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
+	csi.NodeServiceCapability_RPC_EXPAND_VOLUME,
 }
 
 func (n *Node) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {

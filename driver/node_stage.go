@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"slices"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"k8s.io/klog/v2"
@@ -39,7 +40,10 @@ func (n *Node) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequ
 	if fsType == "" {
 		fsType = defaultFsType
 	}
-	if err := n.fs.FormatAndMount(ctx, device, req.GetStagingTargetPath(), fsType, mnt.GetMountFlags()); err != nil {
+	if err := n.fs.FormatAndMount(ctx, device, req.GetStagingTargetPath(), fsType, stageOptions(fsType, mnt.GetMountFlags())); err != nil {
+		return nil, err
+	}
+	if err := n.growIfNeeded(ctx, device, req.GetStagingTargetPath()); err != nil {
 		return nil, err
 	}
 	klog.InfoS("Staged volume", "volume", id, "device", device, "fsType", fsType, "path", req.GetStagingTargetPath())
@@ -60,4 +64,15 @@ func (n *Node) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolume
 	}
 	klog.InfoS("Unstaged volume", "volumeId", req.GetVolumeId(), "path", req.GetStagingTargetPath())
 	return &csi.NodeUnstageVolumeResponse{}, nil
+}
+
+// stageOptions adds what Carve's volumes need to the CO's mount flags: a
+// clone or restore of an xfs volume carries its source's filesystem UUID,
+// and all of them live on the same node, where XFS refuses a second mount
+// of a UUID unless told nouuid.
+func stageOptions(fsType string, flags []string) []string {
+	if fsType == "xfs" && !slices.Contains(flags, "nouuid") {
+		return append(slices.Clone(flags), "nouuid")
+	}
+	return flags
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+
+	"carve.dev/carve/driver/lvmvol"
 )
 
 func TestSizeRange(t *testing.T) {
@@ -79,6 +81,40 @@ func TestCheckCapability(t *testing.T) {
 	for name, c := range bad {
 		if err := checkCapability(c); !errors.Is(err, errInvalidArgument) {
 			t.Errorf("%s: error %v, want INVALID_ARGUMENT", name, err)
+		}
+	}
+}
+
+func TestParseType(t *testing.T) {
+	for _, tc := range []struct {
+		params map[string]string
+		want   lvmvol.Type
+	}{
+		{map[string]string{}, lvmvol.Type{}},
+		{map[string]string{ParamThinPool: "pool0"}, lvmvol.Type{ThinPool: "pool0"}},
+		{map[string]string{ParamStripes: "2", ParamStripeSize: "64Ki"}, lvmvol.Type{Stripes: 2, StripeSize: 64 << 10}},
+		{map[string]string{ParamStripes: "4", ParamStripeSize: "1Mi"}, lvmvol.Type{Stripes: 4, StripeSize: 1 << 20}},
+		{map[string]string{ParamMirrors: "1"}, lvmvol.Type{Mirrors: 1}},
+	} {
+		got, err := parseType(tc.params)
+		if err != nil || got != tc.want {
+			t.Errorf("parseType(%v) = %+v, %v; want %+v", tc.params, got, err, tc.want)
+		}
+	}
+	for _, bad := range []map[string]string{
+		{ParamStripes: "1"},
+		{ParamStripes: "x"},
+		{ParamStripes: "129"},
+		{ParamMirrors: "0"},
+		{ParamStripeSize: "64Ki"},
+		{ParamStripes: "2", ParamStripeSize: "3000"},
+		{ParamStripes: "2", ParamStripeSize: "2Ki"},
+		{ParamThinPool: "pool", ParamMirrors: "1"},
+		{ParamStripes: "2", ParamMirrors: "1"},
+		{ParamThinPool: "-bad"},
+	} {
+		if _, err := parseType(bad); !errors.Is(err, errInvalidArgument) {
+			t.Errorf("parseType(%v) error %v, want INVALID_ARGUMENT", bad, err)
 		}
 	}
 }

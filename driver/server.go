@@ -116,6 +116,8 @@ var mutating = map[string]bool{
 	csi.Controller_ControllerPublishVolume_FullMethodName:   true,
 	csi.Controller_ControllerUnpublishVolume_FullMethodName: true,
 	csi.Controller_ControllerExpandVolume_FullMethodName:    true,
+	csi.Controller_CreateSnapshot_FullMethodName:            true,
+	csi.Controller_DeleteSnapshot_FullMethodName:            true,
 	csi.Node_NodeStageVolume_FullMethodName:                 true,
 	csi.Node_NodeUnstageVolume_FullMethodName:               true,
 	csi.Node_NodePublishVolume_FullMethodName:               true,
@@ -123,17 +125,29 @@ var mutating = map[string]bool{
 	csi.Node_NodeExpandVolume_FullMethodName:                true,
 }
 
-// lockKey is the volume a mutating call acts on: its ID, or its name for
-// CreateVolume. Missing fields are left to the handler to refuse.
+// lockKey is the volume or snapshot a mutating call acts on: its ID, or its
+// name for CreateVolume and CreateSnapshot. Missing fields are left to the
+// handler to refuse.
 func lockKey(method string, req any) string {
 	if !mutating[method] {
 		return ""
 	}
-	if r, ok := req.(interface{ GetVolumeId() string }); ok && r.GetVolumeId() != "" {
-		return "volume/" + r.GetVolumeId()
-	}
-	if r, ok := req.(*csi.CreateVolumeRequest); ok && r.GetName() != "" {
-		return "name/" + r.GetName()
+	switch r := req.(type) {
+	case *csi.CreateVolumeRequest:
+		return nonEmpty("name/", r.GetName())
+	case *csi.CreateSnapshotRequest:
+		return nonEmpty("snapshot-name/", r.GetName())
+	case *csi.DeleteSnapshotRequest:
+		return nonEmpty("snapshot/", r.GetSnapshotId())
+	case interface{ GetVolumeId() string }:
+		return nonEmpty("volume/", r.GetVolumeId())
 	}
 	return ""
+}
+
+func nonEmpty(prefix, key string) string {
+	if key == "" {
+		return ""
+	}
+	return prefix + key
 }

@@ -19,10 +19,10 @@ suites=(lvm:./lvm lifecycle:./test/lifecycle sanity:./test/sanity)
 for s in "${suites[@]}"; do
 	go test -tags vmtest -c -o "$out/${s%%:*}.test" "${s#*:}"
 done
-runs="lvm lifecycle sanity:^TestSanityMount\$ sanity:^TestSanityBlock\$"
+runs="lvm lifecycle sanity:^TestSanityMount\$ sanity:^TestSanityBlock\$ sanity:^TestSanityThin\$"
 
 echo "== booting the VM"
 CARVE_BIN="$repo/$out/carve" CARVE_TEST_LOGS="$repo/$out/logs" \
 CARVE_SUITES="${CARVE_SUITES:-$runs}" \
-	scripts/vm/run.sh --disks 3 --disk-size 4G --timeout 3000 --share "$repo/$out/logs" \
+	scripts/vm/run.sh --disks 5 --disk-size 4G --timeout 3000 --share "$repo/$out/logs" \
 	-- bash scripts/vm-suites.sh "$repo/$out" "$@"

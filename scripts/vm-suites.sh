@@ -7,6 +7,8 @@
 set -uo pipefail
 out=$1; shift
 declare -A disk=([lvm]=/dev/vda [lifecycle]=/dev/vdb [sanity]=/dev/vdc)
+# Suites that need two PVs (raid1, stripes) get a second disk.
+declare -A disk2=([lvm]=/dev/vdd [lifecycle]=/dev/vde)
 cd "$(dirname "$0")/.." || exit 1
 failed=()
 for run in $CARVE_SUITES; do
@@ -14,7 +16,7 @@ for run in $CARVE_SUITES; do
 	[ "$bin" != "$run" ] && pattern=${run#*:}
 	echo "== suite $run (disk ${disk[$bin]})"
 	start=$(date +%s)
-	CARVE_TEST_DISK=${disk[$bin]} "$out/$bin.test" -test.v -test.timeout 45m ${pattern:+-test.run "$pattern"} "$@" 2>&1
+	CARVE_TEST_DISK=${disk[$bin]} CARVE_TEST_DISK2=${disk2[$bin]:-} "$out/$bin.test" -test.v -test.timeout 45m ${pattern:+-test.run "$pattern"} "$@" 2>&1
 	rc=$?
 	echo "== suite $run: exit $rc after $(( $(date +%s) - start )) s"
 	[ "$rc" = 0 ] || failed+=("$run")

@@ -25,6 +25,7 @@ type standaloneFlags struct {
 	maxVolumes   int64
 	cmdTimeout   time.Duration
 	deviceWait   time.Duration
+	overprov     float64
 }
 
 func parseStandalone(args []string) (standaloneFlags, error) {
@@ -37,12 +38,17 @@ func parseStandalone(args []string) (standaloneFlags, error) {
 	fs.Int64Var(&f.maxVolumes, "max-volumes", 0, "volumes published on this node at once; beyond it ControllerPublishVolume is RESOURCE_EXHAUSTED (0: no limit)")
 	fs.DurationVar(&f.cmdTimeout, "command-timeout", runner.DefaultTimeout, "timeout of each lvm/mkfs command")
 	fs.DurationVar(&f.deviceWait, "device-wait", 30*time.Second, "how long NodeStage waits for a published device")
+	fs.Float64Var(&f.overprov, "thin-overprovision-ratio", lvmvol.DefaultOverprovision,
+		"thin volumes may promise this many times a thin pool's free space (>= 1)")
 	klog.InitFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
 	if f.nodeID == "" {
 		return f, fmt.Errorf("--node-id is empty and the hostname is unknown")
+	}
+	if f.overprov < 1 {
+		return f, fmt.Errorf("--thin-overprovision-ratio %v: must be at least 1", f.overprov)
 	}
 	if f.volumeGroups == "" {
 		return f, fmt.Errorf("--volume-groups is required")
@@ -75,6 +81,7 @@ func runStandalone(args []string) error {
 	run := runner.New(f.cmdTimeout)
 	vols := lvmvol.NewManager(lvm.New(run), lvmvol.ZeroWiper{Run: run}, f.nodeID, vgList(f.volumeGroups))
 	vols.LimitPublished(int(f.maxVolumes))
+	vols.SetOverprovision(f.overprov)
 	srv := driver.NewServer(
 		driver.NewIdentity(version, true, vols),
 		driver.NewController(vols),

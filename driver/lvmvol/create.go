@@ -18,6 +18,10 @@ type CreateRequest struct {
 	VG            string
 	RequiredBytes int64
 	LimitBytes    int64
+	// Type of LV to carve.
+	Type Type
+	// Source, when set, gives the new volume its data (restore, clone).
+	Source *ContentSource
 	// ParamsDigest identifies the parameters (see ParamsDigest).
 	ParamsDigest string
 }
@@ -26,6 +30,13 @@ type CreateRequest struct {
 // same name and arguments carved (CSI idempotency; see doc.go for crash
 // safety). The new volume is inactive: only PublishVolume activates it.
 func (m *Manager) CreateVolume(ctx context.Context, req CreateRequest) (Volume, error) {
+	var src lvm.LV
+	if req.Source != nil {
+		var err error
+		if src, err = m.resolveSource(ctx, &req); err != nil {
+			return Volume{}, err
+		}
+	}
 	if err := m.checkVG(req.VG); err != nil {
 		return Volume{}, err
 	}
@@ -41,15 +52,18 @@ func (m *Manager) CreateVolume(ctx context.Context, req CreateRequest) (Volume, 
 	if err != nil {
 		return Volume{}, fmt.Errorf("volume group %s: %w", req.VG, err)
 	}
-	size, err := sizeFor(req, vg.ExtentSize)
+	size, err := sizeFor(req, vg.ExtentSize*uint64(max(1, req.Type.Stripes)))
 	if err != nil {
 		return Volume{}, err
 	}
-	if size > vg.Free {
-		return Volume{}, fmt.Errorf("volume %q needs %d bytes, volume group %s has %d free: %w",
-			req.Name, size, req.VG, vg.Free, lvm.ErrNoSpace)
+	if req.Source != nil {
+		return m.createFromSource(ctx, req, src, name, size, vg)
 	}
-	lv, err = m.lvm.CreateLV(ctx, lvm.CreateLVOptions{VG: req.VG, Name: name, Size: size, Tags: createTags(req)})
+	opts := req.Type.options(req.VG, name, size, createTags(req))
+	if err := m.checkRoom(ctx, vg, opts, req.Type); err != nil {
+		return Volume{}, fmt.Errorf("volume %q: %w", req.Name, err)
+	}
+	lv, err = m.lvm.CreateLV(ctx, opts)
 	if errors.Is(err, lvm.ErrAlreadyExists) {
 		// A concurrent create of the same name won; judge its result.
 		if lv, err = m.lvm.GetLV(ctx, req.VG, name); err == nil {
@@ -80,10 +94,16 @@ func (m *Manager) adopt(ctx context.Context, lv lvm.LV, req CreateRequest) (Volu
 	if got := tagValue(lv, tagParamsPrefix); got != req.ParamsDigest {
 		return Volume{}, fmt.Errorf("volume %q exists with other parameters: %w", req.Name, ErrNameConflict)
 	}
+	if !sourceMatches(lv, req.Source) {
+		return Volume{}, fmt.Errorf("volume %q exists with another content source: %w", req.Name, ErrNameConflict)
+	}
 	size := int64(lv.Size)
 	if size < req.RequiredBytes || (req.LimitBytes > 0 && size > req.LimitBytes) {
 		return Volume{}, fmt.Errorf("volume %q exists with %d bytes, outside [%d, %d]: %w",
 			req.Name, size, req.RequiredBytes, req.LimitBytes, ErrNameConflict)
+	}
+	if lv.HasTag(tagCopying) {
+		return m.resumeCopy(ctx, lv)
 	}
 	if lv.HasTag(tagPending) {
 		return m.finishCreate(ctx, lv)
@@ -106,7 +126,8 @@ func (m *Manager) finishCreate(ctx context.Context, lv lvm.LV) (Volume, error) {
 	return m.volumeOf(lv), nil
 }
 
-// sizeFor rounds the requested size up to whole extents and checks it
+// sizeFor rounds the requested size up to whole allocation units (extents;
+// for striped LVs a full row of extents, as lvm2 rounds) and checks it
 // against the limit. Rounding is always up: a volume is never smaller than
 // asked.
 func sizeFor(req CreateRequest, extent uint64) (uint64, error) {

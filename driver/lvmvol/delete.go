@@ -32,8 +32,11 @@ func (m *Manager) DeleteVolume(ctx context.Context, id ID) error {
 	}
 	// An active LV is published, unless a create or delete was interrupted
 	// (it is active while being created or wiped).
-	if lv.Active && isSettled(lv) {
+	if isPublished(lv) && isSettled(lv) {
 		return fmt.Errorf("volume %s is still published (active): %w", id, ErrInUse)
+	}
+	if lv.HasCOWSnapshots() {
+		return fmt.Errorf("volume %s is being copied into a snapshot or clone; retry when that is done: %w", id, ErrInUse)
 	}
 	if !lv.HasTag(tagDeleting) {
 		if err := m.lvm.AddTags(ctx, lv.VGName, lv.Name, tagDeleting); err != nil {
@@ -43,11 +46,29 @@ func (m *Manager) DeleteVolume(ctx context.Context, id ID) error {
 	return m.finishDelete(context.WithoutCancel(ctx), lv)
 }
 
-// finishDelete zeroes and removes an LV marked deleting.
+// finishDelete zeroes and removes an LV marked deleting. Thin LVs are not
+// zeroed: their blocks go back to the pool, which zeroes every block it
+// provisions again (Carve refuses pools that do not, see thinPool), and
+// zeroing a thin LV would first allocate all of it.
 func (m *Manager) finishDelete(ctx context.Context, lv lvm.LV) error {
 	ref := lv.VGName + "/" + lv.Name
 	ctx, cancel := context.WithTimeout(ctx, wipeTimeout)
 	defer cancel()
+	if lv.PoolLV == "" {
+		if err := m.wipe(ctx, lv); err != nil {
+			return err
+		}
+	}
+	if err := m.lvm.RemoveLV(ctx, lv.VGName, lv.Name); err != nil {
+		return fmt.Errorf("remove %s: %w", ref, err)
+	}
+	klog.InfoS("Removed logical volume", "lv", ref, "name", tagValue(lv, tagNamePrefix))
+	return nil
+}
+
+// wipe zeroes a thick LV over its whole length and leaves it inactive.
+func (m *Manager) wipe(ctx context.Context, lv lvm.LV) error {
+	ref := lv.VGName + "/" + lv.Name
 	if err := m.lvm.Activate(ctx, lv.VGName, lv.Name); err != nil {
 		return fmt.Errorf("activate %s to wipe it: %w", ref, err)
 	}
@@ -59,9 +80,5 @@ func (m *Manager) finishDelete(ctx context.Context, lv lvm.LV) error {
 	if err := m.lvm.Deactivate(ctx, lv.VGName, lv.Name); err != nil {
 		return fmt.Errorf("deactivate %s after wipe: %w", ref, err)
 	}
-	if err := m.lvm.RemoveLV(ctx, lv.VGName, lv.Name); err != nil {
-		return fmt.Errorf("remove %s: %w", ref, err)
-	}
-	klog.InfoS("Removed logical volume", "lv", ref, "name", tagValue(lv, tagNamePrefix))
 	return nil
 }

@@ -5,8 +5,9 @@ import "errors"
 // Errors callers map to CSI codes (driver/errors.go does it, in one place).
 // Failures of lvm itself keep lvm's own sentinels (lvm.ErrNoSpace, ...).
 var (
-	ErrVolumeNotFound = errors.New("volume not found")
-	ErrNodeNotFound   = errors.New("node not found")
+	ErrVolumeNotFound   = errors.New("volume not found")
+	ErrSnapshotNotFound = errors.New("snapshot not found")
+	ErrNodeNotFound     = errors.New("node not found")
 	// ErrNameConflict: a volume of that name exists with other arguments, or
 	// an LV of that name exists that Carve does not manage.
 	ErrNameConflict = errors.New("volume exists with different arguments")
@@ -18,6 +19,11 @@ var (
 	ErrUnmanagedVG = errors.New("volume group not managed")
 	// ErrPublishLimit: the node has as many volumes published as it may.
 	ErrPublishLimit = errors.New("attach limit reached")
+	// ErrBadPool: the named thin pool is missing, not a pool, or unsafe.
+	ErrBadPool = errors.New("unusable thin pool")
+	// ErrSourceMismatch: the content source cannot serve the request as
+	// asked (another VG than the source's).
+	ErrSourceMismatch = errors.New("content source does not match the request")
 	// ErrNotManaged: an LV without Carve's tag was asked for by ID.
 	ErrNotManaged = errors.New("logical volume not managed by carve")
 )

@@ -328,11 +328,11 @@ func TestListAndCapacity(t *testing.T) {
 	if !slices.Equal(names, []string{"pvc-1", "pvc-2", "pvc-3"}) {
 		t.Errorf("listed %v, want the three settled Carve volumes in order", names)
 	}
-	c, err := m.Capacity(ctx, node, vg)
+	c, err := m.Capacity(ctx, node, vg, lvmvol.Type{})
 	if err != nil || c.AvailableBytes != 80*mib || c.MaximumVolumeBytes != 80*mib {
 		t.Errorf("capacity = %+v, %v; want 80 MiB free", c, err)
 	}
-	if c, _ := m.Capacity(ctx, "node-b", vg); c.AvailableBytes != 0 {
+	if c, _ := m.Capacity(ctx, "node-b", vg, lvmvol.Type{}); c.AvailableBytes != 0 {
 		t.Errorf("capacity on another node = %+v, want 0", c)
 	}
 }

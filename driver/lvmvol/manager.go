@@ -20,6 +20,11 @@ type LVM interface {
 	RemoveLV(ctx context.Context, vg, name string) error
 	Activate(ctx context.Context, vg, name string) error
 	Deactivate(ctx context.Context, vg, name string) error
+	ExtendLV(ctx context.Context, vg, name string, size uint64) error
+	ListVGPVs(ctx context.Context, vg string) ([]lvm.PV, error)
+	CheckPlacement(ctx context.Context, opts lvm.CreateLVOptions) error
+	CreateThinSnapshot(ctx context.Context, vg, origin, name string, tags ...string) (lvm.LV, error)
+	CreateCOWSnapshot(ctx context.Context, vg, origin, name string, cowSize uint64, tags ...string) (lvm.LV, error)
 	AddTags(ctx context.Context, vg, name string, tags ...string) error
 	RemoveTags(ctx context.Context, vg, name string, tags ...string) error
 }
@@ -37,6 +42,10 @@ type Manager struct {
 	vgs   []string
 	// maxPublished caps the volumes published (active) at once; 0: none.
 	maxPublished int
+	// overprovision is the thin over-provisioning ratio.
+	overprovision float64
+	// copies are this process's background data copies.
+	copies copies
 }
 
 // LimitPublished makes PublishVolume refuse a volume beyond n published at
@@ -45,7 +54,7 @@ func (m *Manager) LimitPublished(n int) { m.maxPublished = n }
 
 // NewManager serves the volume groups vgs of node.
 func NewManager(l LVM, w Wiper, node string, vgs []string) *Manager {
-	return &Manager{lvm: l, wiper: w, node: node, vgs: slices.Clone(vgs)}
+	return &Manager{lvm: l, wiper: w, node: node, vgs: slices.Clone(vgs), overprovision: DefaultOverprovision}
 }
 
 // Node is the node this manager serves.
@@ -61,20 +70,31 @@ func (m *Manager) checkVG(vg string) error {
 	return nil
 }
 
-// lookup finds the managed LV behind id on this node.
-func (m *Manager) lookup(ctx context.Context, id ID) (lvm.LV, error) {
+// lookupLV finds the LV behind id on this node; a missing one is
+// ErrVolumeNotFound (callers looking for snapshots translate).
+func (m *Manager) lookupLV(ctx context.Context, id ID) (lvm.LV, error) {
 	if id.Node != m.node {
-		return lvm.LV{}, fmt.Errorf("volume %s lives on node %q, this is %q: %w", id, id.Node, m.node, ErrVolumeNotFound)
+		return lvm.LV{}, fmt.Errorf("%s lives on node %q, this is %q: %w", id, id.Node, m.node, ErrVolumeNotFound)
 	}
 	if err := m.checkVG(id.VG); err != nil {
-		return lvm.LV{}, fmt.Errorf("volume %s: %w", id, ErrVolumeNotFound)
+		return lvm.LV{}, fmt.Errorf("%s: %w", id, ErrVolumeNotFound)
 	}
 	lv, err := m.lvm.GetLV(ctx, id.VG, id.LV)
 	if errors.Is(err, lvm.ErrNotFound) || errors.Is(err, lvm.ErrInvalidName) {
-		return lvm.LV{}, fmt.Errorf("volume %s: %w", id, ErrVolumeNotFound)
+		return lvm.LV{}, fmt.Errorf("%s: %w", id, ErrVolumeNotFound)
 	}
+	return lv, err
+}
+
+// lookup finds the managed volume LV behind id on this node. A snapshot's
+// ID is no volume.
+func (m *Manager) lookup(ctx context.Context, id ID) (lvm.LV, error) {
+	lv, err := m.lookupLV(ctx, id)
 	if err != nil {
 		return lvm.LV{}, err
+	}
+	if isSnapshot(lv) {
+		return lvm.LV{}, fmt.Errorf("%s is a snapshot, not a volume: %w", id, ErrVolumeNotFound)
 	}
 	if !isManaged(lv) {
 		return lvm.LV{}, fmt.Errorf("volume %s: %w", id, ErrNotManaged)
@@ -91,7 +111,13 @@ func (m *Manager) GetVolume(ctx context.Context, id ID) (Volume, error) {
 	if !isSettled(lv) {
 		return Volume{}, fmt.Errorf("volume %s is being created or deleted: %w", id, ErrVolumeNotFound)
 	}
-	return m.volumeOf(lv), nil
+	vol := m.volumeOf(lv)
+	if lv.PoolLV != "" {
+		if pool, err := m.lvm.GetLV(ctx, id.VG, lv.PoolLV); err == nil {
+			vol.Health = append(vol.Health, poolHealth(pool)...)
+		}
+	}
+	return vol, nil
 }
 
 // ListVolumes returns every settled volume on this node, sorted by ID.
@@ -102,9 +128,19 @@ func (m *Manager) ListVolumes(ctx context.Context) ([]Volume, error) {
 		if err != nil {
 			return nil, fmt.Errorf("list volumes in %s: %w", vg, err)
 		}
+		pools := map[string]lvm.LV{}
+		for _, lv := range lvs {
+			if lv.IsThinPool() {
+				pools[lv.Name] = lv
+			}
+		}
 		for _, lv := range lvs {
 			if isSettled(lv) {
-				out = append(out, m.volumeOf(lv))
+				vol := m.volumeOf(lv)
+				if pool, ok := pools[lv.PoolLV]; ok {
+					vol.Health = append(vol.Health, poolHealth(pool)...)
+				}
+				out = append(out, vol)
 			}
 		}
 	}

@@ -13,6 +13,10 @@ import (
 // start with it, so a readable name never equals a hashed one.
 const hashedPrefix = "csi-"
 
+// snapshotPrefix starts every snapshot's LV name; volume names may not start
+// with it, so volume and snapshot names never collide.
+const snapshotPrefix = "snap-"
+
 // readableName is what a CSI name must look like to be used as the LV name
 // as is: Kubernetes PV names ("pvc-<uuid>") pass, so `lvs` shows the PV.
 var readableName = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{0,62}$`)
@@ -23,9 +27,16 @@ var readableName = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{0,62}$`)
 // hash of 128 bits.
 func LVName(csiName string) string {
 	if readableName.MatchString(csiName) && !strings.HasPrefix(csiName, hashedPrefix) &&
-		lvm.ValidateLVName(csiName) == nil {
+		!strings.HasPrefix(csiName, snapshotPrefix) && lvm.ValidateLVName(csiName) == nil {
 		return csiName
 	}
 	sum := sha256.Sum256([]byte(csiName))
 	return hashedPrefix + hex.EncodeToString(sum[:16])
 }
+
+// SnapshotLVName derives the LV name of a CSI snapshot name.
+func SnapshotLVName(csiName string) string { return snapshotPrefix + LVName(csiName) }
+
+// frozenName is the LV name of the short-lived COW snapshot that freezes a
+// thick volume while its data is copied (see snapshot.go).
+func frozenName(target string) string { return target + "-frz" }

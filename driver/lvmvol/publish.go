@@ -25,6 +25,14 @@ func (m *Manager) PublishVolume(ctx context.Context, id ID, node string) (string
 	if !isSettled(lv) {
 		return "", fmt.Errorf("volume %s is being created or deleted: %w", id, ErrVolumeNotFound)
 	}
+	if lv.HasTag(tagHeld) {
+		// Held for a copy: the publish takes the activation over, so that
+		// the end of the copy leaves it active.
+		if err := m.lvm.RemoveTags(ctx, id.VG, id.LV, tagHeld); err != nil {
+			return "", fmt.Errorf("publish %s: %w", id, err)
+		}
+		lv.Active = false // count it against the limit, activate if needed
+	}
 	if !lv.Active {
 		if err := m.checkPublishLimit(ctx); err != nil {
 			return "", err
@@ -74,8 +82,8 @@ func (m *Manager) UnpublishVolume(ctx context.Context, id ID, node string) error
 	if err != nil {
 		return err
 	}
-	if !lv.Active {
-		return nil
+	if !isPublished(lv) {
+		return nil // inactive, or only held for a copy that will release it
 	}
 	if err := m.lvm.Deactivate(ctx, id.VG, id.LV); err != nil {
 		if errors.Is(err, lvm.ErrBusy) {

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"sort"
+	"strconv"
 	"strings"
 
 	"carve.dev/carve/lvm"
@@ -23,6 +24,11 @@ const (
 	// tagParamsPrefix + a digest of the creation parameters, so that a
 	// CreateVolume retry with other parameters is told ALREADY_EXISTS.
 	tagParamsPrefix = "carve.dev/params="
+	// tagStripesPrefix / tagMirrorsPrefix + a count record the layout, so
+	// that an extension can tell what it will take without asking lvm2
+	// for segment details.
+	tagStripesPrefix = "carve.dev/stripes="
+	tagMirrorsPrefix = "carve.dev/mirrors="
 )
 
 // ignoredParamPrefix marks parameters that describe the request, not the
@@ -56,7 +62,20 @@ func createTags(req CreateRequest) []string {
 	if t := tagNamePrefix + req.Name; lvm.ValidateTag(t) == nil {
 		tags = append(tags, t)
 	}
+	if req.Type.Stripes > 1 {
+		tags = append(tags, tagStripesPrefix+strconv.Itoa(req.Type.Stripes))
+	}
+	if req.Type.Mirrors > 0 {
+		tags = append(tags, tagMirrorsPrefix+strconv.Itoa(req.Type.Mirrors))
+	}
 	return tags
+}
+
+// typeOf reads a volume's type back from its LV.
+func typeOf(lv lvm.LV) Type {
+	stripes, _ := strconv.Atoi(tagValue(lv, tagStripesPrefix))
+	mirrors, _ := strconv.Atoi(tagValue(lv, tagMirrorsPrefix))
+	return Type{Stripes: stripes, Mirrors: mirrors, ThinPool: lv.PoolLV}
 }
 
 // tagValue returns the value of the first tag with prefix, or "".

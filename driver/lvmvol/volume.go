@@ -2,6 +2,7 @@ package lvmvol
 
 import (
 	"fmt"
+	"strings"
 
 	"carve.dev/carve/lvm"
 )
@@ -16,6 +17,8 @@ type Volume struct {
 	Published  bool
 	DevicePath string
 	Health     []Problem
+	// Source is where the volume's data came from, nil for a blank one.
+	Source *ContentSource
 }
 
 // Problem is one adverse health condition of a volume, as LVM reports it.
@@ -53,6 +56,33 @@ func healthOf(lv lvm.LV) []Problem {
 		out = append(out, Problem{Degraded, "LVMHealth",
 			fmt.Sprintf("lvm reports health %q", lv.Health)})
 	}
+	if strings.HasPrefix(lv.Layout, "raid") && lv.Active && lv.SyncPercent < 100 {
+		out = append(out, Problem{Degraded, "RAIDSyncing",
+			fmt.Sprintf("raid legs are %.1f%% in sync: no redundancy until they are", lv.SyncPercent)})
+	}
+	return out
+}
+
+// poolThresholds: a pool this full stops thin volumes (100) or soon will.
+const poolNearlyFull = 90.0
+
+// poolHealth is what a thin pool's fill means for its thin volumes: at 100%
+// data or metadata, writes fail or the pool goes read-only.
+func poolHealth(pool lvm.LV) []Problem {
+	var out []Problem
+	for _, u := range []struct {
+		what    string
+		percent float64
+	}{{"data", pool.DataPercent}, {"metadata", pool.MetadataPercent}} {
+		switch {
+		case u.percent >= 100:
+			out = append(out, Problem{Inaccessible, "ThinPoolFull",
+				fmt.Sprintf("thin pool %s/%s is out of %s space: writes to new blocks fail", pool.VGName, pool.Name, u.what)})
+		case u.percent >= poolNearlyFull:
+			out = append(out, Problem{Degraded, "ThinPoolNearlyFull",
+				fmt.Sprintf("thin pool %s/%s %s is %.1f%% full", pool.VGName, pool.Name, u.what, u.percent)})
+		}
+	}
 	return out
 }
 
@@ -61,9 +91,10 @@ func (m *Manager) volumeOf(lv lvm.LV) Volume {
 		ID:         ID{Node: m.node, VG: lv.VGName, LV: lv.Name},
 		Name:       tagValue(lv, tagNamePrefix),
 		SizeBytes:  int64(lv.Size),
-		Published:  lv.Active,
+		Published:  isPublished(lv),
 		DevicePath: devicePath(lv.VGName, lv.Name),
 		Health:     healthOf(lv),
+		Source:     m.contentSourceOf(lv),
 	}
 }
 

@@ -2,8 +2,10 @@ package nodefs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 
 	"golang.org/x/sys/unix"
@@ -15,7 +17,11 @@ import (
 const DefaultFSType = "ext4"
 
 // supportedFSTypes are the filesystems this driver formats and grows.
-var supportedFSTypes = []string{"ext4", "xfs"}
+// btrfs is optional: it works where btrfs-progs is installed.
+var supportedFSTypes = []string{"ext4", "xfs", "btrfs"}
+
+// ErrToolMissing: the node lacks the tools of the asked filesystem.
+var ErrToolMissing = errors.New("filesystem tools not installed on this node")
 
 // FormatAndMount mounts device at target (created if missing), formatting it
 // with fsType ("" → ext4, or xfs) only when it carries no filesystem.
@@ -127,6 +133,9 @@ func normalizeFSType(fsType string) (string, error) {
 	}
 	if !slices.Contains(supportedFSTypes, fsType) {
 		return "", fmt.Errorf("unsupported filesystem type %q (supported: %v)", fsType, supportedFSTypes)
+	}
+	if _, err := exec.LookPath("mkfs." + fsType); err != nil {
+		return "", fmt.Errorf("mkfs.%s: %w", fsType, ErrToolMissing)
 	}
 	return fsType, nil
 }

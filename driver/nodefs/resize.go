@@ -42,3 +42,14 @@ func totalBytes(path string) int64 {
 	}
 	return st.TotalBytes
 }
+
+// NeedsResize tells whether the filesystem on device, mounted at
+// mountPath, is smaller than the device (the LV grew while it was not
+// staged).
+func (m *Mounter) NeedsResize(ctx context.Context, device, mountPath string) (bool, error) {
+	need, err := mount.NewResizeFs(m.execFor(ctx)).NeedResize(device, mountPath)
+	if err != nil {
+		return false, fmt.Errorf("check size of filesystem on %s at %s: %w", device, mountPath, err)
+	}
+	return need, nil
+}

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -116,8 +117,16 @@ func TestNormalizeFSType(t *testing.T) {
 			t.Errorf("normalizeFSType(%q) = %q, %v", in, got, err)
 		}
 	}
-	if _, err := normalizeFSType("btrfs"); err == nil {
-		t.Error("btrfs accepted")
+	for _, bad := range []string{"ntfs", "ext2", "EXT4"} {
+		if _, err := normalizeFSType(bad); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+	// btrfs is there exactly when its mkfs is.
+	_, lookErr := exec.LookPath("mkfs.btrfs")
+	got, err := normalizeFSType("btrfs")
+	if (lookErr == nil) != (err == nil) || (err != nil && !errors.Is(err, ErrToolMissing)) {
+		t.Errorf("normalizeFSType(btrfs) = %q, %v with mkfs.btrfs lookup error %v", got, err, lookErr)
 	}
 }
 

@@ -168,3 +168,9 @@ func (v *Volume) Down(ctx context.Context, target string) error {
 	}
 	return v.Detach(ctx)
 }
+
+// Wrap makes a Volume of a CreateVolume response (for requests Create does
+// not build, such as those with a content source).
+func (c *Client) Wrap(v *csi.Volume, vc *csi.VolumeCapability) *Volume {
+	return &Volume{c: c, ID: v.GetVolumeId(), Capacity: v.GetCapacityBytes(), Cap: vc, Context: v.GetVolumeContext()}
+}

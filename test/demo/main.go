@@ -194,6 +194,10 @@ func lifecycle(ctx context.Context, c *csiflow.Client, l *lvm.Client, work strin
 		fmt.Printf("     %s: total %d, used %d, available %d\n", u.GetUnit(), u.GetTotal(), u.GetUsed(), u.GetAvailable())
 	}
 
+	if err := growAndSnapshot(ctx, c, l, v, work, target, data); err != nil {
+		return err
+	}
+
 	step("tear down and DeleteVolume (the LV is zeroed, then removed)")
 	if err := v.Down(ctx, target); err != nil {
 		return err
@@ -206,4 +210,75 @@ func lifecycle(ctx context.Context, c *csiflow.Client, l *lvm.Client, work strin
 	}
 	fmt.Println("     lvs: the LV is gone")
 	return nil
+}
+
+// growAndSnapshot grows the mounted volume online, snapshots it, overwrites
+// the file, and restores the snapshot into a new volume that still holds the
+// original data.
+func growAndSnapshot(ctx context.Context, c *csiflow.Client, l *lvm.Client, v *csiflow.Volume, work, target string, data []byte) error {
+	step("ControllerExpandVolume to 128 MiB, then NodeExpandVolume: resize2fs while mounted")
+	if _, err := c.Controller.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{
+		VolumeId: v.ID, CapacityRange: &csi.CapacityRange{RequiredBytes: 128 << 20}, VolumeCapability: v.Cap}); err != nil {
+		return err
+	}
+	if _, err := c.Node.NodeExpandVolume(ctx, &csi.NodeExpandVolumeRequest{VolumeId: v.ID, VolumePath: target, VolumeCapability: v.Cap}); err != nil {
+		return err
+	}
+	showLV(ctx, l, v)
+	st, err := c.Node.NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: v.ID, VolumePath: target})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("     filesystem now %d bytes\n", st.GetUsage()[0].GetTotal())
+
+	step("CreateSnapshot of the mounted thick volume: frozen with a COW snapshot, copied into its own LV")
+	var snap *csi.Snapshot
+	for try := 0; snap == nil || !snap.GetReadyToUse(); try++ {
+		if try == 100 {
+			return fmt.Errorf("snapshot not ready after %d calls", try)
+		}
+		resp, err := c.Controller.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: "snap-demo", SourceVolumeId: v.ID})
+		if err != nil {
+			return err
+		}
+		snap = resp.GetSnapshot()
+		fmt.Printf("     snapshot %s ready_to_use=%v\n", snap.GetSnapshotId(), snap.GetReadyToUse())
+	}
+	file := filepath.Join(target, "hello.txt")
+	step("overwrite the file in the volume")
+	if err := os.WriteFile(file, []byte("overwritten"), 0o644); err != nil {
+		return err
+	}
+
+	step("CreateVolume from the snapshot, publish it, read the file")
+	resp, err := c.Controller.CreateVolume(ctx, &csi.CreateVolumeRequest{
+		Name: "pvc-restored", CapacityRange: &csi.CapacityRange{RequiredBytes: 128 << 20},
+		VolumeCapabilities: []*csi.VolumeCapability{v.Cap}, Parameters: map[string]string{"volumeGroup": vg},
+		VolumeContentSource: &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{
+			Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: snap.GetSnapshotId()}}},
+	})
+	if err != nil {
+		return err
+	}
+	r := c.Wrap(resp.GetVolume(), v.Cap)
+	rt := filepath.Join(work, "restored")
+	if err := r.Up(ctx, node, filepath.Join(work, "restored-staging"), rt); err != nil {
+		return err
+	}
+	got, err := os.ReadFile(filepath.Join(rt, "hello.txt"))
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(got, data) {
+		return fmt.Errorf("restored file differs from the snapshot point")
+	}
+	fmt.Printf("     restored volume %s holds the %d bytes of the snapshot point\n", r.ID, len(got))
+	if err := r.Down(ctx, rt); err != nil {
+		return err
+	}
+	if err := r.Delete(ctx); err != nil {
+		return err
+	}
+	_, err = c.Controller.DeleteSnapshot(ctx, &csi.DeleteSnapshotRequest{SnapshotId: snap.GetSnapshotId()})
+	return err
 }

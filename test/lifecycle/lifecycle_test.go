@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/rand"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -44,9 +45,12 @@ type env struct {
 // setup makes a VG on the scratch disk and starts carve on it.
 func setup(t *testing.T) *env {
 	t.Helper()
-	disk := testenv.Disk(t, "CARVE_TEST_DISK")
+	disks := []string{testenv.Disk(t, "CARVE_TEST_DISK")}
+	if d := os.Getenv("CARVE_TEST_DISK2"); d != "" {
+		disks = append(disks, d) // raid1 and stripes need a second PV
+	}
 	l := testenv.PrivateLVM(t)
-	testenv.NewVG(t, l, vg, disk)
+	testenv.NewVG(t, l, vg, disks...)
 	return &env{t: t, lvm: l, c: start(t), dir: t.TempDir()}
 }
 
@@ -194,6 +198,14 @@ func (e *env) filesystemLifecycle(fs string, size int64) {
 		t.Fatal("LV still there after DeleteVolume")
 	}
 	must(t, v.Delete(ctx))
+}
+
+// needMkfs skips a filesystem whose tools this machine lacks (btrfs is
+// optional in Carve).
+func needMkfs(t *testing.T, fs string) {
+	if _, err := exec.LookPath("mkfs." + fs); err != nil {
+		t.Skipf("mkfs.%s not installed", fs)
+	}
 }
 
 // mountOptions reads the per-mount options of the mount at path.

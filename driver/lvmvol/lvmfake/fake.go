@@ -52,8 +52,13 @@ func (f *LVM) Put(lv lvm.LV) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	l := lv
+	if l.ExtentSize == 0 {
+		l.ExtentSize = ExtentSize
+	}
 	f.lvs[lv.VGName][lv.Name] = &l
-	f.vgs[lv.VGName].Free -= lv.Size
+	if lv.PoolLV == "" {
+		f.vgs[lv.VGName].Free -= lv.Size
+	}
 }
 
 // LV returns a copy of an LV and whether it exists.
@@ -125,22 +130,34 @@ func (f *LVM) CreateLV(_ context.Context, o lvm.CreateLVOptions) (lvm.LV, error)
 		return lvm.LV{}, fmt.Errorf("lvcreate %s/%s: %w", o.VG, o.Name, lvm.ErrAlreadyExists)
 	}
 	size := lvm.RoundUp(o.Size, vg.ExtentSize)
-	if size > vg.Free {
-		return lvm.LV{}, fmt.Errorf("lvcreate %s/%s: %w", o.VG, o.Name, lvm.ErrNoSpace)
-	}
-	vg.Free -= size
 	lv := &lvm.LV{Name: o.Name, VGName: o.VG, Size: size, Active: true, Tags: slices.Clone(o.Tags),
-		Path: "/dev/" + o.VG + "/" + o.Name, Layout: "linear"}
+		Path: "/dev/" + o.VG + "/" + o.Name, Layout: "linear", ExtentSize: vg.ExtentSize}
+	if o.ThinPool != "" {
+		if _, ok := f.lvs[o.VG][o.ThinPool]; !ok {
+			return lvm.LV{}, fmt.Errorf("lvcreate %s/%s: pool %w", o.VG, o.Name, lvm.ErrNotFound)
+		}
+		lv.PoolLV, lv.Layout = o.ThinPool, "thin,sparse"
+	} else {
+		if size > vg.Free {
+			return lvm.LV{}, fmt.Errorf("lvcreate %s/%s: %w", o.VG, o.Name, lvm.ErrNoSpace)
+		}
+		vg.Free -= size
+	}
 	f.lvs[o.VG][o.Name] = lv
 	return *lv, nil
 }
 
 func (f *LVM) RemoveLV(_ context.Context, vg, name string) error {
 	return f.change("RemoveLV", vg, name, func(lv *lvm.LV) error {
-		if lv.Open {
+		if lv.Open || lv.HasCOWSnapshots() {
 			return lvm.ErrBusy
 		}
-		f.vgs[vg].Free += lv.Size
+		if lv.PoolLV == "" {
+			f.vgs[vg].Free += lv.Size
+		}
+		if o, ok := f.lvs[vg][lv.Origin]; ok && lv.IsCOWSnapshot() {
+			o.Attr = ""
+		}
 		delete(f.lvs[vg], name)
 		return nil
 	})

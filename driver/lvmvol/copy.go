@@ -1,0 +1,121 @@
+package lvmvol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"k8s.io/klog/v2"
+)
+
+// copyChunk is the unit of a data copy: large enough to stream, small
+// enough to notice a cancellation quickly.
+const copyChunk = 4 << 20
+
+// copyTimeout bounds one copy of a thick volume.
+const copyTimeout = 12 * time.Hour
+
+// copyDevice copies size bytes from device src to device dst and flushes
+// dst. Every byte is written, zeroes included: the destination's extents
+// may hold whatever a former LV left there.
+func copyDevice(ctx context.Context, src, dst string, size int64) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("copy: %w", err)
+	}
+	defer func() { _ = in.Close() }()
+	out, err := os.OpenFile(dst, os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("copy: %w", err)
+	}
+	defer func() { _ = out.Close() }()
+	buf := make([]byte, copyChunk)
+	for done := int64(0); done < size; {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("copy %s to %s stopped at %d of %d bytes: %w", src, dst, done, size, err)
+		}
+		n := min(int64(len(buf)), size-done)
+		if _, err := io.ReadFull(in, buf[:n]); err != nil {
+			return fmt.Errorf("copy: read %s at %d: %w", src, done, err)
+		}
+		if _, err := out.Write(buf[:n]); err != nil {
+			return fmt.Errorf("copy: write %s at %d: %w", dst, done, err)
+		}
+		done += n
+	}
+	if err := out.Sync(); err != nil {
+		return fmt.Errorf("copy: flush %s: %w", dst, err)
+	}
+	return nil
+}
+
+// copies tracks the background copies of this process (thick snapshots), so
+// that a retry waits for a running copy instead of starting a second one,
+// and a delete can stop it. What a copy has achieved is recorded in LV tags,
+// not here: after a restart the next call finds the copying tag and starts
+// the copy again from its frozen source.
+type copies struct {
+	mu      sync.Mutex
+	running map[string]*copyJob
+}
+
+type copyJob struct {
+	done   chan struct{}
+	err    error
+	cancel context.CancelFunc
+}
+
+// start runs fn in the background under key unless a copy of key runs
+// already; either way it returns the job.
+func (c *copies) start(key string, fn func(ctx context.Context) error) *copyJob {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if j, ok := c.running[key]; ok {
+		return j
+	}
+	if c.running == nil {
+		c.running = map[string]*copyJob{}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), copyTimeout)
+	j := &copyJob{done: make(chan struct{}), cancel: cancel}
+	c.running[key] = j
+	go func() {
+		defer cancel()
+		j.err = fn(ctx)
+		if j.err != nil {
+			klog.ErrorS(j.err, "Background copy failed; the next call retries it", "target", key)
+		}
+		c.mu.Lock()
+		delete(c.running, key)
+		c.mu.Unlock()
+		close(j.done)
+	}()
+	return j
+}
+
+// wait blocks until the job ends or ctx does.
+func (j *copyJob) wait(ctx context.Context) error {
+	select {
+	case <-j.done:
+		return j.err
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for a data copy: %w", ctx.Err())
+	}
+}
+
+// stop cancels the copy of key, if one runs, and waits for it to end.
+func (c *copies) stop(key string) {
+	c.mu.Lock()
+	j, ok := c.running[key]
+	c.mu.Unlock()
+	if ok {
+		j.cancel()
+		<-j.done
+	}
+}
+
+var errFrozenOverflow = errors.New("the source changed more than the frozen point's copy-on-write space could hold")

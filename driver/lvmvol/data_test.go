@@ -1,0 +1,249 @@
+package lvmvol_test
+
+import (
+	"errors"
+	"testing"
+
+	"carve.dev/carve/driver/lvmvol"
+	"carve.dev/carve/driver/lvmvol/lvmfake"
+	"carve.dev/carve/lvm"
+)
+
+func thinReq(name string, size int64) lvmvol.CreateRequest {
+	r := req(name, size)
+	r.Type = lvmvol.Type{ThinPool: "pool"}
+	return r
+}
+
+func TestThinVolumes(t *testing.T) {
+	m, f := newManager(t)
+	f.PutThinPool(vg, "pool", 40*mib, 50) // 20 MiB free
+	if _, err := m.CreateVolume(ctx, thinReq("big", 24*mib)); !errors.Is(err, lvm.ErrNoSpace) {
+		t.Errorf("thin beyond pool room: %v, want ErrNoSpace", err)
+	}
+	m.SetOverprovision(2)
+	c, err := m.Capacity(ctx, node, vg, lvmvol.Type{ThinPool: "pool"})
+	if err != nil || c.AvailableBytes != 40*mib {
+		t.Errorf("thin capacity = %+v, %v; want 20 MiB free × 2", c, err)
+	}
+	vol, err := m.CreateVolume(ctx, thinReq("pvc-thin", 24*mib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lv, _ := f.LV(vg, vol.ID.LV)
+	if lv.PoolLV != "pool" {
+		t.Errorf("thin volume in pool %q", lv.PoolLV)
+	}
+	if err := m.DeleteVolume(ctx, vol.ID); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Wiped) != 0 {
+		t.Errorf("thin volume wiped %v: the pool zeroes its blocks, a wipe would allocate them all", f.Wiped)
+	}
+	f.Put(lvm.LV{Name: "nozero", VGName: vg, Size: 8 * mib, Attr: "twi-a-t---", Active: true})
+	r := thinReq("pvc-x", 4*mib)
+	r.Type.ThinPool = "nozero"
+	if _, err := m.CreateVolume(ctx, r); !errors.Is(err, lvmvol.ErrBadPool) {
+		t.Errorf("pool without zeroing: %v, want ErrBadPool", err)
+	}
+	r.Type.ThinPool = "missing"
+	if _, err := m.CreateVolume(ctx, r); err == nil {
+		t.Error("thin volume in a missing pool created")
+	}
+}
+
+func TestExpand(t *testing.T) {
+	m, f := newManager(t)
+	vol, _ := m.CreateVolume(ctx, req("pvc-1", 8*mib))
+	got, err := m.ExpandVolume(ctx, vol.ID, 10*mib, 0)
+	if err != nil || got.SizeBytes != 12*mib {
+		t.Fatalf("expand = %+v, %v; want 12 MiB (10 rounded up)", got, err)
+	}
+	if again, err := m.ExpandVolume(ctx, vol.ID, 10*mib, 0); err != nil || again.SizeBytes != 12*mib {
+		t.Errorf("repeated expand = %+v, %v", again, err)
+	}
+	if _, err := m.ExpandVolume(ctx, vol.ID, 4*mib, 4*mib); !errors.Is(err, lvmvol.ErrOutOfRange) {
+		t.Errorf("shrink: %v, want ErrOutOfRange", err)
+	}
+	f.Calls = nil
+	if _, err := m.ExpandVolume(ctx, vol.ID, 500*mib, 0); !errors.Is(err, lvm.ErrNoSpace) {
+		t.Errorf("expand beyond the VG: %v, want ErrNoSpace", err)
+	}
+	for _, c := range f.Calls {
+		if c == "ExtendLV" {
+			t.Error("lvextend ran for an expansion that cannot fit")
+		}
+	}
+	if _, err := m.ExpandVolume(ctx, lvmvol.ID{Node: node, VG: vg, LV: "nope"}, 8*mib, 0); !errors.Is(err, lvmvol.ErrVolumeNotFound) {
+		t.Errorf("expand missing: %v", err)
+	}
+}
+
+func TestThinSnapshotAndRestore(t *testing.T) {
+	m, f := newManager(t)
+	f.PutThinPool(vg, "pool", 40*mib, 0)
+	vol, err := m.CreateVolume(ctx, thinReq("pvc-src", 8*mib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := m.CreateSnapshot(ctx, "snapshot-1", vol.ID)
+	if err != nil || !snap.Ready || snap.Source != vol.ID || snap.SizeBytes != 8*mib {
+		t.Fatalf("thin snapshot = %+v, %v; want ready, of %s, 8 MiB", snap, err, vol.ID)
+	}
+	again, err := m.CreateSnapshot(ctx, "snapshot-1", vol.ID)
+	if err != nil || again.ID != snap.ID {
+		t.Errorf("repeated CreateSnapshot = %+v, %v", again, err)
+	}
+	other, _ := m.CreateVolume(ctx, thinReq("pvc-other", 4*mib))
+	if _, err := m.CreateSnapshot(ctx, "snapshot-1", other.ID); !errors.Is(err, lvmvol.ErrNameConflict) {
+		t.Errorf("same snapshot name, other source: %v, want ErrNameConflict", err)
+	}
+	if vols, _ := m.ListVolumes(ctx); len(vols) != 2 {
+		t.Errorf("snapshots listed as volumes: %+v", vols)
+	}
+	if err := m.DeleteVolume(ctx, vol.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.GetSnapshot(ctx, snap.ID); err != nil {
+		t.Errorf("snapshot gone with its source: %v", err)
+	}
+	r := thinReq("pvc-restored", 16*mib)
+	r.Source = &lvmvol.ContentSource{Kind: lvmvol.SourceSnapshot, ID: snap.ID}
+	restored, err := m.CreateVolume(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if restored.SizeBytes != 16*mib || restored.Source == nil || restored.Source.ID != snap.ID {
+		t.Errorf("restored = %+v; want 16 MiB from %s", restored, snap.ID)
+	}
+	lv, _ := f.LV(vg, restored.ID.LV)
+	if lv.Origin != snap.ID.LV || lv.Active {
+		t.Errorf("restored LV %+v: want an inactive thin snapshot of the snapshot", lv)
+	}
+	r.Source = &lvmvol.ContentSource{Kind: lvmvol.SourceSnapshot, ID: other.ID}
+	if _, err := m.CreateVolume(ctx, r); !errors.Is(err, lvmvol.ErrNameConflict) && !errors.Is(err, lvmvol.ErrSnapshotNotFound) {
+		t.Errorf("same volume name, other source: %v", err)
+	}
+	r.Name, r.Source = "pvc-y", &lvmvol.ContentSource{Kind: lvmvol.SourceSnapshot, ID: lvmvol.ID{Node: node, VG: vg, LV: "snap-nope"}}
+	if _, err := m.CreateVolume(ctx, r); !errors.Is(err, lvmvol.ErrSnapshotNotFound) {
+		t.Errorf("restore from a missing snapshot: %v, want ErrSnapshotNotFound", err)
+	}
+	if err := m.DeleteSnapshot(ctx, snap.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.DeleteSnapshot(ctx, snap.ID); err != nil {
+		t.Errorf("second DeleteSnapshot: %v", err)
+	}
+}
+
+func TestThickSnapshotFreezesAndIsNotReadyAtOnce(t *testing.T) {
+	f := lvmfake.New(200*mib, vg)
+	// No devices behind the fake: the background copy fails and the
+	// snapshot stays not ready, which is what this test looks at.
+	m := lvmvol.NewManager(f, f, node, []string{vg})
+	vol, _ := m.CreateVolume(ctx, req("pvc-thick", 16*mib))
+	snap, err := m.CreateSnapshot(ctx, "snap-a", vol.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Ready {
+		t.Error("thick snapshot ready before its data was copied")
+	}
+	if _, ok := f.LV(vg, snap.ID.LV+"-frz"); !ok {
+		t.Error("no frozen point (COW snapshot) taken at snapshot time")
+	}
+	if err := m.DeleteVolume(ctx, vol.ID); !errors.Is(err, lvmvol.ErrInUse) {
+		t.Errorf("delete a volume being copied: %v, want ErrInUse", err)
+	}
+	if err := m.DeleteSnapshot(ctx, snap.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.LV(vg, snap.ID.LV+"-frz"); ok {
+		t.Error("frozen point left behind by DeleteSnapshot")
+	}
+	if lv, _ := f.LV(vg, vol.ID.LV); lv.Active || lv.HasTag("carve.dev/held") {
+		t.Errorf("source not released after its snapshot went: %+v", lv)
+	}
+	if err := m.DeleteVolume(ctx, vol.ID); err != nil {
+		t.Errorf("delete after the snapshot went: %v", err)
+	}
+}
+
+func TestHeldSourceIsNotPublished(t *testing.T) {
+	f := lvmfake.New(200*mib, vg)
+	m := lvmvol.NewManager(f, f, node, []string{vg})
+	vol, _ := m.CreateVolume(ctx, req("pvc-thick", 16*mib))
+	if _, err := m.CreateSnapshot(ctx, "snap-a", vol.ID); err != nil {
+		t.Fatal(err)
+	}
+	lv, _ := f.LV(vg, vol.ID.LV)
+	if !lv.Active {
+		t.Fatal("source of a COW freeze not active: lvm2 needs the origin active")
+	}
+	got, err := m.GetVolume(ctx, vol.ID)
+	if err != nil || got.Published {
+		t.Errorf("volume held for a copy reads as published: %+v, %v", got, err)
+	}
+	if err := m.UnpublishVolume(ctx, vol.ID, node); err != nil {
+		t.Errorf("unpublish of a held volume: %v", err)
+	}
+	if lv, _ := f.LV(vg, vol.ID.LV); !lv.Active {
+		t.Error("unpublish deactivated a volume a copy still needs")
+	}
+	if _, err := m.PublishVolume(ctx, vol.ID, node); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.DeleteSnapshot(ctx, snapID(m, t)); err != nil {
+		t.Fatal(err)
+	}
+	if lv, _ := f.LV(vg, vol.ID.LV); !lv.Active {
+		t.Error("end of the copy deactivated a volume published meanwhile")
+	}
+}
+
+func snapID(m *lvmvol.Manager, t *testing.T) lvmvol.ID {
+	snaps, err := m.ListSnapshots(ctx)
+	if err != nil || len(snaps) != 1 {
+		t.Fatalf("snapshots %+v, %v", snaps, err)
+	}
+	return snaps[0].ID
+}
+
+func TestPoolAndRAIDHealth(t *testing.T) {
+	m, f := newManager(t)
+	f.PutThinPool(vg, "full", 40*mib, 100)
+	f.PutThinPool(vg, "busy", 40*mib, 95)
+	f.Put(lvm.LV{Name: "t-full", VGName: vg, Size: 8 * mib, PoolLV: "full", Tags: []string{lvmvol.TagVolume}})
+	f.Put(lvm.LV{Name: "t-busy", VGName: vg, Size: 8 * mib, PoolLV: "busy", Tags: []string{lvmvol.TagVolume}})
+	f.Put(lvm.LV{Name: "r-sync", VGName: vg, Size: 8 * mib, Layout: "raid,raid1", Active: true, SyncPercent: 42,
+		Tags: []string{lvmvol.TagVolume}})
+	f.Put(lvm.LV{Name: "r-ok", VGName: vg, Size: 8 * mib, Layout: "raid,raid1", Active: true, SyncPercent: 100,
+		Tags: []string{lvmvol.TagVolume}})
+	want := map[string]string{"t-full": "ThinPoolFull", "t-busy": "ThinPoolNearlyFull", "r-sync": "RAIDSyncing", "r-ok": ""}
+	vols, err := m.ListVolumes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vols {
+		got := ""
+		if len(v.Health) > 0 {
+			got = v.Health[0].Reason
+		}
+		if got != want[v.ID.LV] {
+			t.Errorf("%s: health %+v, want reason %q", v.ID.LV, v.Health, want[v.ID.LV])
+		}
+		one, err := m.GetVolume(ctx, v.ID)
+		if err != nil || len(one.Health) != len(v.Health) {
+			t.Errorf("%s: GetVolume health %+v differs from ListVolumes %+v", v.ID.LV, one.Health, v.Health)
+		}
+	}
+}
+
+func TestInactivePoolIsActivatedToReadUsage(t *testing.T) {
+	m, f := newManager(t)
+	f.Put(lvm.LV{Name: "pool", VGName: vg, Size: 40 * mib, Attr: "twi---tz--", Layout: "thin,pool"})
+	c, err := m.Capacity(ctx, node, vg, lvmvol.Type{ThinPool: "pool"})
+	if err != nil || c.AvailableBytes != 40*mib {
+		t.Errorf("capacity of an inactive empty pool = %+v, %v; want 40 MiB", c, err)
+	}
+}

@@ -1,0 +1,132 @@
+package lvmvol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"carve.dev/carve/lvm"
+)
+
+// tagFrozen marks the short-lived snapshot that freezes a live volume while
+// its data is copied into a thick snapshot or a clone.
+const tagFrozen = "carve.dev/frozen"
+
+// tagHeld marks a thick volume activated only so that it can be frozen and
+// copied: lvm2 keeps a COW snapshot active only with its origin. A held
+// volume is active but not published (see isPublished); publishing it
+// takes the activation over, and release deactivates it only while it is
+// still merely held.
+const tagHeld = "carve.dev/held"
+
+// isPublished: in Carve an active volume is a published one, unless it is
+// only held for a copy.
+func isPublished(lv lvm.LV) bool { return lv.Active && !lv.HasTag(tagHeld) }
+
+// hold activates an unpublished thick volume for a copy, marking it held
+// first, so that a crash leaves a mark release can clean up.
+func (m *Manager) hold(ctx context.Context, lv lvm.LV) error {
+	if lv.Active {
+		return nil // published, or held already
+	}
+	if err := m.lvm.AddTags(ctx, lv.VGName, lv.Name, tagHeld); err != nil {
+		return fmt.Errorf("hold %s/%s for a copy: %w", lv.VGName, lv.Name, err)
+	}
+	if err := m.lvm.Activate(ctx, lv.VGName, lv.Name); err != nil {
+		return fmt.Errorf("hold %s/%s for a copy: %w", lv.VGName, lv.Name, err)
+	}
+	return nil
+}
+
+// release undoes hold: deactivate, then drop the mark (a crash in between
+// leaves a held, inactive volume, which hold and release both accept).
+// A volume published meanwhile has lost its mark and stays active. One that
+// still has a frozen point stays held: a copy still needs it.
+func (m *Manager) release(ctx context.Context, vg, name string) error {
+	lv, err := m.lvm.GetLV(ctx, vg, name)
+	if errors.Is(err, lvm.ErrNotFound) {
+		return nil
+	}
+	if err != nil || !lv.HasTag(tagHeld) || lv.HasCOWSnapshots() {
+		return err
+	}
+	if lv.Active {
+		if err := m.lvm.Deactivate(ctx, vg, name); err != nil {
+			return fmt.Errorf("release %s/%s after a copy: %w", vg, name, err)
+		}
+	}
+	return m.lvm.RemoveTags(ctx, vg, name, tagHeld)
+}
+
+// cowSizeFor sizes the copy-on-write store that freezes a thick volume of
+// size bytes: it must absorb every write the volume takes while the copy
+// runs. A quarter of the volume (at least 64 MiB) covers ordinary write
+// rates for the minutes a copy takes; a store as big as the volume plus
+// its exception metadata could never overflow, and that is the cap. If it
+// does overflow, the copy is thrown away and redone (errFrozenOverflow).
+func cowSizeFor(size uint64) uint64 {
+	return min(max(size/4, 64<<20), size+size/32+(4<<20))
+}
+
+// freeze makes, or finds from an interrupted earlier call, the frozen point
+// of live volume src for copy target dst: a thin snapshot for a thin volume
+// (instant, no space), a COW snapshot for a thick one.
+func (m *Manager) freeze(ctx context.Context, src lvm.LV, dst string) (lvm.LV, error) {
+	name := frozenName(dst)
+	lv, err := m.lvm.GetLV(ctx, src.VGName, name)
+	if err == nil {
+		return lv, nil
+	}
+	if !errors.Is(err, lvm.ErrNotFound) {
+		return lvm.LV{}, err
+	}
+	if src.PoolLV != "" {
+		lv, err = m.lvm.CreateThinSnapshot(ctx, src.VGName, src.Name, name, tagFrozen)
+	} else if err = m.hold(ctx, src); err == nil {
+		lv, err = m.lvm.CreateCOWSnapshot(ctx, src.VGName, src.Name, name, cowSizeFor(src.Size), tagFrozen)
+	}
+	if err != nil {
+		return lvm.LV{}, fmt.Errorf("freeze %s/%s: %w", src.VGName, src.Name, err)
+	}
+	return lv, nil
+}
+
+// copyLV copies size bytes of LV src into LV dst of the same VG, activating
+// both as needed, and leaves src inactive afterwards unless it was active
+// (a published volume stays published).
+func (m *Manager) copyLV(ctx context.Context, vg string, src lvm.LV, dst string, size uint64) error {
+	if !src.Active {
+		if err := m.lvm.Activate(ctx, vg, src.Name); err != nil {
+			return fmt.Errorf("activate copy source %s/%s: %w", vg, src.Name, err)
+		}
+		defer func() { _ = m.lvm.Deactivate(context.WithoutCancel(ctx), vg, src.Name) }()
+	}
+	if err := m.lvm.Activate(ctx, vg, dst); err != nil {
+		return fmt.Errorf("activate copy target %s/%s: %w", vg, dst, err)
+	}
+	return copyDevice(ctx, devicePath(vg, src.Name), devicePath(vg, dst), int64(size))
+}
+
+// copyFrozen copies the frozen point of dst into dst, then drops the
+// frozen point. An overflowed COW store means the copy is not a consistent
+// image: the frozen point is dropped and errFrozenOverflow returned.
+func (m *Manager) copyFrozen(ctx context.Context, vg, dst string, size uint64) error {
+	frozen, err := m.lvm.GetLV(ctx, vg, frozenName(dst))
+	if err != nil {
+		return fmt.Errorf("frozen point of %s/%s: %w", vg, dst, err)
+	}
+	if err := m.copyLV(ctx, vg, frozen, dst, size); err != nil {
+		return err
+	}
+	after, err := m.lvm.GetLV(ctx, vg, frozen.Name)
+	if err != nil {
+		return fmt.Errorf("frozen point of %s/%s: %w", vg, dst, err)
+	}
+	if err := m.dropFrozen(ctx, vg, dst); err != nil {
+		return err
+	}
+	if after.SnapshotInvalid {
+		return fmt.Errorf("copy into %s/%s: %w", vg, dst, errFrozenOverflow)
+	}
+	return nil
+}

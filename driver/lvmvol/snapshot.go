@@ -1,0 +1,295 @@
+package lvmvol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"carve.dev/carve/lvm"
+)
+
+// Snapshots.
+//
+// A snapshot must outlive its source volume and be restorable, thin or thick.
+//   - Thin volume: a thin snapshot in the same pool. Instant, shares blocks,
+//     independent of its origin once taken (deleting the origin keeps it).
+//   - Thick volume: a classic COW snapshot is not enough (it dies with its
+//     origin and grows until it overflows). Carve freezes the volume with a
+//     short-lived COW snapshot at the moment of the request, copies that
+//     frozen image into an independent thick LV, then drops the COW
+//     snapshot. The snapshot is ready_to_use only once the copy is done.
+//
+// Crash safety of the thick path, step by step (each step is redone by the
+// next CreateSnapshot call of the same name, which the CO keeps making until
+// the snapshot is ready):
+//  1. the COW snapshot (frozen point) is made first, so the image is the
+//     volume as it was when the snapshot was asked for;
+//  2. the snapshot LV is created with the copying tag;
+//  3. the copy runs in the background; a copy interrupted by a crash starts
+//     again from the frozen point, which still exists;
+//  4. the frozen point is dropped, then the copying tag: a snapshot LV with
+//     the copying tag and no frozen point has therefore been copied fully.
+//     If the frozen point overflowed, the snapshot LV is deleted instead and
+//     the next call starts over from a new frozen point.
+
+// Snapshot tags.
+const (
+	tagSnapshot = "carve.dev/snapshot"
+	// tagCopying: the LV's data is still being copied from its source.
+	tagCopying = "carve.dev/copying"
+	// tagSourcePrefix + the source LV name, for snapshots; for volumes made
+	// from a source, + "snapshot:" or "volume:" and the LV name.
+	tagSourcePrefix = "carve.dev/source="
+)
+
+// Snapshot is what callers learn of a Carve snapshot.
+type Snapshot struct {
+	ID        ID
+	Name      string
+	Source    ID
+	SizeBytes int64
+	CreatedAt time.Time
+	Ready     bool
+}
+
+func (m *Manager) snapshotOf(lv lvm.LV) Snapshot {
+	return Snapshot{
+		ID:        ID{Node: m.node, VG: lv.VGName, LV: lv.Name},
+		Name:      tagValue(lv, tagNamePrefix),
+		Source:    ID{Node: m.node, VG: lv.VGName, LV: tagValue(lv, tagSourcePrefix)},
+		SizeBytes: int64(lv.Size),
+		CreatedAt: lv.CreationTime,
+		Ready:     !lv.HasTag(tagCopying),
+	}
+}
+
+func isSnapshot(lv lvm.LV) bool { return lv.HasTag(tagSnapshot) }
+
+// CreateSnapshot snapshots the volume source under name, or returns the
+// snapshot an earlier call made (idempotent by name; another source is
+// ErrNameConflict).
+func (m *Manager) CreateSnapshot(ctx context.Context, name string, source ID) (Snapshot, error) {
+	src, err := m.lookup(ctx, source)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	if !isSettled(src) {
+		return Snapshot{}, fmt.Errorf("volume %s is being created or deleted: %w", source, ErrVolumeNotFound)
+	}
+	lvName := SnapshotLVName(name)
+	lv, err := m.lvm.GetLV(ctx, source.VG, lvName)
+	switch {
+	case err == nil:
+		return m.adoptSnapshot(ctx, lv, name, src)
+	case !errors.Is(err, lvm.ErrNotFound):
+		return Snapshot{}, fmt.Errorf("look up snapshot %s/%s: %w", source.VG, lvName, err)
+	}
+	tags := []string{tagSnapshot, tagSourcePrefix + src.Name, tagNamePrefix + name}
+	if lvm.ValidateTag(tags[2]) != nil {
+		tags = tags[:2]
+	}
+	if src.PoolLV != "" {
+		lv, err := m.lvm.CreateThinSnapshot(ctx, source.VG, src.Name, lvName, tags...)
+		if err != nil {
+			return Snapshot{}, fmt.Errorf("snapshot %q of %s: %w", name, source, err)
+		}
+		// lvm2 activates it; nothing should write to a snapshot, so it is
+		// kept inactive like an unpublished volume (a crash before this
+		// leaves it active, which is harmless).
+		if lv.Active {
+			if err := m.lvm.Deactivate(ctx, source.VG, lvName); err != nil {
+				return Snapshot{}, fmt.Errorf("deactivate snapshot %s/%s: %w", source.VG, lvName, err)
+			}
+		}
+		klog.InfoS("Created thin snapshot", "snapshot", name, "lv", source.VG+"/"+lvName, "source", source)
+		return m.snapshotOf(lv), nil
+	}
+	return m.createThickSnapshot(ctx, name, src, lvName, tags)
+}
+
+// createThickSnapshot runs steps 1-3 of the thick path (see above).
+func (m *Manager) createThickSnapshot(ctx context.Context, name string, src lvm.LV, lvName string, tags []string) (Snapshot, error) {
+	vg, err := m.lvm.GetVG(ctx, src.VGName)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	if need := lvm.RoundUp(src.Size, vg.ExtentSize) + lvm.RoundUp(cowSizeFor(src.Size), vg.ExtentSize); need > vg.Free {
+		return Snapshot{}, fmt.Errorf("thick snapshot of %s needs %s (copy and frozen point), volume group %s has %s free: %w",
+			src.Name, lvm.FormatSize(need), vg.Name, lvm.FormatSize(vg.Free), lvm.ErrNoSpace)
+	}
+	if _, err := m.freeze(ctx, src, lvName); err != nil {
+		return Snapshot{}, err
+	}
+	lv, err := m.lvm.CreateLV(ctx, lvm.CreateLVOptions{VG: src.VGName, Name: lvName, Size: src.Size, Tags: append(tags, tagCopying)})
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("snapshot %q of %s: %w", name, src.Name, err)
+	}
+	klog.InfoS("Created thick snapshot; copying its data", "snapshot", name, "lv", src.VGName+"/"+lvName, "bytes", lv.Size)
+	return m.awaitCopy(ctx, lv)
+}
+
+// copyGrace is how long CreateSnapshot waits for a thick copy before it
+// answers ready_to_use=false: small volumes are ready in the first answer,
+// which spares the CO a polling round.
+const copyGrace = 3 * time.Second
+
+// awaitCopy starts (or joins) the copy of snapshot lv, waits up to
+// copyGrace, and reports the snapshot as it then is.
+func (m *Manager) awaitCopy(ctx context.Context, lv lvm.LV) (Snapshot, error) {
+	job := m.startSnapshotCopy(lv)
+	wctx, cancel := context.WithTimeout(ctx, copyGrace)
+	defer cancel()
+	if job.wait(wctx) != nil {
+		return m.snapshotOf(lv), nil // still copying, or failed: retried next call
+	}
+	done, err := m.lvm.GetLV(ctx, lv.VGName, lv.Name)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	return m.snapshotOf(done), nil
+}
+
+// adoptSnapshot judges an existing snapshot LV for a CreateSnapshot retry,
+// and resumes its copy when no copy runs.
+func (m *Manager) adoptSnapshot(ctx context.Context, lv lvm.LV, name string, src lvm.LV) (Snapshot, error) {
+	if !isSnapshot(lv) || tagValue(lv, tagSourcePrefix) != src.Name {
+		return Snapshot{}, fmt.Errorf("snapshot %q exists with another source: %w", name, ErrNameConflict)
+	}
+	if lv.HasTag(tagDeleting) {
+		if err := m.finishDelete(ctx, lv); err != nil {
+			return Snapshot{}, err
+		}
+		return m.CreateSnapshot(ctx, name, ID{Node: m.node, VG: src.VGName, LV: src.Name})
+	}
+	if lv.HasTag(tagCopying) {
+		return m.awaitCopy(ctx, lv)
+	}
+	return m.snapshotOf(lv), nil
+}
+
+func copyKey(vg, lv string) string { return vg + "/" + lv }
+
+// startSnapshotCopy runs steps 3-4 in the background, unless they run.
+func (m *Manager) startSnapshotCopy(lv lvm.LV) *copyJob {
+	return m.copies.start(copyKey(lv.VGName, lv.Name), func(ctx context.Context) error {
+		return m.finishSnapshotCopy(ctx, lv)
+	})
+}
+
+func (m *Manager) finishSnapshotCopy(ctx context.Context, lv lvm.LV) error {
+	_, err := m.lvm.GetLV(ctx, lv.VGName, frozenName(lv.Name))
+	switch {
+	case err == nil:
+		err = m.copyFrozen(ctx, lv.VGName, lv.Name, lv.Size)
+		if errors.Is(err, errFrozenOverflow) {
+			// The image is torn: drop it; the CO's next call starts over.
+			return errors.Join(err, m.finishDelete(ctx, lv))
+		}
+		if err != nil {
+			return err
+		}
+	case !errors.Is(err, lvm.ErrNotFound):
+		return err
+	}
+	// No frozen point left: the copy completed (step 4). A crash right
+	// after dropping the frozen point may have left the source held.
+	if err := m.release(ctx, lv.VGName, tagValue(lv, tagSourcePrefix)); err != nil {
+		return err
+	}
+	if err := m.lvm.Deactivate(ctx, lv.VGName, lv.Name); err != nil {
+		return err
+	}
+	if err := m.lvm.RemoveTags(ctx, lv.VGName, lv.Name, tagCopying); err != nil {
+		return err
+	}
+	klog.InfoS("Thick snapshot ready", "lv", lv.VGName+"/"+lv.Name, "bytes", lv.Size)
+	return nil
+}
+
+// lookupSnapshot finds the settled snapshot LV behind id.
+func (m *Manager) lookupSnapshot(ctx context.Context, id ID) (lvm.LV, error) {
+	lv, err := m.lookupLV(ctx, id)
+	if errors.Is(err, ErrVolumeNotFound) {
+		return lvm.LV{}, fmt.Errorf("snapshot %s: %w", id, ErrSnapshotNotFound)
+	}
+	if err != nil {
+		return lvm.LV{}, err
+	}
+	if !isSnapshot(lv) {
+		return lvm.LV{}, fmt.Errorf("snapshot %s: %w", id, ErrSnapshotNotFound)
+	}
+	return lv, nil
+}
+
+// GetSnapshot returns a snapshot, ready or not.
+func (m *Manager) GetSnapshot(ctx context.Context, id ID) (Snapshot, error) {
+	lv, err := m.lookupSnapshot(ctx, id)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	if lv.HasTag(tagDeleting) {
+		return Snapshot{}, fmt.Errorf("snapshot %s is being deleted: %w", id, ErrSnapshotNotFound)
+	}
+	return m.snapshotOf(lv), nil
+}
+
+// ListSnapshots returns every snapshot on this node, sorted by ID.
+func (m *Manager) ListSnapshots(ctx context.Context) ([]Snapshot, error) {
+	var out []Snapshot
+	for _, vg := range m.vgs {
+		lvs, err := m.lvm.ListLVs(ctx, vg)
+		if err != nil {
+			return nil, fmt.Errorf("list snapshots in %s: %w", vg, err)
+		}
+		for _, lv := range lvs {
+			if isSnapshot(lv) && !lv.HasTag(tagDeleting) {
+				out = append(out, m.snapshotOf(lv))
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID.String() < out[j].ID.String() })
+	return out, nil
+}
+
+// DeleteSnapshot stops a running copy, drops a frozen point, then deletes
+// the snapshot LV like a volume (thick data is wiped first). A snapshot that
+// does not exist is deleted already.
+func (m *Manager) DeleteSnapshot(ctx context.Context, id ID) error {
+	lv, err := m.lookupSnapshot(ctx, id)
+	if errors.Is(err, ErrSnapshotNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	m.copies.stop(copyKey(id.VG, id.LV))
+	if !lv.HasTag(tagDeleting) {
+		if err := m.lvm.AddTags(ctx, id.VG, id.LV, tagDeleting); err != nil {
+			return fmt.Errorf("mark %s for deletion: %w", id, err)
+		}
+	}
+	if err := m.dropFrozen(ctx, id.VG, id.LV); err != nil {
+		return err
+	}
+	return m.finishDelete(context.WithoutCancel(ctx), lv)
+}
+
+// dropFrozen removes the frozen point of target, if there is one, and
+// releases the volume it froze.
+func (m *Manager) dropFrozen(ctx context.Context, vg, target string) error {
+	frozen, err := m.lvm.GetLV(ctx, vg, frozenName(target))
+	if errors.Is(err, lvm.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := m.lvm.RemoveLV(ctx, vg, frozen.Name); err != nil && !errors.Is(err, lvm.ErrNotFound) {
+		return fmt.Errorf("drop frozen point of %s/%s: %w", vg, target, err)
+	}
+	return m.release(ctx, vg, frozen.Origin)
+}

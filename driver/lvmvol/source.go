@@ -1,0 +1,172 @@
+package lvmvol
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"k8s.io/klog/v2"
+
+	"carve.dev/carve/lvm"
+)
+
+// Restore and clone: a volume created from a snapshot or another volume.
+//   - Thin source, thin target in the same pool: a thin snapshot of the
+//     source, made writable and grown to the asked size. Instant.
+//   - Otherwise the data is copied into a new LV of the asked type: from a
+//     snapshot LV directly (it never changes), from a live volume through a
+//     frozen point (see freeze.go), so the clone is the source as it was
+//     when asked for.
+// The new LV carries the copying tag until the copy is done: a retry after
+// a crash finds it and copies again, never hands out a half copy.
+
+// Source kinds, as recorded in the carve.dev/source tag of a volume.
+const (
+	SourceSnapshot = "snapshot"
+	SourceVolume   = "volume"
+)
+
+// ContentSource is where a volume's initial data came from.
+type ContentSource struct {
+	Kind string // SourceSnapshot or SourceVolume
+	ID   ID
+}
+
+func (s *ContentSource) tag() string { return tagSourcePrefix + s.Kind + ":" + s.ID.LV }
+
+// contentSourceOf reads a volume's source back from its tag.
+func (m *Manager) contentSourceOf(lv lvm.LV) *ContentSource {
+	kind, name, ok := strings.Cut(tagValue(lv, tagSourcePrefix), ":")
+	if !ok || isSnapshot(lv) {
+		return nil
+	}
+	return &ContentSource{Kind: kind, ID: ID{Node: m.node, VG: lv.VGName, LV: name}}
+}
+
+// resolveSource finds the source LV and fixes the request to it: the new
+// volume lives in the source's VG and is at least as large as the source.
+func (m *Manager) resolveSource(ctx context.Context, req *CreateRequest) (lvm.LV, error) {
+	src := req.Source
+	var lv lvm.LV
+	var err error
+	if src.Kind == SourceSnapshot {
+		lv, err = m.lookupSnapshot(ctx, src.ID)
+	} else {
+		lv, err = m.lookup(ctx, src.ID)
+	}
+	if err != nil {
+		return lvm.LV{}, fmt.Errorf("source %s %s: %w", src.Kind, src.ID, err)
+	}
+	if lv.HasTag(tagDeleting) || lv.HasTag(tagPending) {
+		return lvm.LV{}, fmt.Errorf("source %s %s is being created or deleted: %w", src.Kind, src.ID, ErrVolumeNotFound)
+	}
+	if req.VG == "" {
+		req.VG = src.ID.VG
+	}
+	if req.VG != src.ID.VG {
+		return lvm.LV{}, fmt.Errorf("volume group %s asked, but the source lives in %s: %w", req.VG, src.ID.VG, ErrSourceMismatch)
+	}
+	if size := int64(lv.Size); req.RequiredBytes < size {
+		if req.LimitBytes > 0 && req.LimitBytes < size {
+			return lvm.LV{}, fmt.Errorf("source is %s, above the limit %s: %w", lvm.FormatSize(lv.Size), lvm.FormatSize(uint64(req.LimitBytes)), ErrOutOfRange)
+		}
+		req.RequiredBytes = size
+	}
+	return lv, nil
+}
+
+// createFromSource carves the new LV named name from src (see above).
+func (m *Manager) createFromSource(ctx context.Context, req CreateRequest, src lvm.LV, name string, size uint64, vg lvm.VG) (Volume, error) {
+	tags := append(createTags(req), req.Source.tag())
+	if src.PoolLV != "" && src.PoolLV == req.Type.ThinPool {
+		if _, err := m.thinPool(ctx, vg.Name, req.Type); err != nil {
+			return Volume{}, err
+		}
+		lv, err := m.lvm.CreateThinSnapshot(ctx, vg.Name, src.Name, name, tags...)
+		if err != nil {
+			return Volume{}, fmt.Errorf("create volume %q from %s: %w", req.Name, src.Name, err)
+		}
+		if size > lv.Size {
+			if err := m.lvm.ExtendLV(ctx, vg.Name, name, size); err != nil {
+				return Volume{}, fmt.Errorf("grow volume %q to %s: %w", req.Name, lvm.FormatSize(size), err)
+			}
+		}
+		klog.InfoS("Created thin volume from source", "name", req.Name, "lv", vg.Name+"/"+name, "source", src.Name)
+		return m.settleNew(ctx, vg.Name, name)
+	}
+	opts := req.Type.options(vg.Name, name, size, append(tags, tagCopying))
+	if err := m.checkRoom(ctx, vg, opts, req.Type); err != nil {
+		return Volume{}, fmt.Errorf("volume %q: %w", req.Name, err)
+	}
+	lv, err := m.lvm.CreateLV(ctx, opts)
+	if err != nil {
+		return Volume{}, fmt.Errorf("create volume %q: %w", req.Name, err)
+	}
+	return m.copyIn(ctx, lv, src, req.Source)
+}
+
+// copyIn fills new LV lv from src, drops the copying tag and settles lv.
+func (m *Manager) copyIn(ctx context.Context, lv, src lvm.LV, from *ContentSource) (Volume, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), copyTimeout)
+	defer cancel()
+	var err error
+	switch from.Kind {
+	case SourceSnapshot:
+		if err = m.waitSnapshotReady(ctx, src); err == nil {
+			err = m.copyLV(ctx, lv.VGName, src, lv.Name, src.Size)
+		}
+	default:
+		if _, err = m.freeze(ctx, src, lv.Name); err == nil {
+			err = m.copyFrozen(ctx, lv.VGName, lv.Name, src.Size)
+		}
+	}
+	if err != nil {
+		return Volume{}, fmt.Errorf("copy %s %s into %s/%s: %w", from.Kind, from.ID, lv.VGName, lv.Name, err)
+	}
+	if err := m.lvm.RemoveTags(ctx, lv.VGName, lv.Name, tagCopying); err != nil {
+		return Volume{}, err
+	}
+	klog.InfoS("Created volume from source by copy", "lv", lv.VGName+"/"+lv.Name, "source", from.Kind+" "+from.ID.String(), "bytes", src.Size)
+	return m.settleNew(ctx, lv.VGName, lv.Name)
+}
+
+// waitSnapshotReady waits for a thick snapshot still being copied.
+func (m *Manager) waitSnapshotReady(ctx context.Context, snap lvm.LV) error {
+	if !snap.HasTag(tagCopying) {
+		return nil
+	}
+	return m.startSnapshotCopy(snap).wait(ctx)
+}
+
+// settleNew re-reads a new LV and finishes its creation.
+func (m *Manager) settleNew(ctx context.Context, vg, name string) (Volume, error) {
+	lv, err := m.lvm.GetLV(ctx, vg, name)
+	if err != nil {
+		return Volume{}, err
+	}
+	return m.finishCreate(ctx, lv)
+}
+
+// resumeCopy redoes the copy of a volume whose creation from a source was
+// interrupted (it still carries the copying tag).
+func (m *Manager) resumeCopy(ctx context.Context, lv lvm.LV) (Volume, error) {
+	from := m.contentSourceOf(lv)
+	if from == nil {
+		return Volume{}, fmt.Errorf("%s/%s: copying without a recorded source", lv.VGName, lv.Name)
+	}
+	req := CreateRequest{Source: from}
+	src, err := m.resolveSource(ctx, &req)
+	if err != nil {
+		return Volume{}, err
+	}
+	return m.copyIn(ctx, lv, src, from)
+}
+
+// sourceMatches tells whether an existing LV was made from the asked source.
+func sourceMatches(lv lvm.LV, from *ContentSource) bool {
+	got := tagValue(lv, tagSourcePrefix)
+	if from == nil {
+		return got == ""
+	}
+	return got == strings.TrimPrefix(from.tag(), tagSourcePrefix)
+}
