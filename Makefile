@@ -4,7 +4,10 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build test test-unit test-vm demo lint fuzz bench clean
+CONTROLLER_GEN ?= $(shell go env GOPATH)/bin/controller-gen
+CONTROLLER_GEN_VERSION := v0.23.0
+
+.PHONY: all build test test-unit test-vm demo lint fuzz bench generate clean
 
 all: build
 
@@ -36,6 +39,11 @@ fuzz: ## each fuzz target for 30 s
 
 bench: ## benchmarks: report parsing, the CSI call path over gRPC (figures printed, no pass/fail)
 	$(GO) test -run '^$$' -bench . -benchmem ./lvm/ ./driver/
+
+generate: ## deepcopy code and CRD manifests of driver/cluster/api (controller-gen)
+	test -x $(CONTROLLER_GEN) || $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+	$(CONTROLLER_GEN) object paths=./driver/cluster/api/...
+	$(CONTROLLER_GEN) crd paths=./driver/cluster/api/... output:crd:artifacts:config=deploy/crds
 
 clean:
 	rm -rf bin _output

@@ -1,0 +1,111 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// LogicalVolumeSpec is the volume the controller wants on a node.
+type LogicalVolumeSpec struct {
+	// Name is the CSI volume name.
+	Name string `json:"name"`
+	// NodeName is the node whose volume group holds the LV.
+	NodeName string `json:"nodeName"`
+	// VolumeGroup is the VG on that node.
+	VolumeGroup string `json:"volumeGroup"`
+	// RequiredBytes is the least size; the LV grows when it rises.
+	// +kubebuilder:validation:Minimum=1
+	RequiredBytes int64 `json:"requiredBytes"`
+	// LimitBytes is the most size at creation (0: none).
+	// +optional
+	LimitBytes int64 `json:"limitBytes,omitempty"`
+	// Type of LV; empty for thick linear.
+	// +optional
+	Type VolumeType `json:"type,omitempty"`
+	// Source gives the new volume its data.
+	// +optional
+	Source *ContentSource `json:"source,omitempty"`
+	// ParamsDigest identifies the creation parameters (CSI idempotency).
+	ParamsDigest string `json:"paramsDigest"`
+	// PublishedNode is set while the volume is published (attached) to that
+	// node: the agent then keeps the LV active, and inactive otherwise.
+	// +optional
+	PublishedNode string `json:"publishedNode,omitempty"`
+}
+
+// VolumeType selects the kind of LV: at most one field is set.
+type VolumeType struct {
+	// ThinPool names a thin pool of the VG.
+	// +optional
+	ThinPool string `json:"thinPool,omitempty"`
+	// Stripes > 1 stripes the LV over that many PVs.
+	// +optional
+	Stripes int `json:"stripes,omitempty"`
+	// StripeSize is bytes per stripe.
+	// +optional
+	StripeSize int64 `json:"stripeSize,omitempty"`
+	// Mirrors > 0 makes a raid1 LV of Mirrors+1 legs.
+	// +optional
+	Mirrors int `json:"mirrors,omitempty"`
+}
+
+// ContentSource names a LogicalVolumeSnapshot or a LogicalVolume.
+type ContentSource struct {
+	// Kind is "snapshot" or "volume".
+	// +kubebuilder:validation:Enum=snapshot;volume
+	Kind string `json:"kind"`
+	// ID is the CSI ID of the source (node/vg/lv).
+	ID string `json:"id"`
+}
+
+// LogicalVolumeStatus is what the node agent reports.
+type LogicalVolumeStatus struct {
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+	// VolumeID is the CSI volume ID, node/vg/lv.
+	// +optional
+	VolumeID string `json:"volumeID,omitempty"`
+	// SizeBytes is the LV's size.
+	// +optional
+	SizeBytes int64 `json:"sizeBytes,omitempty"`
+	// Published is true while the LV is active for its published node.
+	// +optional
+	Published bool `json:"published,omitempty"`
+	// DevicePath is where the device appears on the node while published.
+	// +optional
+	DevicePath string `json:"devicePath,omitempty"`
+	// Health lists adverse conditions, empty when healthy.
+	// +optional
+	Health []HealthProblem `json:"health,omitempty"`
+	// Error is the last failure, nil after a success.
+	// +optional
+	Error *OperationError `json:"error,omitempty"`
+	// ObservedGeneration is the spec generation this status is about.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// LogicalVolume is one Carve volume: an LV on one node.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=clv
+// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.spec.nodeName`
+// +kubebuilder:printcolumn:name="VG",type=string,JSONPath=`.spec.volumeGroup`
+// +kubebuilder:printcolumn:name="Size",type=integer,JSONPath=`.status.sizeBytes`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Published",type=string,JSONPath=`.spec.publishedNode`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type LogicalVolume struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   LogicalVolumeSpec   `json:"spec"`
+	Status LogicalVolumeStatus `json:"status,omitempty"`
+}
+
+// LogicalVolumeList lists LogicalVolumes.
+// +kubebuilder:object:root=true
+type LogicalVolumeList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []LogicalVolume `json:"items"`
+}

@@ -1,0 +1,66 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// NodeStorageStatus is a node's storage as its agent last read it. The
+// controller answers GetCapacity from it without any LVM call.
+type NodeStorageStatus struct {
+	// VolumeGroups served on the node.
+	// +optional
+	VolumeGroups []VolumeGroupStatus `json:"volumeGroups,omitempty"`
+	// OverprovisionRatio of thin pools on this node.
+	// +optional
+	OverprovisionRatio string `json:"overprovisionRatio,omitempty"`
+	// UpdateTime is when the agent last read LVM.
+	// +optional
+	UpdateTime metav1.Time `json:"updateTime,omitempty"`
+}
+
+// VolumeGroupStatus is one VG's space and health.
+type VolumeGroupStatus struct {
+	Name       string `json:"name"`
+	SizeBytes  int64  `json:"sizeBytes"`
+	FreeBytes  int64  `json:"freeBytes"`
+	ExtentSize int64  `json:"extentSize"`
+	// PVFreeBytes is each allocatable PV's free space (raid1 and stripes
+	// need distinct PVs).
+	// +optional
+	PVFreeBytes []int64 `json:"pvFreeBytes,omitempty"`
+	// +optional
+	ThinPools []ThinPoolStatus `json:"thinPools,omitempty"`
+	// +optional
+	Health []HealthProblem `json:"health,omitempty"`
+}
+
+// ThinPoolStatus is one thin pool's space.
+type ThinPoolStatus struct {
+	Name            string `json:"name"`
+	SizeBytes       int64  `json:"sizeBytes"`
+	FreeBytes       int64  `json:"freeBytes"`
+	DataPercent     string `json:"dataPercent"`
+	MetadataPercent string `json:"metadataPercent"`
+}
+
+// NodeStorage reports one node's volume groups; its name is the node's.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=cns
+// +kubebuilder:printcolumn:name="VGs",type=string,JSONPath=`.status.volumeGroups[*].name`
+// +kubebuilder:printcolumn:name="Free",type=string,JSONPath=`.status.volumeGroups[*].freeBytes`
+// +kubebuilder:printcolumn:name="Updated",type=date,JSONPath=`.status.updateTime`
+type NodeStorage struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Status NodeStorageStatus `json:"status,omitempty"`
+}
+
+// NodeStorageList lists NodeStorages.
+// +kubebuilder:object:root=true
+type NodeStorageList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []NodeStorage `json:"items"`
+}

@@ -1,0 +1,59 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// LogicalVolumeSnapshotSpec is the snapshot the controller wants.
+type LogicalVolumeSnapshotSpec struct {
+	// Name is the CSI snapshot name.
+	Name string `json:"name"`
+	// NodeName is the node of the source volume.
+	NodeName string `json:"nodeName"`
+	// SourceVolumeID is the CSI ID of the source volume (node/vg/lv).
+	SourceVolumeID string `json:"sourceVolumeID"`
+}
+
+// LogicalVolumeSnapshotStatus is what the node agent reports.
+type LogicalVolumeSnapshotStatus struct {
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+	// SnapshotID is the CSI snapshot ID (node/vg/lv).
+	// +optional
+	SnapshotID string `json:"snapshotID,omitempty"`
+	// SizeBytes is the size a restore needs.
+	// +optional
+	SizeBytes int64 `json:"sizeBytes,omitempty"`
+	// ReadyToUse is false while a thick snapshot's data is being copied.
+	// +optional
+	ReadyToUse bool `json:"readyToUse,omitempty"`
+	// CreationTime is when the snapshot point was taken.
+	// +optional
+	CreationTime *metav1.Time `json:"creationTime,omitempty"`
+	// +optional
+	Error *OperationError `json:"error,omitempty"`
+}
+
+// LogicalVolumeSnapshot is one Carve snapshot on the node of its source.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=clvs
+// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.spec.nodeName`
+// +kubebuilder:printcolumn:name="Source",type=string,JSONPath=`.spec.sourceVolumeID`
+// +kubebuilder:printcolumn:name="Ready",type=boolean,JSONPath=`.status.readyToUse`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type LogicalVolumeSnapshot struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   LogicalVolumeSnapshotSpec   `json:"spec"`
+	Status LogicalVolumeSnapshotStatus `json:"status,omitempty"`
+}
+
+// LogicalVolumeSnapshotList lists LogicalVolumeSnapshots.
+// +kubebuilder:object:root=true
+type LogicalVolumeSnapshotList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []LogicalVolumeSnapshot `json:"items"`
+}
