@@ -67,6 +67,11 @@ var codeTable = []struct {
 	{context.Canceled, codes.Canceled},
 }
 
+// CodeOf maps an error to its gRPC code; unknown errors are INTERNAL. The
+// node agent records it in a resource's status, so that the controller
+// answers the CO with the code the node's failure deserves.
+func CodeOf(err error) codes.Code { return codeOf(err) }
+
 // codeOf maps an error to its gRPC code; unknown errors are INTERNAL.
 func codeOf(err error) codes.Code {
 	for _, e := range codeTable {

@@ -1,0 +1,201 @@
+// Package agent is the node agent of cluster mode: it watches the
+// LogicalVolume resources of its own node and makes LVM match them, with the
+// very semantics standalone mode uses (lvmvol.Manager), then reports back
+// in their status.
+//
+// Crash safety: every step is an idempotent lvmvol call, so a reconcile can
+// stop anywhere and the next one finishes the job. The finalizer keeps a
+// resource until its LV is gone. An LV whose resource vanished is never
+// removed by the agent (no data is lost to a deleted object); a resource
+// whose LV vanished after it was Ready is reported Failed, never silently
+// recreated blank.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"carve.dev/carve/driver"
+	"carve.dev/carve/driver/cluster/api/v1alpha1"
+	"carve.dev/carve/driver/lvmvol"
+)
+
+// Finalizer holds a LogicalVolume until its LV is removed.
+const Finalizer = "lvm.carve.dev/logical-volume"
+
+// Volumes is the LVM semantics the agent applies: lvmvol.Manager.
+type Volumes interface {
+	CreateVolume(ctx context.Context, req lvmvol.CreateRequest) (lvmvol.Volume, error)
+	GetVolume(ctx context.Context, id lvmvol.ID) (lvmvol.Volume, error)
+	DeleteVolume(ctx context.Context, id lvmvol.ID) error
+	ExpandVolume(ctx context.Context, id lvmvol.ID, requiredBytes, limitBytes int64) (lvmvol.Volume, error)
+	PublishVolume(ctx context.Context, id lvmvol.ID, node string) (string, error)
+	UnpublishVolume(ctx context.Context, id lvmvol.ID, node string) error
+}
+
+// VolumeReconciler reconciles the LogicalVolumes of one node.
+type VolumeReconciler struct {
+	Client  client.Client
+	Node    string
+	Volumes Volumes
+}
+
+// Reconcile makes the LV of one LogicalVolume match its spec.
+func (r *VolumeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var lv v1alpha1.LogicalVolume
+	if err := r.Client.Get(ctx, req.NamespacedName, &lv); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if lv.Spec.NodeName != r.Node {
+		return ctrl.Result{}, nil
+	}
+	if !lv.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.remove(ctx, &lv)
+	}
+	if controllerutil.AddFinalizer(&lv, Finalizer) {
+		if err := r.Client.Update(ctx, &lv); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer to %s: %w", lv.Name, err)
+		}
+	}
+	vol, err := r.apply(ctx, &lv)
+	return ctrl.Result{}, r.report(ctx, &lv, vol, err)
+}
+
+// volumeID is the CSI ID the resource's LV has (or will have).
+func volumeID(lv *v1alpha1.LogicalVolume) lvmvol.ID {
+	return lvmvol.ID{Node: lv.Spec.NodeName, VG: lv.Spec.VolumeGroup, LV: lvmvol.LVName(lv.Spec.Name)}
+}
+
+// errVanished: a volume that was Ready has no LV any more.
+var errVanished = errors.New("logical volume vanished")
+
+// apply runs the idempotent steps: create, grow, (un)publish.
+func (r *VolumeReconciler) apply(ctx context.Context, lv *v1alpha1.LogicalVolume) (lvmvol.Volume, error) {
+	id := volumeID(lv)
+	vol, err := r.Volumes.GetVolume(ctx, id)
+	switch {
+	case err == nil:
+		// It exists: the spec may have grown since, which is an
+		// expansion, not a create with other arguments.
+	case !errors.Is(err, lvmvol.ErrVolumeNotFound):
+		return vol, err
+	case lv.Status.VolumeID != "":
+		// It existed once (and a later reconcile must not forget that
+		// because the last one reported Failed).
+		return vol, fmt.Errorf("%s existed and is gone; not recreating it blank: %w: %w", id, errVanished, err)
+	default:
+		req, err := createRequest(lv.Spec)
+		if err != nil {
+			return vol, err
+		}
+		if vol, err = r.Volumes.CreateVolume(ctx, req); err != nil {
+			return vol, err
+		}
+	}
+	if lv.Spec.RequiredBytes > vol.SizeBytes {
+		if vol, err = r.Volumes.ExpandVolume(ctx, vol.ID, lv.Spec.RequiredBytes, 0); err != nil {
+			return vol, err
+		}
+	}
+	return r.publish(ctx, lv, vol)
+}
+
+// publish keeps the LV active exactly while the spec publishes it here.
+func (r *VolumeReconciler) publish(ctx context.Context, lv *v1alpha1.LogicalVolume, vol lvmvol.Volume) (lvmvol.Volume, error) {
+	switch want := lv.Spec.PublishedNode; {
+	case want == r.Node && !vol.Published:
+		if _, err := r.Volumes.PublishVolume(ctx, vol.ID, r.Node); err != nil {
+			return vol, err
+		}
+		vol.Published = true
+	case want == "" && vol.Published:
+		if err := r.Volumes.UnpublishVolume(ctx, vol.ID, r.Node); err != nil {
+			return vol, err
+		}
+		vol.Published = false
+	case want != "" && want != r.Node:
+		return vol, fmt.Errorf("volume %s lives on %s and cannot be published to %s: %w", vol.ID, r.Node, want, lvmvol.ErrNodeNotFound)
+	}
+	return vol, nil
+}
+
+// createRequest turns a spec into lvmvol's request.
+func createRequest(s v1alpha1.LogicalVolumeSpec) (lvmvol.CreateRequest, error) {
+	req := lvmvol.CreateRequest{
+		Name: s.Name, VG: s.VolumeGroup, RequiredBytes: s.RequiredBytes, LimitBytes: s.LimitBytes,
+		ParamsDigest: s.ParamsDigest,
+		Type: lvmvol.Type{ThinPool: s.Type.ThinPool, Stripes: s.Type.Stripes,
+			StripeSize: uint64(max(s.Type.StripeSize, 0)), Mirrors: s.Type.Mirrors},
+	}
+	if s.Source != nil {
+		id, err := lvmvol.ParseID(s.Source.ID)
+		if err != nil {
+			return req, fmt.Errorf("source of %s: %w", s.Name, err)
+		}
+		req.Source = &lvmvol.ContentSource{Kind: s.Source.Kind, ID: id}
+	}
+	return req, nil
+}
+
+// report writes the outcome into the status; a failure is returned so that
+// controller-runtime retries with backoff.
+func (r *VolumeReconciler) report(ctx context.Context, lv *v1alpha1.LogicalVolume, vol lvmvol.Volume, opErr error) error {
+	st := &lv.Status
+	st.ObservedGeneration = lv.Generation
+	if opErr != nil {
+		st.Phase = v1alpha1.PhaseFailed
+		if lv.Status.VolumeID != "" && !errors.Is(opErr, errVanished) {
+			st.Phase = v1alpha1.PhaseReady // the LV exists; the last change failed
+		}
+		st.Error = &v1alpha1.OperationError{Code: driver.CodeOf(opErr).String(), Message: opErr.Error()}
+	} else {
+		st.Phase, st.Error = v1alpha1.PhaseReady, nil
+		st.VolumeID, st.SizeBytes, st.Published = vol.ID.String(), vol.SizeBytes, vol.Published
+		st.DevicePath = ""
+		if vol.Published {
+			st.DevicePath = vol.DevicePath
+		}
+		st.Health = healthOf(vol.Health)
+	}
+	if err := r.Client.Status().Update(ctx, lv); err != nil {
+		return errors.Join(opErr, fmt.Errorf("update status of %s: %w", lv.Name, err))
+	}
+	return opErr
+}
+
+var problemKinds = map[lvmvol.ProblemKind]string{lvmvol.Degraded: "Degraded", lvmvol.Inaccessible: "Inaccessible", lvmvol.DataLoss: "DataLoss"}
+
+func healthOf(ps []lvmvol.Problem) []v1alpha1.HealthProblem {
+	var out []v1alpha1.HealthProblem
+	for _, p := range ps {
+		out = append(out, v1alpha1.HealthProblem{Kind: problemKinds[p.Kind], Reason: p.Reason, Message: p.Message})
+	}
+	return out
+}
+
+// remove deletes the LV (wiped, as in standalone mode), then lets the
+// resource go by dropping the finalizer, in that order.
+func (r *VolumeReconciler) remove(ctx context.Context, lv *v1alpha1.LogicalVolume) error {
+	if !controllerutil.ContainsFinalizer(lv, Finalizer) {
+		return nil
+	}
+	if err := r.Volumes.DeleteVolume(ctx, volumeID(lv)); err != nil {
+		return r.report(ctx, lv, lvmvol.Volume{}, err)
+	}
+	controllerutil.RemoveFinalizer(lv, Finalizer)
+	if err := r.Client.Update(ctx, lv); err != nil {
+		return fmt.Errorf("remove finalizer of %s: %w", lv.Name, err)
+	}
+	return nil
+}
+
+// SetupWithManager watches LogicalVolumes (the reconciler skips other
+// nodes' ones).
+func (r *VolumeReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).For(&v1alpha1.LogicalVolume{}).Named("logicalvolume").Complete(r)
+}
