@@ -92,14 +92,11 @@ func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 		vg = "" // the source's
 	}
 	vol, err := c.backend.CreateVolume(ctx, lvmvol.CreateRequest{
-		Name: req.GetName(), VG: vg, RequiredBytes: required, LimitBytes: limit, Type: params.Type, Source: source,
+		Name: req.GetName(), Node: node, VG: vg, RequiredBytes: required, LimitBytes: limit, Type: params.Type, Source: source,
 		ParamsDigest: paramsDigest(req.GetParameters(), fsType),
 	})
 	if err != nil {
 		return nil, err
-	}
-	if node != "" && vol.ID.Node != node {
-		klog.InfoS("Volume carved off the preferred node", "volume", vol.ID, "preferred", node)
 	}
 	return &csi.CreateVolumeResponse{Volume: &csi.Volume{
 		VolumeId:           vol.ID.String(),
@@ -173,8 +170,10 @@ func chooseFsType(caps []*csi.VolumeCapability, param string) (string, error) {
 	return defaultFsType, nil
 }
 
-// chooseNode returns the preferred node of the requirements, "" when none
-// is named. Which nodes the backend can carve on is the backend's business.
+// chooseNode returns the node of the requirements' first preferred (else
+// requisite) segment, "" when none is named: under WaitForFirstConsumer it
+// is the node the scheduler selected. A backend that cannot carve there
+// answers RESOURCE_EXHAUSTED, so that the CO reschedules.
 func chooseNode(req *csi.TopologyRequirement) (string, error) {
 	for _, list := range [][]*csi.Topology{req.GetPreferred(), req.GetRequisite()} {
 		for _, t := range list {

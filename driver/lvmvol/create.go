@@ -14,7 +14,10 @@ import (
 // RequiredBytes is the least acceptable size (already defaulted by the
 // caller), LimitBytes the most (0: no limit).
 type CreateRequest struct {
-	Name          string
+	Name string
+	// Node is where the CO wants the volume ("" : anywhere): the
+	// accessibility requirement's preferred segment.
+	Node          string
 	VG            string
 	RequiredBytes int64
 	LimitBytes    int64
@@ -30,6 +33,9 @@ type CreateRequest struct {
 // same name and arguments carved (CSI idempotency; see doc.go for crash
 // safety). The new volume is inactive: only PublishVolume activates it.
 func (m *Manager) CreateVolume(ctx context.Context, req CreateRequest) (Volume, error) {
+	if req.Node != "" && req.Node != m.node {
+		return Volume{}, fmt.Errorf("volume %q asked on node %q; this driver carves on %q: %w", req.Name, req.Node, m.node, lvm.ErrNoSpace)
+	}
 	var src lvm.LV
 	if req.Source != nil {
 		var err error

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/lvmvol/lvmfake"
 	"carve.dev/carve/lvm"
@@ -42,13 +44,16 @@ func TestLVName(t *testing.T) {
 	}
 	// Names that are not safe LV names, and names that could collide with
 	// hashed ones, are hashed: deterministic, distinct, valid.
-	for _, in := range []string{"sanity Node Service 1", strings.Repeat("x", 128), "csi-abc", "snapshot1", "Upper", "-x"} {
+	for _, in := range []string{"sanity Node Service 1", strings.Repeat("x", 128), "csi-abc", "snapshot1", "Upper", "-x", "ends-", "ends."} {
 		got := lvmvol.LVName(in)
 		if !strings.HasPrefix(got, "csi-") || len(got) != 36 {
 			t.Errorf("LVName(%q) = %q, want csi-<32 hex>", in, got)
 		}
 		if err := lvm.ValidateLVName(got); err != nil {
 			t.Errorf("LVName(%q) = %q is not a valid LV name: %v", in, got, err)
+		}
+		if errs := validation.IsDNS1123Subdomain(got); len(errs) > 0 {
+			t.Errorf("LVName(%q) = %q is not a Kubernetes object name: %v", in, got, errs)
 		}
 		if again := lvmvol.LVName(in); again != got {
 			t.Errorf("LVName(%q) not deterministic: %q then %q", in, got, again)

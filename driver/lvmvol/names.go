@@ -19,7 +19,9 @@ const snapshotPrefix = "snap-"
 
 // readableName is what a CSI name must look like to be used as the LV name
 // as is: Kubernetes PV names ("pvc-<uuid>") pass, so `lvs` shows the PV.
-var readableName = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{0,62}$`)
+// Every LV name Carve derives is also a valid Kubernetes object name (a DNS
+// subdomain), which cluster mode uses to name a volume's resource.
+var readableName = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$`)
 
 // LVName derives the LV name of a CSI volume name, deterministically, so that
 // CreateVolume is idempotent with no state outside LVM. Names that are not

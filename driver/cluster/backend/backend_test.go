@@ -1,0 +1,147 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"carve.dev/carve/driver/cluster/agent"
+	"carve.dev/carve/driver/cluster/api/v1alpha1"
+	"carve.dev/carve/driver/lvmvol"
+	"carve.dev/carve/driver/lvmvol/lvmfake"
+)
+
+const mib = 1 << 20
+
+// cluster is the API (fake client), one node agent reconciling in the
+// background as its watch would, and the controller's backend.
+func cluster(t *testing.T) (*Volumes, *lvmfake.LVM) {
+	s := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(s).WithStatusSubresource(&v1alpha1.LogicalVolume{}).Build()
+	f := lvmfake.New(100*mib, "vg0")
+	r := &agent.VolumeReconciler{Client: c, Node: "node-a", Volumes: lvmvol.NewManager(f, f, "node-a", []string{"vg0"})}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			var list v1alpha1.LogicalVolumeList
+			if c.List(ctx, &list) == nil {
+				for _, lv := range list.Items {
+					_, _ = r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: lv.Name}})
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return &Volumes{Client: c, VGs: []string{"vg0"}}, f
+}
+
+func within(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func req(name string, size int64) lvmvol.CreateRequest {
+	return lvmvol.CreateRequest{Name: name, Node: "node-a", VG: "vg0", RequiredBytes: size, ParamsDigest: "d"}
+}
+
+func wantCode(t *testing.T, what string, err error, code codes.Code) {
+	t.Helper()
+	if got := status.Code(err); got != code {
+		t.Errorf("%s: code %v (%v), want %v", what, got, err, code)
+	}
+}
+
+func TestVolumeLifecycleThroughResources(t *testing.T) {
+	b, f := cluster(t)
+	ctx := within(t)
+	vol, err := b.CreateVolume(ctx, req("pvc-1", 5*mib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vol.ID.String() != "node-a/vg0/pvc-1" || vol.SizeBytes != 8*mib {
+		t.Fatalf("created %+v", vol)
+	}
+	if again, err := b.CreateVolume(ctx, req("pvc-1", 5*mib)); err != nil || again.ID != vol.ID {
+		t.Errorf("repeated create: %+v, %v", again, err)
+	}
+	other := req("pvc-1", 5*mib)
+	other.ParamsDigest = "x"
+	if _, err := b.CreateVolume(ctx, other); !errors.Is(err, lvmvol.ErrNameConflict) {
+		t.Errorf("same name, other parameters: %v", err)
+	}
+	if _, err := b.PublishVolume(ctx, vol.ID, "node-b"); !errors.Is(err, lvmvol.ErrNodeNotFound) {
+		t.Errorf("attach to another node: %v", err)
+	}
+	dev, err := b.PublishVolume(ctx, vol.ID, "node-a")
+	if err != nil || dev != "/dev/vg0/pvc-1" {
+		t.Fatalf("attach: %q, %v", dev, err)
+	}
+	if l, _ := f.LV("vg0", "pvc-1"); !l.Active {
+		t.Fatal("attached LV not active")
+	}
+	grown, err := b.ExpandVolume(ctx, vol.ID, 16*mib, 0)
+	if err != nil || grown.SizeBytes != 16*mib {
+		t.Fatalf("expand: %+v, %v", grown, err)
+	}
+	if err := b.DeleteVolume(ctx, vol.ID); !errors.Is(err, lvmvol.ErrInUse) {
+		t.Errorf("delete attached: %v, want ErrInUse", err)
+	}
+	if err := b.UnpublishVolume(ctx, vol.ID, "node-a"); err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := f.LV("vg0", "pvc-1"); l.Active {
+		t.Fatal("detached LV still active")
+	}
+	if vols, err := b.ListVolumes(ctx); err != nil || len(vols) != 1 {
+		t.Errorf("list: %+v, %v", vols, err)
+	}
+	if err := b.DeleteVolume(ctx, vol.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.LV("vg0", "pvc-1"); ok {
+		t.Fatal("LV left after delete")
+	}
+	if err := b.DeleteVolume(ctx, vol.ID); err != nil {
+		t.Errorf("second delete: %v", err)
+	}
+}
+
+func TestAgentFailuresReachTheCO(t *testing.T) {
+	b, _ := cluster(t)
+	ctx := within(t)
+	_, err := b.CreateVolume(ctx, req("pvc-big", 500*mib))
+	wantCode(t, "too big for the node", err, codes.ResourceExhausted)
+	noNode := req("pvc-x", mib)
+	noNode.Node = ""
+	_, err = b.CreateVolume(ctx, noNode)
+	wantCode(t, "no node", err, codes.InvalidArgument)
+
+	// The CO reschedules after RESOURCE_EXHAUSTED: the attempt that carved
+	// nothing is dropped, and a retry on the new node carves there.
+	moved := req("pvc-big", 500*mib)
+	moved.Node = "node-b"
+	_, err = b.CreateVolume(ctx, moved)
+	wantCode(t, "moving to another node", err, codes.Aborted)
+	var lv v1alpha1.LogicalVolume
+	if err := b.Client.Get(ctx, client.ObjectKey{Name: "pvc-big"}, &lv); err == nil && lv.DeletionTimestamp.IsZero() {
+		t.Errorf("the failed attempt's resource was not dropped: %+v", lv.Spec)
+	}
+}
