@@ -37,7 +37,11 @@ func (b *Volumes) PublishVolume(ctx context.Context, id lvmvol.ID, node string) 
 		return "", fmt.Errorf("volume %s lives on node %s and cannot be attached to %s: %w", id, id.Node, node, lvmvol.ErrNodeNotFound)
 	}
 	vol, err := b.change(ctx, id,
-		func(s *v1alpha1.LogicalVolumeSpec) bool { changed := s.PublishedNode != node; s.PublishedNode = node; return changed },
+		func(s *v1alpha1.LogicalVolumeSpec) bool {
+			changed := s.PublishedNode != node
+			s.PublishedNode = node
+			return changed
+		},
 		func(lv *v1alpha1.LogicalVolume) bool { return lv.Status.Published })
 	return vol.DevicePath, err
 }
@@ -49,7 +53,11 @@ func (b *Volumes) UnpublishVolume(ctx context.Context, id lvmvol.ID, node string
 		return nil
 	}
 	_, err := b.change(ctx, id,
-		func(s *v1alpha1.LogicalVolumeSpec) bool { changed := s.PublishedNode != ""; s.PublishedNode = ""; return changed },
+		func(s *v1alpha1.LogicalVolumeSpec) bool {
+			changed := s.PublishedNode != ""
+			s.PublishedNode = ""
+			return changed
+		},
 		func(lv *v1alpha1.LogicalVolume) bool { return !lv.Status.Published })
 	if errors.Is(err, lvmvol.ErrVolumeNotFound) {
 		return nil
