@@ -16,7 +16,10 @@ build: ## the carve binary, static
 
 test: test-unit test-vm ## every test: unit tests on the host, then the real-LVM suites in one VM boot
 
-test-unit: ## unit tests, real loop-device mounts (as root), fuzz seeds
+test-unit: ## gofmt and go vet clean, then unit tests, real loop-device mounts (as root), fuzz seeds
+	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+	$(GO) vet ./...
+	$(GO) vet -tags vmtest ./...
 	$(GO) test -count=1 ./...
 
 test-vm: ## lvm package, CSI lifecycle and csi-sanity on real LVM inside a QEMU VM
