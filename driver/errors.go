@@ -55,6 +55,7 @@ var codeTable = []struct {
 	{lvmvol.ErrUnmanagedVG, codes.InvalidArgument},
 	{lvmvol.ErrNotManaged, codes.FailedPrecondition},
 	{lvmvol.ErrPublishLimit, codes.ResourceExhausted},
+	{lvmvol.ErrWrongNode, codes.ResourceExhausted},
 	{nodefs.ErrMountConflict, codes.AlreadyExists},
 	{nodefs.ErrFilesystemMismatch, codes.FailedPrecondition},
 	{nodefs.ErrToolMissing, codes.FailedPrecondition},

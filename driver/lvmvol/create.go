@@ -34,7 +34,7 @@ type CreateRequest struct {
 // safety). The new volume is inactive: only PublishVolume activates it.
 func (m *Manager) CreateVolume(ctx context.Context, req CreateRequest) (Volume, error) {
 	if req.Node != "" && req.Node != m.node {
-		return Volume{}, fmt.Errorf("volume %q asked on node %q; this driver carves on %q: %w", req.Name, req.Node, m.node, lvm.ErrNoSpace)
+		return Volume{}, fmt.Errorf("volume %q asked on node %q; this driver carves on %q: %w", req.Name, req.Node, m.node, ErrWrongNode)
 	}
 	var src lvm.LV
 	if req.Source != nil {

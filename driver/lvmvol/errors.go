@@ -17,6 +17,9 @@ var (
 	ErrInUse = errors.New("volume in use")
 	// ErrUnmanagedVG: the request names a VG this node does not serve.
 	ErrUnmanagedVG = errors.New("volume group not managed")
+	// ErrWrongNode: the request wants a node this manager does not serve
+	// (CSI: RESOURCE_EXHAUSTED, so that the CO looks elsewhere).
+	ErrWrongNode = errors.New("cannot carve on the requested node")
 	// ErrPublishLimit: the node has as many volumes published as it may.
 	ErrPublishLimit = errors.New("attach limit reached")
 	// ErrBadPool: the named thin pool is missing, not a pool, or unsafe.

@@ -158,6 +158,11 @@ func TestCreateRefusesBeforeLVCreate(t *testing.T) {
 	if _, err := m.CreateVolume(ctx, other); !errors.Is(err, lvmvol.ErrUnmanagedVG) {
 		t.Errorf("unserved VG: error = %v, want ErrUnmanagedVG", err)
 	}
+	elsewhere := req("y", 4*mib)
+	elsewhere.Node = "node-b"
+	if _, err := m.CreateVolume(ctx, elsewhere); !errors.Is(err, lvmvol.ErrWrongNode) {
+		t.Errorf("another node asked: error = %v, want ErrWrongNode", err)
+	}
 	if slices.Contains(f.Calls, "CreateLV") {
 		t.Error("lvcreate ran for a request that could not fit")
 	}
