@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-
-	"carve.dev/carve/lvm"
 )
 
 // Capacity is what a volume group (or thin pool) can still give.
@@ -19,13 +17,7 @@ type Capacity struct {
 
 // Capacity reports what volumes of type t can still get from vg on node:
 // none on any node but this one, which is the only node this manager can
-// carve on.
-//   - linear: the VG's free space, all of it usable by one LV.
-//   - raid1 with N legs: each leg needs its own PV, so the largest volume is
-//     the N-th largest PV's free space (less a metadata extent); all legs
-//     together may take the VG's free space divided by N.
-//   - striped over N PVs: N times the N-th largest PV's free space.
-//   - thin: the pool's free data space times the over-provisioning ratio.
+// carve on. The rules are CapacityOf's.
 func (m *Manager) Capacity(ctx context.Context, node, vg string, t Type) (Capacity, error) {
 	if node != "" && node != m.node {
 		return Capacity{}, nil
@@ -34,46 +26,54 @@ func (m *Manager) Capacity(ctx context.Context, node, vg string, t Type) (Capaci
 		return Capacity{}, err
 	}
 	if t.IsThin() {
-		pool, err := m.thinPool(ctx, vg, t)
-		if err != nil {
+		// Refuses unsafe pools, and activates an inactive one so that its
+		// usage can be read.
+		if _, err := m.thinPool(ctx, vg, t); err != nil {
 			return Capacity{}, err
 		}
-		room := int64(m.thinRoom(pool))
-		return Capacity{AvailableBytes: room, MaximumVolumeBytes: room}, nil
 	}
-	info, err := m.lvm.GetVG(ctx, vg)
+	space, err := m.vgSpace(ctx, vg)
 	if err != nil {
 		return Capacity{}, fmt.Errorf("capacity of %s: %w", vg, err)
 	}
-	legs := max(t.Mirrors+1, t.Stripes, 1)
-	if legs == 1 {
-		free := int64(info.Free)
-		return Capacity{AvailableBytes: free, MaximumVolumeBytes: free}, nil
-	}
-	return m.spreadCapacity(ctx, info, t, legs)
+	return CapacityOf(space, t, m.overprovision), nil
 }
 
-// spreadCapacity is the capacity for LVs spread over legs distinct PVs.
-func (m *Manager) spreadCapacity(ctx context.Context, vg lvm.VG, t Type, legs int) (Capacity, error) {
-	pvs, err := m.lvm.ListVGPVs(ctx, vg.Name)
-	if err != nil {
-		return Capacity{}, fmt.Errorf("capacity of %s: %w", vg.Name, err)
-	}
-	var free []uint64
-	for _, pv := range pvs {
-		if pv.Allocatable() {
-			free = append(free, pv.Free)
+// CapacityOf is what volumes of type t can still get from a VG's space:
+//   - linear: the VG's free space, all of it usable by one LV.
+//   - raid1 with N legs: each leg needs its own PV, so the largest volume is
+//     the N-th largest PV's free space (less a metadata extent); all legs
+//     together may take the VG's free space divided by N.
+//   - striped over N PVs: N times the N-th largest PV's free space.
+//   - thin: the pool's free data space times the over-provisioning ratio
+//     (nothing from a pool that is not reported).
+//
+// Standalone mode applies it to what it reads from LVM; the controller in
+// cluster mode to what the node agents report.
+func CapacityOf(vg VGSpace, t Type, overprovision float64) Capacity {
+	if t.IsThin() {
+		for _, p := range vg.Pools {
+			if p.Name == t.ThinPool {
+				room := int64(float64(p.Free) * overprovision)
+				return Capacity{AvailableBytes: room, MaximumVolumeBytes: room}
+			}
 		}
+		return Capacity{}
 	}
-	if len(free) < legs {
-		return Capacity{}, nil
+	legs := max(t.Mirrors+1, t.Stripes, 1)
+	if legs == 1 {
+		return Capacity{AvailableBytes: int64(vg.Free), MaximumVolumeBytes: int64(vg.Free)}
 	}
+	if len(vg.PVFree) < legs {
+		return Capacity{}
+	}
+	free := slices.Clone(vg.PVFree)
 	slices.Sort(free)
 	slices.Reverse(free)
 	perLeg := free[legs-1]
 	if t.Mirrors > 0 {
 		perLeg -= min(perLeg, vg.ExtentSize) // each raid1 leg keeps a metadata extent
-		return Capacity{AvailableBytes: int64(vg.Free / uint64(legs)), MaximumVolumeBytes: int64(perLeg)}, nil
+		return Capacity{AvailableBytes: int64(vg.Free / uint64(legs)), MaximumVolumeBytes: int64(perLeg)}
 	}
-	return Capacity{AvailableBytes: int64(vg.Free), MaximumVolumeBytes: int64(perLeg) * int64(legs)}, nil
+	return Capacity{AvailableBytes: int64(vg.Free), MaximumVolumeBytes: int64(perLeg) * int64(legs)}
 }

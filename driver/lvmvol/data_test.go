@@ -247,3 +247,26 @@ func TestInactivePoolIsActivatedToReadUsage(t *testing.T) {
 		t.Errorf("capacity of an inactive empty pool = %+v, %v; want 40 MiB", c, err)
 	}
 }
+
+func TestCapacityOf(t *testing.T) {
+	vg := lvmvol.VGSpace{Free: 60 * mib, ExtentSize: 4 * mib, PVFree: []uint64{10 * mib, 30 * mib, 20 * mib},
+		Pools: []lvmvol.PoolSpace{{Name: "pool", Size: 40 * mib, Free: 10 * mib}}}
+	for _, tc := range []struct {
+		name       string
+		t          lvmvol.Type
+		ratio      float64
+		avail, max int64
+	}{
+		{"linear", lvmvol.Type{}, 1, 60 * mib, 60 * mib},
+		{"raid1: 2nd largest PV less a metadata extent", lvmvol.Type{Mirrors: 1}, 1, 30 * mib, 16 * mib},
+		{"raid1 needing more PVs than there are", lvmvol.Type{Mirrors: 3}, 1, 0, 0},
+		{"striped over 3: 3 × the 3rd largest", lvmvol.Type{Stripes: 3}, 1, 60 * mib, 30 * mib},
+		{"thin × ratio", lvmvol.Type{ThinPool: "pool"}, 2.5, 25 * mib, 25 * mib},
+		{"thin in an unreported pool", lvmvol.Type{ThinPool: "other"}, 1, 0, 0},
+	} {
+		c := lvmvol.CapacityOf(vg, tc.t, tc.ratio)
+		if c.AvailableBytes != tc.avail || c.MaximumVolumeBytes != tc.max {
+			t.Errorf("%s: %+v, want available %d, max %d", tc.name, c, tc.avail, tc.max)
+		}
+	}
+}

@@ -30,7 +30,7 @@ func cluster(t *testing.T) (*Volumes, *lvmfake.LVM) {
 	if err := v1alpha1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
-	c := fake.NewClientBuilder().WithScheme(s).WithStatusSubresource(&v1alpha1.LogicalVolume{}).Build()
+	c := fake.NewClientBuilder().WithScheme(s).WithStatusSubresource(&v1alpha1.LogicalVolume{}, &v1alpha1.NodeStorage{}).Build()
 	f := lvmfake.New(100*mib, "vg0")
 	r := &agent.VolumeReconciler{Client: c, Node: "node-a", Volumes: lvmvol.NewManager(f, f, "node-a", []string{"vg0"})}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -143,5 +143,39 @@ func TestAgentFailuresReachTheCO(t *testing.T) {
 	var lv v1alpha1.LogicalVolume
 	if err := b.Client.Get(ctx, client.ObjectKey{Name: "pvc-big"}, &lv); err == nil && lv.DeletionTimestamp.IsZero() {
 		t.Errorf("the failed attempt's resource was not dropped: %+v", lv.Spec)
+	}
+}
+
+// TestCapacityFromNodeStorage: the agent reports, the controller answers
+// GetCapacity from the report with standalone mode's rules.
+func TestCapacityFromNodeStorage(t *testing.T) {
+	b, f := cluster(t)
+	ctx := within(t)
+	f.PutThinPool("vg0", "pool", 40*mib, 50)
+	m := lvmvol.NewManager(f, f, "node-a", []string{"vg0"})
+	rep := &agent.StorageReporter{Client: b.Client, Node: "node-a", Space: m.Space, Overprovision: 2}
+	for range 2 { // the second report updates the resource the first made
+		if err := rep.Report(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		node string
+		t    lvmvol.Type
+		want lvmvol.Capacity
+	}{
+		{"node-a", lvmvol.Type{}, lvmvol.Capacity{AvailableBytes: 60 * mib, MaximumVolumeBytes: 60 * mib}},
+		{"node-a", lvmvol.Type{ThinPool: "pool"}, lvmvol.Capacity{AvailableBytes: 40 * mib, MaximumVolumeBytes: 40 * mib}},
+		{"node-a", lvmvol.Type{Mirrors: 1}, lvmvol.Capacity{}}, // one PV: no raid1
+		{"node-b", lvmvol.Type{}, lvmvol.Capacity{}},
+	} {
+		got, err := b.Capacity(ctx, tc.node, "vg0", tc.t)
+		if err != nil || got != tc.want {
+			t.Errorf("Capacity(%s, %+v) = %+v, %v; want %+v", tc.node, tc.t, got, err, tc.want)
+		}
+	}
+	m.SetOverprovision(2)
+	if direct, err := m.Capacity(ctx, "node-a", "vg0", lvmvol.Type{ThinPool: "pool"}); err != nil || direct.AvailableBytes != 40*mib {
+		t.Errorf("standalone answer %+v, %v differs from the cluster one", direct, err)
 	}
 }
