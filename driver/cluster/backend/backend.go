@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"carve.dev/carve/driver"
 	"carve.dev/carve/driver/cluster/agent"
 	"carve.dev/carve/driver/cluster/api/v1alpha1"
 	"carve.dev/carve/driver/lvmvol"
@@ -35,19 +36,22 @@ const pollInterval = 200 * time.Millisecond
 // CO retries (ABORTED: the operation is still in progress).
 var errPending = status.Error(codes.Aborted, "the node agent has not finished yet")
 
-// Volumes implements the volume half of driver.Backend over resources.
-type Volumes struct {
+// Backend implements driver.Backend over resources.
+type Backend struct {
 	Client client.Client
 	// VGs are the volume groups StorageClasses may name; the first is the
 	// default.
 	VGs []string
 }
 
-func (b *Volumes) VolumeGroups() []string { return b.VGs }
+var _ driver.Backend = (*Backend)(nil)
+
+// VolumeGroups are the VGs StorageClasses may name.
+func (b *Backend) VolumeGroups() []string { return b.VGs }
 
 // CreateVolume writes the volume's resource on the requested node and
 // waits for the agent to carve it.
-func (b *Volumes) CreateVolume(ctx context.Context, req lvmvol.CreateRequest) (lvmvol.Volume, error) {
+func (b *Backend) CreateVolume(ctx context.Context, req lvmvol.CreateRequest) (lvmvol.Volume, error) {
 	if req.Node == "" {
 		return lvmvol.Volume{}, status.Error(codes.InvalidArgument,
 			"cluster mode needs a node in the accessibility requirements: use a WaitForFirstConsumer StorageClass")
@@ -106,7 +110,7 @@ func sameVolume(have, want v1alpha1.LogicalVolumeSpec) bool {
 
 // waitVolume polls the resource until done says so, the agent reports a
 // failure newer than the spec, or ctx ends.
-func (b *Volumes) waitVolume(ctx context.Context, name string, done func(*v1alpha1.LogicalVolume) bool) (lvmvol.Volume, error) {
+func (b *Backend) waitVolume(ctx context.Context, name string, done func(*v1alpha1.LogicalVolume) bool) (lvmvol.Volume, error) {
 	for {
 		var lv v1alpha1.LogicalVolume
 		if err := b.Client.Get(ctx, types.NamespacedName{Name: name}, &lv); err != nil {
@@ -159,7 +163,7 @@ var problemKind = map[string]lvmvol.ProblemKind{"Degraded": lvmvol.Degraded, "In
 
 // lookup finds the resource of a volume ID; a resource of another node is
 // not this volume.
-func (b *Volumes) lookup(ctx context.Context, id lvmvol.ID) (*v1alpha1.LogicalVolume, error) {
+func (b *Backend) lookup(ctx context.Context, id lvmvol.ID) (*v1alpha1.LogicalVolume, error) {
 	var lv v1alpha1.LogicalVolume
 	err := b.Client.Get(ctx, types.NamespacedName{Name: id.LV}, &lv)
 	if apierrors.IsNotFound(err) || (err == nil && (lv.Spec.NodeName != id.Node || lv.Spec.VolumeGroup != id.VG)) {
@@ -172,7 +176,7 @@ func (b *Volumes) lookup(ctx context.Context, id lvmvol.ID) (*v1alpha1.LogicalVo
 }
 
 // GetVolume reports a volume the agent has carved.
-func (b *Volumes) GetVolume(ctx context.Context, id lvmvol.ID) (lvmvol.Volume, error) {
+func (b *Backend) GetVolume(ctx context.Context, id lvmvol.ID) (lvmvol.Volume, error) {
 	lv, err := b.lookup(ctx, id)
 	if err != nil {
 		return lvmvol.Volume{}, err
@@ -184,7 +188,7 @@ func (b *Volumes) GetVolume(ctx context.Context, id lvmvol.ID) (lvmvol.Volume, e
 }
 
 // ListVolumes lists the carved volumes in ID order.
-func (b *Volumes) ListVolumes(ctx context.Context) ([]lvmvol.Volume, error) {
+func (b *Backend) ListVolumes(ctx context.Context) ([]lvmvol.Volume, error) {
 	var list v1alpha1.LogicalVolumeList
 	if err := b.Client.List(ctx, &list); err != nil {
 		return nil, fmt.Errorf("list volumes: %w", err)
@@ -205,7 +209,7 @@ func (b *Volumes) ListVolumes(ctx context.Context) ([]lvmvol.Volume, error) {
 
 // DeleteVolume deletes the resource and waits until the agent has removed
 // the LV and let the resource go.
-func (b *Volumes) DeleteVolume(ctx context.Context, id lvmvol.ID) error {
+func (b *Backend) DeleteVolume(ctx context.Context, id lvmvol.ID) error {
 	lv, err := b.lookup(ctx, id)
 	if errors.Is(err, lvmvol.ErrVolumeNotFound) {
 		return nil

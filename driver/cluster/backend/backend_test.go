@@ -25,14 +25,17 @@ const mib = 1 << 20
 
 // cluster is the API (fake client), one node agent reconciling in the
 // background as its watch would, and the controller's backend.
-func cluster(t *testing.T) (*Volumes, *lvmfake.LVM) {
+func cluster(t *testing.T) (*Backend, *lvmfake.LVM) {
+	t.Helper()
 	s := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
-	c := fake.NewClientBuilder().WithScheme(s).WithStatusSubresource(&v1alpha1.LogicalVolume{}, &v1alpha1.NodeStorage{}).Build()
+	c := fake.NewClientBuilder().WithScheme(s).WithStatusSubresource(&v1alpha1.LogicalVolume{}, &v1alpha1.NodeStorage{}, &v1alpha1.LogicalVolumeSnapshot{}).Build()
 	f := lvmfake.New(100*mib, "vg0")
-	r := &agent.VolumeReconciler{Client: c, Node: "node-a", Volumes: lvmvol.NewManager(f, f, "node-a", []string{"vg0"})}
+	m := lvmvol.NewManager(f, f, "node-a", []string{"vg0"})
+	r := &agent.VolumeReconciler{Client: c, Node: "node-a", Volumes: m}
+	sr := &agent.SnapshotReconciler{Client: c, Node: "node-a", Snapshots: m}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -45,11 +48,17 @@ func cluster(t *testing.T) (*Volumes, *lvmfake.LVM) {
 					_, _ = r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: lv.Name}})
 				}
 			}
+			var snaps v1alpha1.LogicalVolumeSnapshotList
+			if c.List(ctx, &snaps) == nil {
+				for _, s := range snaps.Items {
+					_, _ = sr.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: s.Name}})
+				}
+			}
 			time.Sleep(10 * time.Millisecond)
 		}
 	}()
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	return &Volumes{Client: c, VGs: []string{"vg0"}}, f
+	return &Backend{Client: c, VGs: []string{"vg0"}}, f
 }
 
 func within(t *testing.T) context.Context {
@@ -177,5 +186,45 @@ func TestCapacityFromNodeStorage(t *testing.T) {
 	m.SetOverprovision(2)
 	if direct, err := m.Capacity(ctx, "node-a", "vg0", lvmvol.Type{ThinPool: "pool"}); err != nil || direct.AvailableBytes != 40*mib {
 		t.Errorf("standalone answer %+v, %v differs from the cluster one", direct, err)
+	}
+}
+
+// TestThinSnapshotAndRestoreThroughResources: snapshot, list, restore from
+// it, delete it, all through resources the agent carries out.
+func TestThinSnapshotAndRestoreThroughResources(t *testing.T) {
+	b, f := cluster(t)
+	ctx := within(t)
+	f.PutThinPool("vg0", "pool", 40*mib, 0)
+	thin := req("pvc-src", 8*mib)
+	thin.Type = lvmvol.Type{ThinPool: "pool"}
+	vol, err := b.CreateVolume(ctx, thin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := b.CreateSnapshot(ctx, "snapshot-1", vol.ID)
+	if err != nil || !snap.Ready || snap.Source != vol.ID {
+		t.Fatalf("snapshot %+v, %v", snap, err)
+	}
+	if again, err := b.CreateSnapshot(ctx, "snapshot-1", vol.ID); err != nil || again.ID != snap.ID {
+		t.Errorf("repeated CreateSnapshot: %+v, %v", again, err)
+	}
+	if list, err := b.ListSnapshots(ctx); err != nil || len(list) != 1 {
+		t.Errorf("ListSnapshots = %+v, %v", list, err)
+	}
+	restore := req("pvc-restored", 16*mib)
+	restore.Type = lvmvol.Type{ThinPool: "pool"}
+	restore.Source = &lvmvol.ContentSource{Kind: lvmvol.SourceSnapshot, ID: snap.ID}
+	restored, err := b.CreateVolume(ctx, restore)
+	if err != nil || restored.SizeBytes != 16*mib || restored.Source == nil {
+		t.Fatalf("restore: %+v, %v", restored, err)
+	}
+	if err := b.DeleteSnapshot(ctx, snap.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.GetSnapshot(ctx, snap.ID); !errors.Is(err, lvmvol.ErrSnapshotNotFound) {
+		t.Errorf("deleted snapshot still there: %v", err)
+	}
+	if _, ok := f.LV("vg0", snap.ID.LV); ok {
+		t.Error("snapshot LV left behind")
 	}
 }

@@ -16,7 +16,7 @@ import (
 // standalone mode (lvmvol.CapacityOf) and no LVM call. A node that reports
 // nothing (no agent, or not yet) has no capacity; so has a request naming
 // no node, since a volume lives on one.
-func (b *Volumes) Capacity(ctx context.Context, node, vg string, t lvmvol.Type) (lvmvol.Capacity, error) {
+func (b *Backend) Capacity(ctx context.Context, node, vg string, t lvmvol.Type) (lvmvol.Capacity, error) {
 	if node == "" {
 		return lvmvol.Capacity{}, nil
 	}

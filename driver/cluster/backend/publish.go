@@ -15,7 +15,7 @@ import (
 
 // change applies edit to the volume's spec (a merge patch, so that
 // concurrent status updates of the agent are not lost) and waits for done.
-func (b *Volumes) change(ctx context.Context, id lvmvol.ID, edit func(*v1alpha1.LogicalVolumeSpec) bool,
+func (b *Backend) change(ctx context.Context, id lvmvol.ID, edit func(*v1alpha1.LogicalVolumeSpec) bool,
 	done func(*v1alpha1.LogicalVolume) bool) (lvmvol.Volume, error) {
 	lv, err := b.lookup(ctx, id)
 	if err != nil {
@@ -32,7 +32,7 @@ func (b *Volumes) change(ctx context.Context, id lvmvol.ID, edit func(*v1alpha1.
 
 // PublishVolume is the attach: the agent of the volume's node activates
 // the LV. A volume lives on one node; any other node is refused.
-func (b *Volumes) PublishVolume(ctx context.Context, id lvmvol.ID, node string) (string, error) {
+func (b *Backend) PublishVolume(ctx context.Context, id lvmvol.ID, node string) (string, error) {
 	if node != id.Node {
 		return "", fmt.Errorf("volume %s lives on node %s and cannot be attached to %s: %w", id, id.Node, node, lvmvol.ErrNodeNotFound)
 	}
@@ -48,7 +48,7 @@ func (b *Volumes) PublishVolume(ctx context.Context, id lvmvol.ID, node string) 
 
 // UnpublishVolume is the detach: the agent deactivates the LV once the
 // node has let go of it. A volume that is gone is detached.
-func (b *Volumes) UnpublishVolume(ctx context.Context, id lvmvol.ID, node string) error {
+func (b *Backend) UnpublishVolume(ctx context.Context, id lvmvol.ID, node string) error {
 	if node != "" && node != id.Node {
 		return nil
 	}
@@ -67,7 +67,7 @@ func (b *Volumes) UnpublishVolume(ctx context.Context, id lvmvol.ID, node string
 
 // ExpandVolume raises the volume's required size and waits for the LV to
 // reach it. Shrinking is refused here, as in lvmvol.
-func (b *Volumes) ExpandVolume(ctx context.Context, id lvmvol.ID, requiredBytes, limitBytes int64) (lvmvol.Volume, error) {
+func (b *Backend) ExpandVolume(ctx context.Context, id lvmvol.ID, requiredBytes, limitBytes int64) (lvmvol.Volume, error) {
 	lv, err := b.lookup(ctx, id)
 	if err != nil {
 		return lvmvol.Volume{}, err

@@ -1,0 +1,110 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"carve.dev/carve/driver"
+	"carve.dev/carve/driver/cluster/api/v1alpha1"
+	"carve.dev/carve/driver/lvmvol"
+)
+
+// SnapshotFinalizer holds a LogicalVolumeSnapshot until its LV is removed.
+const SnapshotFinalizer = "lvm.carve.dev/snapshot"
+
+// copyPoll is how soon a snapshot whose data is still being copied is
+// looked at again (nothing else would trigger a reconcile).
+const copyPoll = 2 * time.Second
+
+// Snapshots is the snapshot half of the LVM semantics (lvmvol.Manager).
+type Snapshots interface {
+	CreateSnapshot(ctx context.Context, name string, source lvmvol.ID) (lvmvol.Snapshot, error)
+	DeleteSnapshot(ctx context.Context, id lvmvol.ID) error
+}
+
+// SnapshotReconciler reconciles the LogicalVolumeSnapshots of one node.
+type SnapshotReconciler struct {
+	Client    client.Client
+	Node      string
+	Snapshots Snapshots
+}
+
+// Reconcile takes (or resumes) the snapshot, or deletes it.
+func (r *SnapshotReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var s v1alpha1.LogicalVolumeSnapshot
+	if err := r.Client.Get(ctx, req.NamespacedName, &s); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if s.Spec.NodeName != r.Node {
+		return ctrl.Result{}, nil
+	}
+	source, err := lvmvol.ParseID(s.Spec.SourceVolumeID)
+	if err != nil {
+		return ctrl.Result{}, r.report(ctx, &s, lvmvol.Snapshot{}, err)
+	}
+	if !s.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.remove(ctx, &s, source)
+	}
+	if controllerutil.AddFinalizer(&s, SnapshotFinalizer) {
+		if err := r.Client.Update(ctx, &s); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer to %s: %w", s.Name, err)
+		}
+	}
+	snap, err := r.Snapshots.CreateSnapshot(ctx, s.Spec.Name, source)
+	if err := r.report(ctx, &s, snap, err); err != nil {
+		return ctrl.Result{}, err
+	}
+	if !snap.Ready {
+		return ctrl.Result{RequeueAfter: copyPoll}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// snapshotID is the ID the snapshot's LV has, in its source's VG.
+func snapshotID(s *v1alpha1.LogicalVolumeSnapshot, source lvmvol.ID) lvmvol.ID {
+	return lvmvol.ID{Node: source.Node, VG: source.VG, LV: lvmvol.SnapshotLVName(s.Spec.Name)}
+}
+
+func (r *SnapshotReconciler) remove(ctx context.Context, s *v1alpha1.LogicalVolumeSnapshot, source lvmvol.ID) error {
+	if !controllerutil.ContainsFinalizer(s, SnapshotFinalizer) {
+		return nil
+	}
+	if err := r.Snapshots.DeleteSnapshot(ctx, snapshotID(s, source)); err != nil {
+		return r.report(ctx, s, lvmvol.Snapshot{}, err)
+	}
+	controllerutil.RemoveFinalizer(s, SnapshotFinalizer)
+	if err := r.Client.Update(ctx, s); err != nil {
+		return fmt.Errorf("remove finalizer of %s: %w", s.Name, err)
+	}
+	return nil
+}
+
+func (r *SnapshotReconciler) report(ctx context.Context, s *v1alpha1.LogicalVolumeSnapshot, snap lvmvol.Snapshot, opErr error) error {
+	st := &s.Status
+	if opErr != nil {
+		st.Phase = v1alpha1.PhaseFailed
+		st.Error = &v1alpha1.OperationError{Code: driver.CodeOf(opErr).String(), Message: opErr.Error()}
+	} else {
+		st.Phase, st.Error = v1alpha1.PhaseReady, nil
+		st.SnapshotID, st.SizeBytes, st.ReadyToUse = snap.ID.String(), snap.SizeBytes, snap.Ready
+		if !snap.CreatedAt.IsZero() {
+			t := metav1.NewTime(snap.CreatedAt)
+			st.CreationTime = &t
+		}
+	}
+	if err := r.Client.Status().Update(ctx, s); err != nil {
+		return fmt.Errorf("update status of %s: %w", s.Name, err)
+	}
+	return opErr
+}
+
+// SetupWithManager watches LogicalVolumeSnapshots.
+func (r *SnapshotReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).For(&v1alpha1.LogicalVolumeSnapshot{}).Named("logicalvolumesnapshot").Complete(r)
+}
