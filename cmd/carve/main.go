@@ -17,6 +17,8 @@ const usage = `usage: carve <command> [flags]
 
 commands:
   standalone   serve CSI Identity, Controller and Node on this node's LVM
+  controller   cluster mode: serve CSI Identity and Controller through Carve's resources
+  node         cluster mode: serve CSI Identity and Node to kubelet, and run the node agent
   version      print the version
 
 Run "carve <command> -h" for the flags of a command.
@@ -31,6 +33,10 @@ func main() {
 	switch os.Args[1] {
 	case "standalone":
 		err = runStandalone(os.Args[2:])
+	case "controller":
+		err = runController(os.Args[2:])
+	case "node":
+		err = runNode(os.Args[2:])
 	case "version", "--version", "-version":
 		fmt.Println(version)
 	case "help", "-h", "--help":

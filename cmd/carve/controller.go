@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"carve.dev/carve/driver"
+	"carve.dev/carve/driver/cluster/api/v1alpha1"
+	"carve.dev/carve/driver/cluster/backend"
+)
+
+// runController serves CSI Identity + Controller for the cluster: volume
+// work goes through resources the node agents carry out.
+func runController(args []string) error {
+	var (
+		c            clusterFlags
+		endpoint     string
+		volumeGroups string
+		leaderElect  bool
+		leaderNS     string
+	)
+	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
+	c.register(fs)
+	fs.StringVar(&endpoint, "endpoint", "unix:///csi/csi.sock", "CSI endpoint (unix socket) of the sidecars")
+	fs.StringVar(&volumeGroups, "volume-groups", "", "comma-separated volume groups StorageClasses may name; the first is the default")
+	fs.BoolVar(&leaderElect, "leader-elect", false, "elect a leader among controller replicas")
+	fs.StringVar(&leaderNS, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's)")
+	klog.InitFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	vgs, err := parseVGs(volumeGroups)
+	if err != nil {
+		return err
+	}
+	cfg, err := c.restConfig()
+	if err != nil {
+		return err
+	}
+	mgr, direct, err := newManager(cfg, &c, manager.Options{
+		LeaderElection: leaderElect, LeaderElectionID: "controller.lvm.carve.dev", LeaderElectionNamespace: leaderNS,
+	})
+	if err != nil {
+		return err
+	}
+	b := &backend.Backend{Client: direct, VGs: vgs}
+	probe := apiProber{direct}
+	srv := driver.NewServer(driver.NewIdentity(version, true, probe), driver.NewController(b), nil)
+	if err := mgr.Add(csiRunnable{srv: srv, endpoint: endpoint}); err != nil {
+		return err
+	}
+	health := serveHealth(c.healthAddr, probe)
+	defer closeServer(health)
+	klog.InfoS("Carve controller starting", "version", version, "volumeGroups", vgs)
+	return run(mgr)
+}
+
+// apiProber: the controller works when it can read its resources.
+type apiProber struct{ c client.Client }
+
+func (p apiProber) Probe(ctx context.Context) error {
+	var list v1alpha1.NodeStorageList
+	if err := p.c.List(ctx, &list, client.Limit(1)); err != nil {
+		return fmt.Errorf("list NodeStorage: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"carve.dev/carve/driver"
+	"carve.dev/carve/driver/healthz"
+	"carve.dev/carve/driver/lvmvol"
+	"carve.dev/carve/driver/nodefs"
+	"carve.dev/carve/lvm"
+	"carve.dev/carve/lvm/runner"
+)
+
+// localFlags configure the work on this node's LVM, shared by standalone
+// and node.
+type localFlags struct {
+	endpoint     string
+	nodeID       string
+	volumeGroups string
+	vgs          []string
+	maxVolumes   int64
+	cmdTimeout   time.Duration
+	deviceWait   time.Duration
+	overprov     float64
+}
+
+func (f *localFlags) register(fs *flag.FlagSet, defaultEndpoint string) {
+	host, _ := os.Hostname()
+	fs.StringVar(&f.endpoint, "endpoint", defaultEndpoint, "CSI endpoint (unix socket)")
+	fs.StringVar(&f.nodeID, "node-id", host, "this node's ID (its topology segment): its Kubernetes node name in cluster mode")
+	fs.StringVar(&f.volumeGroups, "volume-groups", "", "comma-separated volume groups to carve from; the first is the default")
+	fs.Int64Var(&f.maxVolumes, "max-volumes", 0, "volumes published on this node at once; beyond it ControllerPublishVolume is RESOURCE_EXHAUSTED (0: no limit)")
+	fs.DurationVar(&f.cmdTimeout, "command-timeout", runner.DefaultTimeout, "timeout of each lvm/mkfs command")
+	fs.DurationVar(&f.deviceWait, "device-wait", 30*time.Second, "how long NodeStage waits for a published device")
+	fs.Float64Var(&f.overprov, "thin-overprovision-ratio", lvmvol.DefaultOverprovision,
+		"thin volumes may promise this many times a thin pool's free space (>= 1)")
+}
+
+func (f *localFlags) validate() error {
+	if f.nodeID == "" {
+		return errors.New("--node-id is empty and the hostname is unknown")
+	}
+	if f.overprov < 1 {
+		return fmt.Errorf("--thin-overprovision-ratio %v: must be at least 1", f.overprov)
+	}
+	vgs, err := parseVGs(f.volumeGroups)
+	f.vgs = vgs
+	return err
+}
+
+// parseVGs reads a comma-separated list of volume group names.
+func parseVGs(s string) ([]string, error) {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			if err := lvm.ValidateVGName(v); err != nil {
+				return nil, fmt.Errorf("--volume-groups: %w", err)
+			}
+			out = append(out, v)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("--volume-groups is required")
+	}
+	return out, nil
+}
+
+// build makes the LVM semantics and the CSI Node service on this node.
+func (f *localFlags) build() (*lvmvol.Manager, *driver.Node) {
+	// lvm2 warns about every descriptor a parent left open (a shell, a
+	// container runtime); Go closes its own, so the warnings only bury the
+	// real error text.
+	run := runner.New(f.cmdTimeout, "LVM_SUPPRESS_FD_WARNINGS=1")
+	vols := lvmvol.NewManager(lvm.New(run), lvmvol.ZeroWiper{Run: run}, f.nodeID, f.vgs)
+	vols.LimitPublished(int(f.maxVolumes))
+	vols.SetOverprovision(f.overprov)
+	node := driver.NewNode(driver.NodeConfig{NodeID: f.nodeID, MaxVolumes: f.maxVolumes, DeviceWait: f.deviceWait},
+		vols, nodefs.New(run.AsExecInterface()))
+	return vols, node
+}
+
+// serveHealth serves /healthz on addr in the background; nil when addr is
+// empty. A listener that fails is fatal to the probe only, and logged.
+func serveHealth(addr string, p healthz.Prober) *http.Server {
+	if addr == "" {
+		return nil
+	}
+	srv := &http.Server{Addr: addr, Handler: healthz.Handler(p), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			klog.ErrorS(err, "Health endpoint stopped", "address", addr)
+		}
+	}()
+	klog.InfoS("Serving /healthz", "address", addr)
+	return srv
+}
+
+func closeServer(s *http.Server) {
+	if s != nil {
+		_ = s.Close()
+	}
+}
