@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"carve.dev/carve/driver/internal/keylock"
+	"carve.dev/carve/driver/metrics"
 )
 
 // Server serves the CSI services over a unix socket.
@@ -24,11 +25,11 @@ type Server struct {
 }
 
 // NewServer registers the services that are not nil. Every call goes through
-// three interceptors, outermost first: logging, error mapping, per-volume
-// locking.
+// four interceptors, outermost first: logging, metrics, error mapping,
+// per-volume locking.
 func NewServer(id csi.IdentityServer, ctrl csi.ControllerServer, node csi.NodeServer) *Server {
 	s := &Server{}
-	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(logCalls, mapErrors, s.lockVolume))
+	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(logCalls, metrics.Interceptor, mapErrors, s.lockVolume))
 	csi.RegisterIdentityServer(s.grpc, id)
 	if ctrl != nil {
 		csi.RegisterControllerServer(s.grpc, ctrl)

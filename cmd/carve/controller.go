@@ -54,7 +54,7 @@ func runController(args []string) error {
 	if err := mgr.Add(csiRunnable{srv: srv, endpoint: endpoint}); err != nil {
 		return err
 	}
-	health := serveHealth(c.healthAddr, probe)
+	health := serveHealth(c.healthAddr, probe, false) // metrics: --metrics-address
 	defer closeServer(health)
 	klog.InfoS("Carve controller starting", "version", version, "volumeGroups", vgs)
 	return run(mgr)

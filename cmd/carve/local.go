@@ -9,11 +9,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/klog/v2"
 
 	"carve.dev/carve/driver"
 	"carve.dev/carve/driver/healthz"
 	"carve.dev/carve/driver/lvmvol"
+	"carve.dev/carve/driver/metrics"
 	"carve.dev/carve/driver/nodefs"
 	"carve.dev/carve/lvm"
 	"carve.dev/carve/lvm/runner"
@@ -87,13 +89,19 @@ func (f *localFlags) build() (*lvmvol.Manager, *driver.Node) {
 	return vols, node
 }
 
-// serveHealth serves /healthz on addr in the background; nil when addr is
-// empty. A listener that fails is fatal to the probe only, and logged.
-func serveHealth(addr string, p healthz.Prober) *http.Server {
+// serveHealth serves /healthz (and, with metrics, Prometheus /metrics) on
+// addr in the background; nil when addr is empty. A listener that fails is
+// fatal to the probe only, and logged.
+func serveHealth(addr string, p healthz.Prober, withMetrics bool) *http.Server {
 	if addr == "" {
 		return nil
 	}
-	srv := &http.Server{Addr: addr, Handler: healthz.Handler(p), ReadHeaderTimeout: 10 * time.Second}
+	mux := http.NewServeMux()
+	mux.Handle("/healthz", healthz.Handler(p))
+	if withMetrics {
+		mux.Handle("/metrics", promhttp.HandlerFor(metrics.Registry(), promhttp.HandlerOpts{}))
+	}
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			klog.ErrorS(err, "Health endpoint stopped", "address", addr)

@@ -18,7 +18,7 @@ func runStandalone(args []string) error {
 	var healthAddr string
 	fs := flag.NewFlagSet("standalone", flag.ContinueOnError)
 	f.register(fs, "unix:///run/carve/csi.sock")
-	fs.StringVar(&healthAddr, "health-address", "", "serve GET /healthz on this address, e.g. 127.0.0.1:9808 (empty: off)")
+	fs.StringVar(&healthAddr, "health-address", "", "serve GET /healthz and Prometheus /metrics on this address, e.g. 127.0.0.1:9808 (empty: off)")
 	klog.InitFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -28,7 +28,7 @@ func runStandalone(args []string) error {
 	}
 	vols, node := f.build()
 	srv := driver.NewServer(driver.NewIdentity(version, true, vols), driver.NewController(vols), node)
-	health := serveHealth(healthAddr, vols)
+	health := serveHealth(healthAddr, vols, true)
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
 	go func() {

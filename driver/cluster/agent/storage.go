@@ -14,6 +14,7 @@ import (
 
 	"carve.dev/carve/driver/cluster/api/v1alpha1"
 	"carve.dev/carve/driver/lvmvol"
+	"carve.dev/carve/driver/metrics"
 )
 
 // StorageReporter publishes the node's volume groups in its NodeStorage
@@ -55,6 +56,12 @@ func (s *StorageReporter) Report(ctx context.Context) error {
 	space, err := s.Space(ctx)
 	if err != nil {
 		return err
+	}
+	for _, vg := range space {
+		metrics.VolumeGroup(s.Node, vg.Name, vg.Size, vg.Free)
+		for _, p := range vg.Pools {
+			metrics.ThinPool(s.Node, vg.Name, p.Name, p.DataPercent, p.MetadataPercent)
+		}
 	}
 	var ns v1alpha1.NodeStorage
 	err = s.Client.Get(ctx, types.NamespacedName{Name: s.Node}, &ns)

@@ -1,0 +1,52 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+func TestInterceptorCountsByCode(t *testing.T) {
+	info := &grpc.UnaryServerInfo{FullMethod: "/csi.v1.Controller/CreateVolume"}
+	ok := func(context.Context, any) (any, error) { return "done", nil }
+	full := func(context.Context, any) (any, error) { return nil, status.Error(codes.ResourceExhausted, "full") }
+	plain := func(context.Context, any) (any, error) { return nil, errors.New("boom") }
+	for _, h := range []grpc.UnaryHandler{ok, ok, full, plain} {
+		_, _ = Interceptor(context.Background(), nil, info, h)
+	}
+	for code, want := range map[string]float64{"OK": 2, "ResourceExhausted": 1, "Unknown": 1} {
+		if got := testutil.ToFloat64(operations.WithLabelValues(info.FullMethod, code)); got != want {
+			t.Errorf("%s count %v, want %v", code, got, want)
+		}
+	}
+	if n := testutil.CollectAndCount(latency); n != 1 {
+		t.Errorf("latency series %d, want 1", n)
+	}
+}
+
+func TestStorageGauges(t *testing.T) {
+	VolumeGroup("n1", "vg0", 100, 40)
+	ThinPool("n1", "vg0", "pool", 12.5, 3)
+	out, err := testutil.GatherAndLint(Registry(), "carve_volume_group_bytes", "carve_thin_pool_used_percent")
+	if err != nil || len(out) != 0 {
+		t.Errorf("lint: %v %v", out, err)
+	}
+	if got := testutil.ToFloat64(vgBytes.WithLabelValues("n1", "vg0", "free")); got != 40 {
+		t.Errorf("free %v", got)
+	}
+	exp := `
+# HELP carve_thin_pool_used_percent Used data and metadata of a thin pool (kind=data|metadata), in percent.
+# TYPE carve_thin_pool_used_percent gauge
+carve_thin_pool_used_percent{kind="data",node="n1",pool="pool",vg="vg0"} 12.5
+carve_thin_pool_used_percent{kind="metadata",node="n1",pool="pool",vg="vg0"} 3
+`
+	if err := testutil.GatherAndCompare(Registry(), strings.NewReader(exp), "carve_thin_pool_used_percent"); err != nil {
+		t.Error(err)
+	}
+}
