@@ -47,6 +47,7 @@ generate: ## deepcopy code and CRD manifests of driver/cluster/api (controller-g
 	test -x $(CONTROLLER_GEN) || $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
 	$(CONTROLLER_GEN) object paths=./driver/cluster/api/...
 	$(CONTROLLER_GEN) crd paths=./driver/cluster/api/... output:crd:artifacts:config=deploy/crds
+	deploy/sync-crds.sh
 
 clean:
 	rm -rf bin _output

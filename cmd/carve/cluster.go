@@ -53,6 +53,7 @@ func newScheme() (*runtime.Scheme, error) {
 // leader election) and a direct, uncached client: the backend reads what
 // it has just written, which a cache may not show yet.
 func newManager(cfg *rest.Config, c *clusterFlags, opts manager.Options) (manager.Manager, client.Client, error) {
+	ctrl.SetLogger(klog.NewKlogr()) // one log stream, klog's
 	s, err := newScheme()
 	if err != nil {
 		return nil, nil, err

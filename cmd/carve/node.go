@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"carve.dev/carve/driver"
@@ -48,11 +49,11 @@ func runNode(args []string) error {
 	if err != nil {
 		return err
 	}
-	mgr, _, err := newManager(cfg, &c, manager.Options{})
+	mgr, direct, err := newManager(cfg, &c, manager.Options{})
 	if err != nil {
 		return err
 	}
-	if err := addAgent(mgr, lf, vols, reportEvery); err != nil {
+	if err := addAgent(mgr, direct, lf, vols, reportEvery); err != nil {
 		return err
 	}
 	srv := driver.NewServer(driver.NewIdentity(version, false, vols), nil, node)
@@ -75,8 +76,10 @@ func runNode(args []string) error {
 	return run(mgr)
 }
 
-// addAgent registers the reconcilers and the storage reporter.
-func addAgent(mgr manager.Manager, lf localFlags, vols *lvmvol.Manager, every time.Duration) error {
+// addAgent registers the reconcilers (on the manager's cached client) and
+// the storage reporter (on the direct one: it reads back the NodeStorage it
+// may have just created, which the cache may not show yet).
+func addAgent(mgr manager.Manager, direct client.Client, lf localFlags, vols *lvmvol.Manager, every time.Duration) error {
 	c := mgr.GetClient()
 	if err := (&agent.VolumeReconciler{Client: c, Node: lf.nodeID, Volumes: vols}).SetupWithManager(mgr); err != nil {
 		return err
@@ -84,7 +87,7 @@ func addAgent(mgr manager.Manager, lf localFlags, vols *lvmvol.Manager, every ti
 	if err := (&agent.SnapshotReconciler{Client: c, Node: lf.nodeID, Snapshots: vols}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	return mgr.Add(&agent.StorageReporter{Client: c, Node: lf.nodeID, Space: vols.Space, Overprovision: lf.overprov, Interval: every})
+	return mgr.Add(&agent.StorageReporter{Client: direct, Node: lf.nodeID, Space: vols.Space, Overprovision: lf.overprov, Interval: every})
 }
 
 // socketPath strips unix:// from an endpoint.
