@@ -1,0 +1,180 @@
+package deploy
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// ---------------------------------------------------------------------------
+// Rendered output: kustomize (kubectl kustomize) and Helm
+
+// tool finds a binary from env (CARVE_KUBECTL, CARVE_HELM) or PATH.
+func tool(t *testing.T, env, name string) string {
+	t.Helper()
+	if p := os.Getenv(env); p != "" {
+		return p
+	}
+	p, err := exec.LookPath(name)
+	if err != nil {
+		t.Skipf("%s not on PATH (set %s): rendering not checked", name, env)
+	}
+	return p
+}
+
+func run(t *testing.T, bin string, args ...string) []byte {
+	t.Helper()
+	var stderr bytes.Buffer
+	cmd := exec.Command(bin, args...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", filepath.Base(bin), strings.Join(args, " "), err, stderr.String())
+	}
+	return out
+}
+
+func TestKustomizeBuild(t *testing.T) {
+	kubectl := tool(t, "CARVE_KUBECTL", "kubectl")
+	// The base, and the example overlay (other VGs, images, nodeSelector).
+	for _, dir := range []string{"kubernetes/base", "kubernetes/overlays/example"} {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			objs := parseDocs(t, dir, run(t, kubectl, "kustomize", dir))
+			checkAll(t, objs, namespace, kubeletDir)
+			for _, kind := range []string{"CustomResourceDefinition", "Namespace", "ConfigMap"} {
+				if !slices.ContainsFunc(objs, func(o object) bool { return o.Kind == kind }) {
+					t.Errorf("no %s in the output", kind)
+				}
+			}
+			for _, o := range objs {
+				if o.Kind != "ServiceAccount" && o.Kind != "Deployment" && o.Kind != "DaemonSet" &&
+					o.Kind != "Role" && o.Kind != "RoleBinding" && o.Kind != "ConfigMap" {
+					continue
+				}
+				if o.Namespace != namespace {
+					t.Errorf("%v: namespace %q", o, o.Namespace)
+				}
+			}
+		})
+	}
+	t.Run("examples", func(t *testing.T) {
+		decodeAll(t, parseDocs(t, "examples", run(t, kubectl, "kustomize", "kubernetes/examples")))
+	})
+}
+
+func helmTemplate(t *testing.T, helm string, args ...string) []object {
+	t.Helper()
+	a := append([]string{"template", "carve", "helm/carve", "--namespace", namespace}, args...)
+	return parseDocs(t, "helm template", run(t, helm, a...))
+}
+
+func TestHelmChart(t *testing.T) {
+	helm := tool(t, "CARVE_HELM", "helm")
+	run(t, helm, "lint", "--strict", "helm/carve")
+
+	t.Run("defaults", func(t *testing.T) {
+		objs := helmTemplate(t, helm, "--include-crds")
+		checkAll(t, objs, namespace, kubeletDir)
+		checkImages(t, objs, false)
+		examples := loadDir(t, "kubernetes/examples")
+		for _, o := range examples {
+			if _, ok := find(objs, o.Kind, o.Name); !ok {
+				t.Errorf("the chart has no %s %s (deploy/kubernetes/examples has)", o.Kind, o.Name)
+			}
+		}
+		// The chart mirrors the base: same RBAC rules.
+		base := baseObjects(t)
+		for _, kind := range []string{"ClusterRole", "Role"} {
+			for _, b := range base {
+				if b.Kind != kind {
+					continue
+				}
+				h, ok := find(objs, kind, b.Name)
+				if !ok {
+					t.Errorf("the chart has no %s %s", kind, b.Name)
+					continue
+				}
+				var br, hr struct {
+					Rules []rbacv1.PolicyRule `json:"rules"`
+				}
+				_ = yaml.Unmarshal(b.raw, &br)
+				_ = yaml.Unmarshal(h.raw, &hr)
+				if fmt.Sprint(br.Rules) != fmt.Sprint(hr.Rules) {
+					t.Errorf("%s %s: the chart's rules differ from the base's\nbase:  %v\nchart: %v", kind, b.Name, br.Rules, hr.Rules)
+				}
+			}
+		}
+	})
+
+	t.Run("values", func(t *testing.T) {
+		objs := helmTemplate(t, helm,
+			"--set", "imageRegistry=mirror/sig",
+			"--set", "volumeGroups={nvme,ssd}",
+			"--set", "thinOverprovisionRatio=2.5",
+			"--set", "node.maxVolumes=20",
+			"--set", "kubeletDir=/var/lib/k0s/kubelet",
+			"--set-string", `node.nodeSelector.lvm\.carve\.dev/storage-node=true`)
+		checkAll(t, objs, namespace, "/var/lib/k0s/kubelet")
+		var ds appsv1.DaemonSet
+		strict(t, mustFind(t, objs, "DaemonSet", node), &ds)
+		c := ds.Spec.Template.Spec.Containers[0]
+		f, _ := flagArgs(c.Args)
+		if f["volume-groups"] != "nvme,ssd" || f["thin-overprovision-ratio"] != "2.5" || f["max-volumes"] != "20" {
+			t.Errorf("values not passed to carve node: %q", c.Args)
+		}
+		if c.Image != "mirror/sig/carve:latest" {
+			t.Errorf("imageRegistry not applied: %q", c.Image)
+		}
+		if ds.Spec.Template.Spec.NodeSelector["lvm.carve.dev/storage-node"] != "true" {
+			t.Errorf("nodeSelector not applied: %v", ds.Spec.Template.Spec.NodeSelector)
+		}
+	})
+
+	t.Run("snapshots off", func(t *testing.T) {
+		objs := helmTemplate(t, helm, "--set", "snapshots.enabled=false")
+		if _, ok := find(objs, "VolumeSnapshotClass", "carve"); ok {
+			t.Error("VolumeSnapshotClass rendered with snapshots.enabled=false")
+		}
+		var d appsv1.Deployment
+		strict(t, mustFind(t, objs, "Deployment", controller), &d)
+		if container(&d.Spec.Template.Spec, "csi-snapshotter") != nil {
+			t.Error("csi-snapshotter rendered with snapshots.enabled=false")
+		}
+	})
+
+	t.Run("refused values", func(t *testing.T) {
+		for _, set := range []string{"volumeGroups=null", "controller.replicas=2,controller.leaderElection=false"} {
+			cmd := exec.Command(helm, "template", "carve", "helm/carve", "--set", set)
+			if out, err := cmd.CombinedOutput(); err == nil {
+				t.Errorf("helm template --set %s rendered; want a failure\n%s", set, out)
+			}
+		}
+	})
+}
+
+// podSpec is the pod template of a Deployment or DaemonSet; ok is false for
+// other kinds.
+func podSpec(t *testing.T, o object) (spec *corev1.PodSpec, ok bool) {
+	t.Helper()
+	switch o.Kind {
+	case "Deployment":
+		var d appsv1.Deployment
+		strict(t, o, &d)
+		return &d.Spec.Template.Spec, true
+	case "DaemonSet":
+		var d appsv1.DaemonSet
+		strict(t, o, &d)
+		return &d.Spec.Template.Spec, true
+	}
+	return nil, false
+}
