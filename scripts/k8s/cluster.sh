@@ -19,9 +19,10 @@
 # (2379; peer and metrics use the next two), CARVE_K8S_KCM_PORT (10257) and
 # CARVE_K8S_SCHEDULER_PORT (10259).
 #
-# A QEMU guest on user-mode networking reaches the host's loopback as
-# 10.0.2.2, so the apiserver certificate also names 10.0.2.2 and
-# DIR/guest.kubeconfig points there.
+# A QEMU guest started with scripts/vm/run.sh --forward 6443 reaches the
+# host's loopback apiserver at 10.0.2.100 (a guestfwd rule; QEMU keeps
+# 10.0.2.2 for itself), so the apiserver certificate also names 10.0.2.100
+# and DIR/guest.kubeconfig points there.
 set -euo pipefail
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
 # shellcheck source-path=SCRIPTDIR source=versions.sh
@@ -148,9 +149,9 @@ make_pki() {
     ossl rsa -in sa.key -pubout -out sa.pub
     ossl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 -subj '/CN=carve-k8s-ca'
     # 10.0.0.1: first IP of the service range (in-cluster clients);
-    # 10.0.2.2: the host as a QEMU user-mode guest sees it.
+    # 10.0.2.100: the apiserver as a QEMU guest reaches it (run.sh --forward).
     printf 'subjectAltName=%s\n' \
-      'IP:127.0.0.1,IP:10.0.2.2,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local' \
+      'IP:127.0.0.1,IP:10.0.2.100,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local' \
       >san.ext
     ossl req -newkey rsa:2048 -nodes -keyout apiserver.key -out apiserver.csr -subj '/CN=kube-apiserver'
     ossl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out apiserver.crt \
@@ -199,7 +200,7 @@ up() {
   # A half-started control plane is of no use: stop what did start.
   trap 'log "up failed; stopping what was started"; down' EXIT
   make_pki
-  (umask 077 && kubeconfig 127.0.0.1 >"$dir/admin.kubeconfig" && kubeconfig 10.0.2.2 >"$dir/guest.kubeconfig")
+  (umask 077 && kubeconfig 127.0.0.1 >"$dir/admin.kubeconfig" && kubeconfig 10.0.2.100 >"$dir/guest.kubeconfig")
   local pki=$dir/pki kc=$dir/admin.kubeconfig etcd_url=http://127.0.0.1:$etcd_port
   local peer_url=http://127.0.0.1:$((etcd_port + 1))
 

@@ -76,6 +76,14 @@ printf '127.0.0.1\tlocalhost\n127.0.1.1\tcarve-vm\n::1\tlocalhost ip6-localhost 
 # shellcheck disable=SC2086 # vm_modules is a space-separated list
 [[ -z $vm_modules ]] || modprobe -a $vm_modules || fail "modprobe $vm_modules failed"
 
+# run.sh --forward: QEMU's user-mode network; the host's forwarded ports
+# answer at 10.0.2.100.
+if [[ ${vm_net:-0} = 1 ]]; then
+  modprobe virtio_net || fail "modprobe virtio_net failed"
+  ip link set eth0 up || fail "cannot bring eth0 up"
+  ip addr add 10.0.2.15/24 dev eth0 || fail "cannot address eth0"
+fi
+
 out='' err=''
 for p in /sys/class/virtio-ports/*; do
   case $(<"$p/name") in

@@ -9,6 +9,10 @@
 #   --mem M            guest memory, as for qemu -m (default 2G)
 #   --timeout SECONDS  kill the VM after this long (default 1800)
 #   --share DIR        mount host DIR writable at the same path (repeatable)
+#   --forward PORT     let the guest reach the host's 127.0.0.1:PORT at
+#                      10.0.2.100:PORT (repeatable). QEMU's user-mode network
+#                      with restrict=on: the guest reaches nothing else.
+#                      (10.0.2.2, QEMU's own host alias, refuses guestfwd.)
 #   --console          copy the guest's kernel console to stderr
 #   --verbose          report boot and run times on stderr
 # Exit status: COMMAND's; 124 on timeout; 125 when the VM failed before
@@ -32,6 +36,7 @@ timeout_s=1800
 console=0
 verbose=0
 shares=()
+forwards=()
 while [[ $# -gt 0 ]]; do
   case $1 in
     --disks) disks=${2:?--disks needs a value}; shift 2 ;;
@@ -39,6 +44,7 @@ while [[ $# -gt 0 ]]; do
     --mem) mem=${2:?--mem needs a value}; shift 2 ;;
     --timeout) timeout_s=${2:?--timeout needs a value}; shift 2 ;;
     --share) shares+=("${2:?--share needs a value}"); shift 2 ;;
+    --forward) forwards+=("${2:?--forward needs a port}"); shift 2 ;;
     --console) console=1; shift ;;
     --verbose) verbose=1; shift ;;
     -h | --help) usage ;;
@@ -52,6 +58,9 @@ done
 [[ $# -gt 0 ]] || { vm_log "no COMMAND given"; usage; }
 [[ $disks =~ ^[0-9]+$ && $disks -le 20 ]] || vm_die "--disks must be 0..20"
 [[ $timeout_s =~ ^[0-9]+$ && $timeout_s -gt 0 ]] || vm_die "--timeout must be a positive number of seconds"
+for p in "${forwards[@]}"; do
+  [[ $p =~ ^[0-9]+$ && $p -gt 0 && $p -lt 65536 ]] || vm_die "--forward needs a port number, got '$p'"
+done
 
 # Build or refresh the boot files when missing or when init.sh/setup.sh changed.
 if [[ ! -f $VM_CACHE/current/.complete ||
@@ -124,7 +133,9 @@ vm_cwd=$cwd
 vm_argv=("$@")
 vm_moddir=$kdir/tree/lib/modules/$kver
 vm_modules=${CARVE_VM_MODULES-dm_snapshot dm_thin_pool dm_mirror raid1 dm_raid loop}
-declare -p vm_cwd vm_argv vm_env vm_shares vm_overlays vm_moddir vm_modules >"$job/share/config.sh"
+vm_net=0
+[[ ${#forwards[@]} -eq 0 ]] || vm_net=1
+declare -p vm_cwd vm_argv vm_env vm_shares vm_overlays vm_moddir vm_modules vm_net >"$job/share/config.sh"
 cp -- "$VM_DIR/guest.sh" "$job/share/guest.sh"
 
 # COMMAND's output arrives on two virtio-serial ports. QEMU writes each into a
@@ -144,6 +155,16 @@ else
   console_path=$job/console.log
 fi
 
+# No network unless asked for: then only QEMU's user-mode network, with
+# restrict=on (no route anywhere), and one guestfwd per port, each leading
+# to the host's loopback.
+net=(-nic none)
+if [[ ${#forwards[@]} -gt 0 ]]; then
+  nic=user,model=virtio-net-pci,restrict=on
+  for p in "${forwards[@]}"; do nic+=",guestfwd=tcp:10.0.2.100:$p-tcp:127.0.0.1:$p"; done
+  net=(-nic "$nic")
+fi
+
 # shellcheck disable=SC2054 # commas belong to QEMU's option syntax
 qemu=(qemu-system-x86_64
   -name carve-vm
@@ -151,7 +172,7 @@ qemu=(qemu-system-x86_64
   # faster than two under TCG.
   -machine q35,accel=tcg,vmport=off,smbus=off,sata=off,i8042=off
   -cpu qemu64 -smp 1 -m "$mem"
-  -nodefaults -nographic -nic none -no-reboot
+  -nodefaults -nographic -no-reboot "${net[@]}"
   -kernel "$kdir/vmlinux" -initrd "$kdir/initramfs.cpio"
   # quiet/loglevel: keep the console log short; panic=-1 with -no-reboot
   # turns a guest panic into a QEMU exit instead of a hang.
