@@ -108,27 +108,39 @@ func sameVolume(have, want v1alpha1.LogicalVolumeSpec) bool {
 		have.RequiredBytes >= want.RequiredBytes
 }
 
-// waitVolume polls the resource until done says so, the agent reports a
-// failure newer than the spec, or ctx ends.
-func (b *Backend) waitVolume(ctx context.Context, name string, done func(*v1alpha1.LogicalVolume) bool) (lvmvol.Volume, error) {
+// poll runs step every pollInterval until it reports done or an error;
+// when ctx ends first, the agent is still at work: errPending.
+func poll(ctx context.Context, step func() (done bool, err error)) error {
 	for {
-		var lv v1alpha1.LogicalVolume
-		if err := b.Client.Get(ctx, types.NamespacedName{Name: name}, &lv); err != nil {
-			return lvmvol.Volume{}, fmt.Errorf("get %s: %w", name, err)
-		}
-		current := lv.Status.ObservedGeneration == lv.Generation
-		if current && lv.Status.Error != nil {
-			return lvmvol.Volume{}, agentError(lv.Status.Error)
-		}
-		if current && done(&lv) {
-			return volumeOf(&lv)
+		if done, err := step(); done || err != nil {
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return lvmvol.Volume{}, errPending
+			return errPending
 		case <-time.After(pollInterval):
 		}
 	}
+}
+
+// waitVolume polls the resource until done says so, the agent reports a
+// failure newer than the spec, or ctx ends.
+func (b *Backend) waitVolume(ctx context.Context, name string, done func(*v1alpha1.LogicalVolume) bool) (lvmvol.Volume, error) {
+	var lv v1alpha1.LogicalVolume
+	err := poll(ctx, func() (bool, error) {
+		if err := b.Client.Get(ctx, types.NamespacedName{Name: name}, &lv); err != nil {
+			return false, fmt.Errorf("get %s: %w", name, err)
+		}
+		current := lv.Status.ObservedGeneration == lv.Generation
+		if current && lv.Status.Error != nil {
+			return false, agentError(lv.Status.Error)
+		}
+		return current && done(&lv), nil
+	})
+	if err != nil {
+		return lvmvol.Volume{}, err
+	}
+	return volumeOf(&lv)
 }
 
 // agentError turns the agent's report back into the CSI error it was.
@@ -223,18 +235,14 @@ func (b *Backend) DeleteVolume(ctx context.Context, id lvmvol.ID) error {
 	if err := b.Client.Delete(ctx, lv); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete %s: %w", lv.Name, err)
 	}
-	for {
+	return poll(ctx, func() (bool, error) {
 		err := b.Client.Get(ctx, types.NamespacedName{Name: lv.Name}, lv)
 		if apierrors.IsNotFound(err) {
-			return nil
+			return true, nil
 		}
 		if err == nil && lv.Status.Error != nil && lv.Status.ObservedGeneration == lv.Generation && !lv.DeletionTimestamp.IsZero() {
-			return agentError(lv.Status.Error)
+			return false, agentError(lv.Status.Error)
 		}
-		select {
-		case <-ctx.Done():
-			return errPending
-		case <-time.After(pollInterval):
-		}
-	}
+		return false, nil
+	})
 }

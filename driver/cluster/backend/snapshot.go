@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,22 +39,19 @@ func (b *Backend) CreateSnapshot(ctx context.Context, name string, source lvmvol
 	case have.Spec != want.Spec:
 		return lvmvol.Snapshot{}, fmt.Errorf("snapshot %q exists with another source: %w", name, lvmvol.ErrNameConflict)
 	}
-	for {
+	err = poll(ctx, func() (bool, error) {
 		if err := b.Client.Get(ctx, types.NamespacedName{Name: want.Name}, &have); err != nil {
-			return lvmvol.Snapshot{}, fmt.Errorf("get %s: %w", want.Name, err)
+			return false, fmt.Errorf("get %s: %w", want.Name, err)
 		}
 		if have.Status.Error != nil {
-			return lvmvol.Snapshot{}, agentError(have.Status.Error)
+			return false, agentError(have.Status.Error)
 		}
-		if have.Status.SnapshotID != "" {
-			return snapshotOf(&have)
-		}
-		select {
-		case <-ctx.Done():
-			return lvmvol.Snapshot{}, errPending
-		case <-time.After(pollInterval):
-		}
+		return have.Status.SnapshotID != "", nil
+	})
+	if err != nil {
+		return lvmvol.Snapshot{}, err
 	}
+	return snapshotOf(&have)
 }
 
 func snapshotOf(s *v1alpha1.LogicalVolumeSnapshot) (lvmvol.Snapshot, error) {
@@ -129,14 +125,7 @@ func (b *Backend) DeleteSnapshot(ctx context.Context, id lvmvol.ID) error {
 	if err := b.Client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete %s: %w", s.Name, err)
 	}
-	for {
-		if err := b.Client.Get(ctx, types.NamespacedName{Name: s.Name}, s); apierrors.IsNotFound(err) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return errPending
-		case <-time.After(pollInterval):
-		}
-	}
+	return poll(ctx, func() (bool, error) {
+		return apierrors.IsNotFound(b.Client.Get(ctx, types.NamespacedName{Name: s.Name}, s)), nil
+	})
 }
