@@ -270,3 +270,14 @@ func TestCapacityOf(t *testing.T) {
 		}
 	}
 }
+
+func TestProblemKindNames(t *testing.T) {
+	for _, k := range []lvmvol.ProblemKind{lvmvol.Degraded, lvmvol.Inaccessible, lvmvol.DataLoss} {
+		if k.String() == "" || lvmvol.ParseProblemKind(k.String()) != k {
+			t.Errorf("kind %d: name %q does not parse back", k, k)
+		}
+	}
+	if lvmvol.ParseProblemKind("Bogus") != 0 {
+		t.Error("an unknown name parsed to a kind")
+	}
+}

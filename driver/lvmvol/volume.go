@@ -40,6 +40,21 @@ const (
 	DataLoss
 )
 
+var problemNames = map[ProblemKind]string{Degraded: "Degraded", Inaccessible: "Inaccessible", DataLoss: "DataLoss"}
+
+// String is the kind's name, as resources record it.
+func (k ProblemKind) String() string { return problemNames[k] }
+
+// ParseProblemKind reads a name String gave; unknown names are 0.
+func ParseProblemKind(name string) ProblemKind {
+	for k, n := range problemNames {
+		if n == name {
+			return k
+		}
+	}
+	return 0
+}
+
 // healthOf reads the LV attributes that mean trouble. An empty list means
 // none is known.
 func healthOf(lv lvm.LV) []Problem {

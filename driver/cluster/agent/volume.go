@@ -168,12 +168,10 @@ func (r *VolumeReconciler) report(ctx context.Context, lv *v1alpha1.LogicalVolum
 	return opErr
 }
 
-var problemKinds = map[lvmvol.ProblemKind]string{lvmvol.Degraded: "Degraded", lvmvol.Inaccessible: "Inaccessible", lvmvol.DataLoss: "DataLoss"}
-
 func healthOf(ps []lvmvol.Problem) []v1alpha1.HealthProblem {
 	var out []v1alpha1.HealthProblem
 	for _, p := range ps {
-		out = append(out, v1alpha1.HealthProblem{Kind: problemKinds[p.Kind], Reason: p.Reason, Message: p.Message})
+		out = append(out, v1alpha1.HealthProblem{Kind: p.Kind.String(), Reason: p.Reason, Message: p.Message})
 	}
 	return out
 }

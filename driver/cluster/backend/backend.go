@@ -166,12 +166,10 @@ func volumeOf(lv *v1alpha1.LogicalVolume) (lvmvol.Volume, error) {
 		}
 	}
 	for _, h := range lv.Status.Health {
-		v.Health = append(v.Health, lvmvol.Problem{Kind: problemKind[h.Kind], Reason: h.Reason, Message: h.Message})
+		v.Health = append(v.Health, lvmvol.Problem{Kind: lvmvol.ParseProblemKind(h.Kind), Reason: h.Reason, Message: h.Message})
 	}
 	return v, nil
 }
-
-var problemKind = map[string]lvmvol.ProblemKind{"Degraded": lvmvol.Degraded, "Inaccessible": lvmvol.Inaccessible, "DataLoss": lvmvol.DataLoss}
 
 // lookup finds the resource of a volume ID; a resource of another node is
 // not this volume.
