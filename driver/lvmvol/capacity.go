@@ -54,7 +54,7 @@ func CapacityOf(vg VGSpace, t Type, overprovision float64) Capacity {
 	if t.IsThin() {
 		for _, p := range vg.Pools {
 			if p.Name == t.ThinPool {
-				room := int64(float64(p.Free) * overprovision)
+				room := int64(thinRoom(p.Free, overprovision))
 				return Capacity{AvailableBytes: room, MaximumVolumeBytes: room}
 			}
 		}

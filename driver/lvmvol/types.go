@@ -68,11 +68,11 @@ func (m *Manager) thinPool(ctx context.Context, vg string, t Type) (lvm.LV, erro
 // zeroesNewBlocks reads the pool's zero flag (lv_attr position 8).
 func zeroesNewBlocks(pool lvm.LV) bool { return len(pool.Attr) > 7 && pool.Attr[7] == 'z' }
 
-// thinRoom is what thin volumes may still be promised in pool: its free
-// data space times the over-provisioning ratio. An inactive pool reports no
-// usage, so it offers nothing until some thin volume activates it.
-func (m *Manager) thinRoom(pool lvm.LV) uint64 {
-	return uint64(float64(pool.ThinPoolFree()) * m.overprovision)
+// thinRoom is what thin volumes may still be promised in a pool with free
+// bytes of data space: the free space times the over-provisioning ratio.
+// GetCapacity (CapacityOf) and the check before a create both use it.
+func thinRoom(free uint64, overprovision float64) uint64 {
+	return uint64(float64(free) * overprovision)
 }
 
 // checkRoom refuses, before any lvcreate, a volume of size that cannot be
@@ -84,7 +84,7 @@ func (m *Manager) checkRoom(ctx context.Context, vg lvm.VG, opts lvm.CreateLVOpt
 		if err != nil {
 			return err
 		}
-		if room := m.thinRoom(pool); opts.Size > room {
+		if room := thinRoom(pool.ThinPoolFree(), m.overprovision); opts.Size > room {
 			return fmt.Errorf("thin volume of %s does not fit thin pool %s/%s: %s free × %.2f over-provisioning = %s: %w",
 				lvm.FormatSize(opts.Size), vg.Name, t.ThinPool, lvm.FormatSize(pool.ThinPoolFree()), m.overprovision,
 				lvm.FormatSize(room), lvm.ErrNoSpace)
