@@ -157,11 +157,14 @@ fi
 
 # No network unless asked for: then only QEMU's user-mode network, with
 # restrict=on (no route anywhere), and one guestfwd per port, each leading
-# to the host's loopback.
+# to the host's loopback. The forward is a command (busybox nc) that QEMU
+# starts per guest connection: a tcp: chardev target is opened once and
+# serves a single connection, so a second client (kubectl beside a
+# kubelet's long watch) would hang in its TLS handshake.
 net=(-nic none)
 if [[ ${#forwards[@]} -gt 0 ]]; then
   nic=user,model=virtio-net-pci,restrict=on
-  for p in "${forwards[@]}"; do nic+=",guestfwd=tcp:10.0.2.100:$p-tcp:127.0.0.1:$p"; done
+  for p in "${forwards[@]}"; do nic+=",guestfwd=tcp:10.0.2.100:$p-cmd:busybox nc 127.0.0.1 $p"; done
   net=(-nic "$nic")
 fi
 
