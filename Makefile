@@ -7,7 +7,7 @@ export GOFLAGS ?= -buildvcs=false
 CONTROLLER_GEN ?= $(shell go env GOPATH)/bin/controller-gen
 CONTROLLER_GEN_VERSION := v0.23.0
 
-.PHONY: all build test test-unit test-vm demo lint fuzz bench generate clean
+.PHONY: all build test test-unit test-vm e2e demo lint fuzz bench generate clean
 
 all: build
 
@@ -20,10 +20,14 @@ test-unit: ## gofmt and go vet clean, then unit tests, real loop-device mounts (
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
 	$(GO) vet -tags vmtest ./...
+	$(GO) vet -tags e2e ./...
 	$(GO) test -count=1 ./...
 
 test-vm: ## lvm package, CSI lifecycle and csi-sanity on real LVM inside a QEMU VM
 	scripts/test-vm.sh
+
+e2e: ## cluster mode on real Kubernetes components: control plane + sidecars on the host, kubelet + carve node in the VM
+	scripts/e2e.sh
 
 demo: ## carve standalone on a real VG: one volume through the whole CSI lifecycle
 	scripts/demo.sh
@@ -32,6 +36,7 @@ lint: ## gofmt, go vet (also with the vmtest tag), golangci-lint
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; exit 1; }
 	$(GO) vet ./...
 	$(GO) vet -tags vmtest ./...
+	$(GO) vet -tags e2e ./...
 	golangci-lint run ./...
 
 fuzz: ## each fuzz target for 30 s

@@ -13,6 +13,8 @@
 #                      10.0.2.100:PORT (repeatable). QEMU's user-mode network
 #                      with restrict=on: the guest reaches nothing else.
 #                      (10.0.2.2, QEMU's own host alias, refuses guestfwd.)
+#   --expose PORT      let the host reach the guest's PORT at its own
+#                      127.0.0.1:PORT (repeatable; QEMU hostfwd)
 #   --console          copy the guest's kernel console to stderr
 #   --verbose          report boot and run times on stderr
 # Exit status: COMMAND's; 124 on timeout; 125 when the VM failed before
@@ -37,6 +39,7 @@ console=0
 verbose=0
 shares=()
 forwards=()
+exposes=()
 while [[ $# -gt 0 ]]; do
   case $1 in
     --disks) disks=${2:?--disks needs a value}; shift 2 ;;
@@ -45,6 +48,7 @@ while [[ $# -gt 0 ]]; do
     --timeout) timeout_s=${2:?--timeout needs a value}; shift 2 ;;
     --share) shares+=("${2:?--share needs a value}"); shift 2 ;;
     --forward) forwards+=("${2:?--forward needs a port}"); shift 2 ;;
+    --expose) exposes+=("${2:?--expose needs a port}"); shift 2 ;;
     --console) console=1; shift ;;
     --verbose) verbose=1; shift ;;
     -h | --help) usage ;;
@@ -58,7 +62,7 @@ done
 [[ $# -gt 0 ]] || { vm_log "no COMMAND given"; usage; }
 [[ $disks =~ ^[0-9]+$ && $disks -le 20 ]] || vm_die "--disks must be 0..20"
 [[ $timeout_s =~ ^[0-9]+$ && $timeout_s -gt 0 ]] || vm_die "--timeout must be a positive number of seconds"
-for p in "${forwards[@]}"; do
+for p in "${forwards[@]}" "${exposes[@]}"; do
   [[ $p =~ ^[0-9]+$ && $p -gt 0 && $p -lt 65536 ]] || vm_die "--forward needs a port number, got '$p'"
 done
 
@@ -134,7 +138,7 @@ vm_argv=("$@")
 vm_moddir=$kdir/tree/lib/modules/$kver
 vm_modules=${CARVE_VM_MODULES-dm_snapshot dm_thin_pool dm_mirror raid1 dm_raid loop}
 vm_net=0
-[[ ${#forwards[@]} -eq 0 ]] || vm_net=1
+[[ ${#forwards[@]} -eq 0 && ${#exposes[@]} -eq 0 ]] || vm_net=1
 declare -p vm_cwd vm_argv vm_env vm_shares vm_overlays vm_moddir vm_modules vm_net >"$job/share/config.sh"
 cp -- "$VM_DIR/guest.sh" "$job/share/guest.sh"
 
@@ -162,9 +166,11 @@ fi
 # serves a single connection, so a second client (kubectl beside a
 # kubelet's long watch) would hang in its TLS handshake.
 net=(-nic none)
-if [[ ${#forwards[@]} -gt 0 ]]; then
+if [[ ${#forwards[@]} -gt 0 || ${#exposes[@]} -gt 0 ]]; then
   nic=user,model=virtio-net-pci,restrict=on
   for p in "${forwards[@]}"; do nic+=",guestfwd=tcp:10.0.2.100:$p-cmd:busybox nc 127.0.0.1 $p"; done
+  # hostfwd listens on the host's loopback only.
+  for p in "${exposes[@]}"; do nic+=",hostfwd=tcp:127.0.0.1:$p-:$p"; done
   net=(-nic "$nic")
 fi
 

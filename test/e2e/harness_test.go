@@ -1,0 +1,292 @@
+//go:build e2e
+
+// Package e2e runs Carve in cluster mode on real Kubernetes components
+// (scripts/e2e.sh builds them and runs this): a loopback control plane, the
+// CSI sidecars, snapshot-controller and `carve controller` on the host, and
+// in a QEMU VM on real LVM a real kubelet (fake CRI: pods run no
+// containers) beside `carve node`. Carve's own containers run as processes
+// with the arguments, environment and service accounts of deploy/'s
+// rendered manifests.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"carve.dev/carve/driver/cluster/api/v1alpha1"
+)
+
+const (
+	vmNode     = "carve-vm"
+	driverNS   = "carve-system"
+	vmexecPrt  = 7070
+	driverName = "lvm.carve.dev"
+)
+
+// harness is everything TestMain starts; tests reach it through h.
+type harness struct {
+	repo, work, logs string
+	kbin, crdDir     string
+	carve, vmexec    string
+	adminKC          string
+	kc               client.Client
+	r                *rendered
+	procs            map[string]*proc
+	vm               *vm
+	// carve node's command in the VM, for restarts
+	nodeArgv, nodeEnv []string
+}
+
+var h *harness
+
+func TestMain(m *testing.M) {
+	var err error
+	h, err = setUp()
+	code := 1
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e setup failed: %v\n", err)
+	} else {
+		code = m.Run()
+	}
+	if h != nil {
+		h.tearDown()
+	}
+	os.Exit(code)
+}
+
+func env(name string) string {
+	v := os.Getenv(name)
+	if v == "" {
+		panic(name + " is not set: run the e2e test through scripts/e2e.sh")
+	}
+	return v
+}
+
+func setUp() (*harness, error) {
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		return nil, err
+	}
+	x := &harness{repo: repo, work: env("CARVE_E2E_WORK"), kbin: env("CARVE_E2E_K8S_BIN"),
+		crdDir: env("CARVE_E2E_K8S_CRD"), carve: env("CARVE_E2E_CARVE"), vmexec: env("CARVE_E2E_VMEXEC"),
+		procs: map[string]*proc{}}
+	x.logs = filepath.Join(x.work, "logs")
+	x.adminKC = filepath.Join(x.work, "cluster", "admin.kubeconfig")
+	if err := os.MkdirAll(x.logs, 0o755); err != nil {
+		return x, err
+	}
+	steps := []struct {
+		name string
+		fn   func() error
+	}{
+		{"control plane", x.clusterUp},
+		{"manifests", x.applyManifests},
+		{"snapshot-controller", x.startSnapshotController},
+		{"VM node", x.startVM},
+		{"controller pod", x.startController},
+		{"node pod", x.startNode},
+	}
+	for _, s := range steps {
+		t := time.Now()
+		if err := s.fn(); err != nil {
+			return x, fmt.Errorf("%s: %w", s.name, err)
+		}
+		logf("setup: %s in %s", s.name, time.Since(t).Round(100*time.Millisecond))
+	}
+	return x, nil
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "e2e %s: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func (x *harness) clusterUp() error {
+	if err := x.run(filepath.Join(x.repo, "scripts/k8s/cluster.sh"), "up", filepath.Join(x.work, "cluster")); err != nil {
+		return err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", x.adminKC)
+	if err != nil {
+		return err
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	x.kc, err = client.New(cfg, client.Options{Scheme: scheme})
+	return err
+}
+
+func (x *harness) kubectlPath() string { return filepath.Join(x.kbin, "kubectl") }
+
+// kubectl runs kubectl as the cluster admin and returns its stdout.
+func (x *harness) kubectl(args ...string) (string, error) {
+	cmd := exec.Command(x.kubectlPath(), append([]string{"--kubeconfig=" + x.adminKC}, args...)...)
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out), fmt.Errorf("kubectl %s: %w", strings.Join(args, " "), errText(err))
+	}
+	return string(out), nil
+}
+
+// applyManifests applies the snapshot CRDs (the cluster's snapshot add-on)
+// and deploy/'s manifests rendered through test/e2e/overlay.
+func (x *harness) applyManifests() error {
+	if _, err := x.kubectl("apply", "--server-side", "-f", x.crdDir); err != nil {
+		return err
+	}
+	if _, err := x.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all"); err != nil {
+		return err
+	}
+	r, err := render(x.kubectlPath(), filepath.Join(x.repo, "test/e2e/overlay"))
+	if err != nil {
+		return err
+	}
+	x.r = r
+	path := filepath.Join(x.work, "rendered.yaml")
+	if err := os.WriteFile(path, r.applied, 0o644); err != nil {
+		return err
+	}
+	if _, err := x.kubectl("apply", "--server-side", "-f", path); err != nil {
+		return err
+	}
+	_, err = x.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+	return err
+}
+
+func (x *harness) startSnapshotController() error {
+	return x.startProc("snapshot-controller", []string{filepath.Join(x.kbin, "snapshot-controller"),
+		"--kubeconfig=" + x.adminKC, "--leader-election=false", "--v=2"}, nil)
+}
+
+// serviceAccountKubeconfig writes a kubeconfig for a service account of
+// deploy/'s RBAC, reaching the apiserver at server, so that Carve and the
+// sidecars run with exactly the permissions the manifests grant.
+func (x *harness) serviceAccountKubeconfig(sa, server, path string) error {
+	token, err := x.kubectl("create", "token", sa, "-n", driverNS, "--duration=6h")
+	if err != nil {
+		return err
+	}
+	ca, err := os.ReadFile(filepath.Join(x.work, "cluster/pki/ca.crt"))
+	if err != nil {
+		return err
+	}
+	cfg := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: e2e
+  cluster: {server: %q, certificate-authority-data: %q}
+users:
+- name: %s
+  user: {token: %q}
+contexts:
+- name: e2e
+  context: {cluster: e2e, user: %s}
+current-context: e2e
+`, server, b64(ca), sa, strings.TrimSpace(token), sa)
+	return writeFile(path, []byte(cfg))
+}
+
+func (x *harness) tearDown() {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if x.vm != nil {
+		x.vm.shutdown(ctx)
+	}
+	for name := range x.procs {
+		x.stopProc(name, false)
+	}
+	if _, err := os.Stat(filepath.Join(x.work, "cluster")); err == nil {
+		_ = x.run(filepath.Join(x.repo, "scripts/k8s/cluster.sh"), "down", filepath.Join(x.work, "cluster"))
+	}
+	logf("logs are in %s", x.logs)
+}
+
+// run runs a command with its output on stderr.
+func (x *harness) run(argv ...string) error {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
+	}
+	return nil
+}
+
+// proc is a host process standing in for a container.
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	argv []string
+	env  []string
+}
+
+func (x *harness) startProc(name string, argv, env []string) error {
+	f, err := os.OpenFile(filepath.Join(x.logs, name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	_, _ = fmt.Fprintf(f, "=== %s start: %q\n", time.Now().Format(time.DateTime), argv)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	// Killed with the test binary, whatever way it ends.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &proc{cmd: cmd, done: make(chan struct{}), argv: argv, env: env}
+	go func() {
+		err := cmd.Wait()
+		_, _ = fmt.Fprintf(f, "=== %s exit: %v\n", time.Now().Format(time.DateTime), err)
+		_ = f.Close()
+		close(p.done)
+	}()
+	x.procs[name] = p
+	return nil
+}
+
+// stopProc stops a host process: SIGTERM (SIGKILL with crash, as a node
+// losing power would), waiting for it to exit.
+func (x *harness) stopProc(name string, crash bool) {
+	p := x.procs[name]
+	if p == nil {
+		return
+	}
+	sig := syscall.SIGTERM
+	if crash {
+		sig = syscall.SIGKILL
+	}
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+	delete(x.procs, name)
+}
+
+// restartProc stops and starts a host process with the same command.
+func (x *harness) restartProc(name string, crash bool) error {
+	p := x.procs[name]
+	if p == nil {
+		return fmt.Errorf("%s is not running", name)
+	}
+	x.stopProc(name, crash)
+	return x.startProc(name, p.argv, p.env)
+}

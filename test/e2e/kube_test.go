@@ -1,0 +1,276 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+const testNS = "default"
+
+// wait is waitFor that fails the test.
+func wait(t *testing.T, what string, timeout time.Duration, cond func(context.Context) (bool, error)) {
+	t.Helper()
+	if err := h.waitFor(what, timeout, cond); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func create(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := h.kc.Create(context.Background(), obj); err != nil {
+		t.Fatalf("create %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+func get(ctx context.Context, name string, obj client.Object) error {
+	ns := testNS
+	switch obj.(type) {
+	case *corev1.PersistentVolume, *storagev1.VolumeAttachment, *corev1.Node:
+		ns = ""
+	}
+	return h.kc.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj)
+}
+
+func pvc(name, class, size string) *corev1.PersistentVolumeClaim {
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: &class,
+			Resources: corev1.VolumeResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)},
+			},
+		},
+	}
+}
+
+// pod is a pod that mounts claim at /data. The fake CRI runs no
+// container: the test reads and writes through the mount kubelet made.
+func pod(name, claim string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "app", Image: "busybox", Command: []string{"sleep", "inf"},
+				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}},
+			TerminationGracePeriodSeconds: new(int64),
+		},
+	}
+}
+
+// runPod creates a pod on claim and waits until it runs, which with CSI
+// means kubelet has staged and published the volume.
+func runPod(t *testing.T, name, claim string) *corev1.Pod {
+	t.Helper()
+	create(t, pod(name, claim))
+	var p corev1.Pod
+	wait(t, "pod "+name+" running", 5*time.Minute, func(ctx context.Context) (bool, error) {
+		if err := get(ctx, name, &p); err != nil {
+			return false, err
+		}
+		return p.Status.Phase == corev1.PodRunning, nil
+	})
+	return &p
+}
+
+// deletePod deletes a pod and waits until it is gone.
+func deletePod(t *testing.T, name string) {
+	t.Helper()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS}}
+	if err := h.kc.Delete(context.Background(), p); client.IgnoreNotFound(err) != nil {
+		t.Fatal(err)
+	}
+	wait(t, "pod "+name+" gone", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		return gone(get(ctx, name, &corev1.Pod{}))
+	})
+}
+
+// deleteClaim deletes a PVC and waits until its PV, LogicalVolume and LV
+// are gone.
+func deleteClaim(t *testing.T, name string) {
+	t.Helper()
+	var c corev1.PersistentVolumeClaim
+	if err := get(context.Background(), name, &c); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.kc.Delete(context.Background(), &c); err != nil {
+		t.Fatal(err)
+	}
+	pv := c.Spec.VolumeName
+	if pv == "" {
+		return
+	}
+	wait(t, "PV "+pv+" gone", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		return gone(get(ctx, pv, &corev1.PersistentVolume{}))
+	})
+	if lv, err := lvInfo(pv); err != nil || lv != nil {
+		t.Errorf("LV %s after its PV was deleted: %+v, %v", pv, lv, err)
+	}
+}
+
+func gone(err error) (bool, error) {
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	return false, err
+}
+
+func boundClaim(t *testing.T, name string) *corev1.PersistentVolumeClaim {
+	t.Helper()
+	var c corev1.PersistentVolumeClaim
+	wait(t, "PVC "+name+" bound", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		if err := get(ctx, name, &c); err != nil {
+			return false, err
+		}
+		return c.Status.Phase == corev1.ClaimBound, nil
+	})
+	return &c
+}
+
+// lv is one LV as lvs reports it in the VM.
+type lv struct {
+	Name   string `json:"lv_name"`
+	Attr   string `json:"lv_attr"`
+	Size   string `json:"lv_size"`
+	Active string `json:"lv_active"`
+}
+
+func (l *lv) bytes() int64 { n, _ := strconv.ParseInt(l.Size, 10, 64); return n }
+
+// lvInfo reports LV name of VG e2e in the VM, nil when there is none.
+func lvInfo(name string) (*lv, error) {
+	lvs, err := listLVs()
+	if err != nil {
+		return nil, err
+	}
+	for i := range lvs {
+		if lvs[i].Name == name {
+			return &lvs[i], nil
+		}
+	}
+	return nil, nil
+}
+
+func listLVs() ([]lv, error) {
+	out, err := h.vm.sh("lvs", "--reportformat", "json", "--units", "b", "--nosuffix",
+		"-o", "lv_name,lv_attr,lv_size,lv_active", "e2e")
+	if err != nil {
+		return nil, err
+	}
+	var rep struct {
+		Report []struct {
+			LV []lv `json:"lv"`
+		} `json:"report"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		return nil, fmt.Errorf("lvs: %w: %s", err, out)
+	}
+	if len(rep.Report) == 0 {
+		return nil, nil
+	}
+	return rep.Report[0].LV, nil
+}
+
+// publishPath is where kubelet has the pod's CSI volume mounted, and
+// stagingPath where it staged it (kubelet's csi plugin layout).
+func publishPath(p *corev1.Pod, pv string) string {
+	return fmt.Sprintf("/var/lib/kubelet/pods/%s/volumes/kubernetes.io~csi/%s/mount", p.UID, pv)
+}
+
+func stagingPath(volumeHandle string) string {
+	sum := sha256.Sum256([]byte(volumeHandle))
+	return fmt.Sprintf("/var/lib/kubelet/plugins/kubernetes.io/csi/%s/%s/globalmount", driverName, hex.EncodeToString(sum[:]))
+}
+
+// mounted tells whether path is a mount point in the VM.
+func mounted(path string) (bool, error) {
+	out, err := h.vm.sh("cat", "/proc/self/mountinfo")
+	if err != nil {
+		return false, err
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) > 4 && f[4] == path {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// writeData writes content to file under dir in the VM and syncs it.
+func writeData(t *testing.T, dir, file, content string) {
+	t.Helper()
+	if _, err := h.vm.sh("sh", "-c", `printf %s "$1" >"$2/$3" && sync "$2/$3"`, "sh", content, dir, file); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readData(t *testing.T, dir, file string) string {
+	t.Helper()
+	out, err := h.vm.sh("cat", dir+"/"+file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// volumeAttachment finds the VolumeAttachment of pv on node, nil if none.
+func volumeAttachment(ctx context.Context, pv string) (*storagev1.VolumeAttachment, error) {
+	var list storagev1.VolumeAttachmentList
+	if err := h.kc.List(ctx, &list); err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		if s := list.Items[i].Spec.Source.PersistentVolumeName; s != nil && *s == pv {
+			return &list.Items[i], nil
+		}
+	}
+	return nil, nil
+}
+
+// fsSize is the size of the filesystem mounted at path in the VM.
+func fsSize(t *testing.T, path string) int64 {
+	t.Helper()
+	out, err := h.vm.sh("df", "-B1", "--output=size", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(out)
+	n, err := strconv.ParseInt(f[len(f)-1], 10, 64)
+	if err != nil {
+		t.Fatalf("df %s: %q", path, out)
+	}
+	return n
+}
+
+// events lists the events about obj's name, as "reason: message".
+func events(ctx context.Context, name string) ([]string, error) {
+	var list corev1.EventList
+	if err := h.kc.List(ctx, &list, client.InNamespace(testNS)); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range list.Items {
+		if e.InvolvedObject.Name == name {
+			out = append(out, e.Reason+": "+e.Message)
+		}
+	}
+	return out, nil
+}

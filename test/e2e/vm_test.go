@@ -1,0 +1,347 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"carve.dev/carve/driver/cluster/api/v1alpha1"
+)
+
+// vm is the QEMU guest of node carve-vm and the vmexec server in it.
+type vm struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	base string
+	http *http.Client
+}
+
+const kubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: 127.0.0.1
+readOnlyPort: 0
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: false}
+  x509: {clientCAFile: %q}
+authorization: {mode: AlwaysAllow}
+cgroupDriver: cgroupfs
+# No systemd, no cgroup hierarchy of our own: the fake CRI runs nothing.
+cgroupsPerQOS: false
+enforceNodeAllocatable: []
+failSwapOn: false
+failCgroupV1: false
+containerRuntimeEndpoint: unix:///run/carve-fake-cri/cri.sock
+resolvConf: /etc/resolv.conf
+clusterDNS: [10.0.0.10]
+clusterDomain: cluster.local
+# Less housekeeping for one emulated CPU.
+localStorageCapacityIsolation: false
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {"memory.available": "1Mi"}
+syncFrequency: 30s
+`
+
+// startVM boots the VM with node-vm.sh, which starts kubelet and vmexec,
+// and waits until the node is Ready.
+func (x *harness) startVM() error {
+	dir := filepath.Join(x.work, "vm")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	pki := filepath.Join(x.work, "cluster/pki")
+	ca, err := os.ReadFile(filepath.Join(pki, "ca.crt"))
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ca.crt"), ca, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(x.work, "kubelet.yaml"),
+		fmt.Appendf(nil, kubeletConfig, filepath.Join(dir, "ca.crt")), 0o644); err != nil {
+		return err
+	}
+	// kubelet authenticates as the cluster admin: the loopback control
+	// plane has no bootstrap-token flow.
+	kc, err := os.ReadFile(filepath.Join(x.work, "cluster/guest.kubeconfig"))
+	if err != nil {
+		return err
+	}
+	if err := writeFile(filepath.Join(x.work, "kubelet.kubeconfig"), kc); err != nil {
+		return err
+	}
+	log, err := os.Create(filepath.Join(x.logs, "vm.log"))
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(filepath.Join(x.repo, "scripts/vm/run.sh"), "--disks", "2", "--disk-size", "4G",
+		"--mem", "3G", "--timeout", "5400", "--forward", "6443", "--expose", fmt.Sprint(vmexecPrt),
+		"--share", x.work, "--",
+		"bash", filepath.Join(x.repo, "test/e2e/node-vm.sh"), x.work, x.kbin, x.vmexec)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	v := &vm{cmd: cmd, done: make(chan struct{}), base: fmt.Sprintf("http://127.0.0.1:%d", vmexecPrt),
+		http: &http.Client{Timeout: 10 * time.Minute}}
+	go func() { _ = cmd.Wait(); _ = log.Close(); close(v.done) }()
+	x.vm = v
+	if err := v.waitReady(3 * time.Minute); err != nil {
+		return err
+	}
+	return x.waitFor("node "+vmNode+" Ready", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		var n corev1.Node
+		if err := x.kc.Get(ctx, types.NamespacedName{Name: vmNode}, &n); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c.Status == corev1.ConditionTrue, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+func (v *vm) waitReady(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		select {
+		case <-v.done:
+			return fmt.Errorf("the VM stopped before vmexec answered; see vm.log")
+		default:
+		}
+		if resp, err := http.Get(v.base + "/ready"); err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	return fmt.Errorf("vmexec did not answer in %s", timeout)
+}
+
+func (v *vm) post(path string, body any, out any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	resp, err := v.http.Post(v.base+path, "application/json", bytes.NewReader(b))
+	if err != nil {
+		return fmt.Errorf("vmexec %s: %w", path, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("vmexec %s: %s: %s", path, resp.Status, strings.TrimSpace(string(data)))
+	}
+	if out != nil {
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}
+
+type execResult struct {
+	Code   int    `json:"code"`
+	Stdout string `json:"stdout"`
+	Stderr string `json:"stderr"`
+}
+
+// sh runs argv in the VM and returns stdout; a non-zero exit is an error
+// carrying stderr.
+func (v *vm) sh(argv ...string) (string, error) {
+	var r execResult
+	if err := v.post("/exec", map[string]any{"argv": argv}, &r); err != nil {
+		return "", err
+	}
+	if r.Code != 0 {
+		return r.Stdout, fmt.Errorf("in the VM, %q: exit %d: %s", argv, r.Code, strings.TrimSpace(r.Stderr))
+	}
+	return r.Stdout, nil
+}
+
+func (v *vm) start(name string, argv, env []string) error {
+	return v.post("/start", map[string]any{"name": name, "argv": argv, "env": env}, nil)
+}
+
+func (v *vm) stop(name string, crash bool) error {
+	q := ""
+	if crash {
+		q = "?kill=1"
+	}
+	return v.post("/stop/"+name+q, struct{}{}, nil)
+}
+
+func (v *vm) shutdown(ctx context.Context) {
+	_ = v.post("/shutdown", struct{}{}, nil)
+	select {
+	case <-v.done:
+	case <-ctx.Done():
+		_ = v.cmd.Process.Kill()
+	}
+}
+
+// startNode runs the node DaemonSet's carve container in the VM, for the
+// DaemonSet's pod on carve-vm, and waits until kubelet has registered the
+// driver and the agent has published NodeStorage.
+func (x *harness) startNode() error {
+	ds := x.r.node
+	pod, err := x.podOf(ds.Spec.Selector.MatchLabels, vmNode)
+	if err != nil {
+		return err
+	}
+	mounts := map[string]string{}
+	for _, vol := range ds.Spec.Template.Spec.Volumes {
+		if vol.HostPath != nil {
+			mounts[vol.Name] = vol.HostPath.Path
+			if _, err := x.vm.sh("mkdir", "-p", vol.HostPath.Path); err != nil {
+				return err
+			}
+		}
+	}
+	kc := filepath.Join(x.work, "carve-node.kubeconfig")
+	if err := x.serviceAccountKubeconfig(ds.Spec.Template.Spec.ServiceAccountName, "https://10.0.2.100:6443", kc); err != nil {
+		return err
+	}
+	pe := podEnv{podName: pod.Name, namespace: driverNS, nodeName: vmNode, mounts: mounts, kubeconfig: kc,
+		bins: map[string]string{"carve": x.carve}}
+	if len(ds.Spec.Template.Spec.Containers) != 1 {
+		return fmt.Errorf("the node DaemonSet has %d containers; the harness runs one", len(ds.Spec.Template.Spec.Containers))
+	}
+	c := &ds.Spec.Template.Spec.Containers[0]
+	argv, envv, err := containerCommand(c, x.r, pe)
+	if err != nil {
+		return err
+	}
+	x.nodeArgv, x.nodeEnv = argv, envv
+	if err := x.vm.start("carve-node", argv, envv); err != nil {
+		return err
+	}
+	return x.waitNodePlugin()
+}
+
+// waitNodePlugin waits for kubelet to list the driver on the CSINode and
+// for the agent's NodeStorage.
+func (x *harness) waitNodePlugin() error {
+	return x.waitFor("carve node registered and reporting", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		var cn storagev1.CSINode
+		if err := x.kc.Get(ctx, types.NamespacedName{Name: vmNode}, &cn); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		found := false
+		for _, d := range cn.Spec.Drivers {
+			found = found || d.Name == driverName
+		}
+		var ns v1alpha1.NodeStorage
+		if err := x.kc.Get(ctx, types.NamespacedName{Name: vmNode}, &ns); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return found && len(ns.Status.VolumeGroups) > 0, nil
+	})
+}
+
+// startController runs the controller Deployment's containers on the
+// host, for the Deployment's pod.
+func (x *harness) startController() error {
+	d := x.r.controller
+	pod, err := x.podOf(d.Spec.Selector.MatchLabels, "")
+	if err != nil {
+		return err
+	}
+	mounts := map[string]string{}
+	for _, vol := range d.Spec.Template.Spec.Volumes {
+		if vol.EmptyDir == nil {
+			return fmt.Errorf("controller volume %s: only emptyDir is supported by the harness", vol.Name)
+		}
+		mounts[vol.Name] = filepath.Join(x.work, "controller", vol.Name)
+		if err := os.MkdirAll(mounts[vol.Name], 0o755); err != nil {
+			return err
+		}
+	}
+	kc := filepath.Join(x.work, "carve-controller.kubeconfig")
+	if err := x.serviceAccountKubeconfig(d.Spec.Template.Spec.ServiceAccountName, "https://127.0.0.1:6443", kc); err != nil {
+		return err
+	}
+	bins := map[string]string{"carve": x.carve}
+	for _, s := range []string{"csi-provisioner", "csi-attacher", "csi-resizer", "csi-snapshotter"} {
+		bins[s] = filepath.Join(x.kbin, s)
+	}
+	pe := podEnv{podName: pod.Name, namespace: driverNS, nodeName: pod.Spec.NodeName, mounts: mounts,
+		kubeconfig: kc, bins: bins}
+	for i := range d.Spec.Template.Spec.Containers {
+		c := &d.Spec.Template.Spec.Containers[i]
+		argv, envv, err := containerCommand(c, x.r, pe)
+		if err != nil {
+			return err
+		}
+		if err := x.startProc("controller-"+c.Name, argv, envv); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// podOf waits for the workload's pod (on node, when given) and returns it:
+// its name is what the containers see as POD_NAME.
+func (x *harness) podOf(labels map[string]string, node string) (*corev1.Pod, error) {
+	var found *corev1.Pod
+	err := x.waitFor("pod of "+fmt.Sprint(labels), 2*time.Minute, func(ctx context.Context) (bool, error) {
+		var pods corev1.PodList
+		if err := x.kc.List(ctx, &pods, client.InNamespace(driverNS), client.MatchingLabels(labels)); err != nil {
+			return false, err
+		}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if p.Spec.NodeName != "" && (node == "" || p.Spec.NodeName == node) {
+				found = p
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return found, err
+}
+
+// waitFor polls cond every second until it holds, fails, or timeout.
+func (x *harness) waitFor(what string, timeout time.Duration, cond func(context.Context) (bool, error)) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var last error
+	for {
+		ok, err := cond(ctx)
+		if ok {
+			return nil
+		}
+		if err != nil {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			if last != nil {
+				return fmt.Errorf("waiting for %s: %w (last error: %v)", what, ctx.Err(), last)
+			}
+			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
