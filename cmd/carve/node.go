@@ -87,7 +87,8 @@ func addAgent(mgr manager.Manager, direct client.Client, lf localFlags, vols *lv
 	if err := (&agent.SnapshotReconciler{Client: c, Node: lf.nodeID, Snapshots: vols}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	return mgr.Add(&agent.StorageReporter{Client: direct, Node: lf.nodeID, Space: vols.Space, Overprovision: lf.overprov, Interval: every})
+	return mgr.Add(&agent.StorageReporter{Client: direct, Node: lf.nodeID, Space: vols.Space, Overprovision: lf.overprov, Interval: every,
+		Volumes: vols.ListVolumes})
 }
 
 // socketPath strips unix:// from an endpoint.

@@ -30,6 +30,11 @@ type StorageReporter struct {
 	Overprovision float64
 	// Interval between reports; 0 means 30 s.
 	Interval time.Duration
+	// Volumes lists Carve's volumes on the node (lvmvol.Manager.ListVolumes),
+	// to find orphans; nil skips that.
+	Volumes func(ctx context.Context) ([]lvmvol.Volume, error)
+
+	suspects map[string]bool // orphans seen once, by the previous report
 }
 
 // Start reports now and then every Interval until ctx ends (a
@@ -75,15 +80,64 @@ func (s *StorageReporter) Report(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("get NodeStorage %s: %w", s.Node, err)
 	}
+	orphans, err := s.orphans(ctx)
+	if err != nil {
+		return err
+	}
 	ns.Status = v1alpha1.NodeStorageStatus{
 		VolumeGroups:       vgStatuses(space),
 		OverprovisionRatio: strconv.FormatFloat(s.Overprovision, 'f', -1, 64),
 		UpdateTime:         metav1.Now(),
+		OrphanedVolumes:    orphans,
 	}
 	if err := s.Client.Status().Update(ctx, &ns); err != nil {
 		return fmt.Errorf("update NodeStorage %s: %w", s.Node, err)
 	}
 	return nil
+}
+
+// orphans finds Carve's LVs on this node that no LogicalVolume claims.
+//
+// A LogicalVolume exists before its LV is created and is gone only after
+// its LV is removed (finalizer), so an LV without one is an orphan: its
+// resource was deleted by force, or it was made by hand or by standalone
+// mode. One reading can still race: the LVs are listed first, then the
+// resources, and a volume deleted in between looks orphaned. Such a volume
+// is gone by the next report, so only LVs seen orphaned twice in a row are
+// reported. They are never removed: they may hold data.
+func (s *StorageReporter) orphans(ctx context.Context) ([]string, error) {
+	if s.Volumes == nil {
+		return nil, nil
+	}
+	vols, err := s.Volumes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var list v1alpha1.LogicalVolumeList
+	if err := s.Client.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("list LogicalVolumes: %w", err)
+	}
+	claimed := map[string]bool{}
+	for _, lv := range list.Items {
+		if lv.Spec.NodeName == s.Node {
+			claimed[lv.Spec.VolumeGroup+"/"+lv.Name] = true
+		}
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, v := range vols {
+		key := v.ID.VG + "/" + v.ID.LV
+		if claimed[key] {
+			continue
+		}
+		seen[key] = true
+		if s.suspects[key] {
+			out = append(out, key)
+			klog.InfoS("Orphaned volume: an LV of Carve's with no LogicalVolume; left in place", "node", s.Node, "lv", key, "name", v.Name)
+		}
+	}
+	s.suspects = seen
+	return out, nil
 }
 
 func vgStatuses(space []lvmvol.VGSpace) []v1alpha1.VolumeGroupStatus {

@@ -35,7 +35,7 @@ func newRig(t *testing.T, objs ...client.Object) *rig {
 	if err := v1alpha1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
-	c := fake.NewClientBuilder().WithScheme(s).WithStatusSubresource(&v1alpha1.LogicalVolume{}).WithObjects(objs...).Build()
+	c := fake.NewClientBuilder().WithScheme(s).WithStatusSubresource(&v1alpha1.LogicalVolume{}, &v1alpha1.NodeStorage{}).WithObjects(objs...).Build()
 	f := lvmfake.New(100*mib, "vg0")
 	return &rig{t: t, c: c, lvm: f, r: &VolumeReconciler{Client: c, Node: node, Volumes: lvmvol.NewManager(f, f, node, []string{"vg0"})}}
 }

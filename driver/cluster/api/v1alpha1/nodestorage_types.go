@@ -16,6 +16,11 @@ type NodeStorageStatus struct {
 	// UpdateTime is when the agent last read LVM.
 	// +optional
 	UpdateTime metav1.Time `json:"updateTime,omitempty"`
+	// OrphanedVolumes are Carve's LVs on this node ("VG/LV") that no
+	// LogicalVolume claims, seen in two reports in a row. Carve never
+	// removes them: they may hold data; an administrator decides.
+	// +optional
+	OrphanedVolumes []string `json:"orphanedVolumes,omitempty"`
 }
 
 // VolumeGroupStatus is one VG's space and health.
@@ -49,6 +54,7 @@ type ThinPoolStatus struct {
 // +kubebuilder:resource:scope=Cluster,shortName=cns
 // +kubebuilder:printcolumn:name="VGs",type=string,JSONPath=`.status.volumeGroups[*].name`
 // +kubebuilder:printcolumn:name="Free",type=string,JSONPath=`.status.volumeGroups[*].freeBytes`
+// +kubebuilder:printcolumn:name="Orphans",type=string,JSONPath=`.status.orphanedVolumes`
 // +kubebuilder:printcolumn:name="Updated",type=date,JSONPath=`.status.updateTime`
 type NodeStorage struct {
 	metav1.TypeMeta   `json:",inline"`
