@@ -14,7 +14,7 @@ all: build
 build: ## the carve binary, static
 	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o bin/carve ./cmd/carve
 
-test: test-unit test-vm ## every test: unit tests on the host, then the real-LVM suites in one VM boot
+test: test-unit test-vm e2e ## every test: unit tests on the host, the real-LVM suites in one VM boot, then cluster mode end to end
 
 test-unit: ## gofmt and go vet clean, then unit tests, real loop-device mounts (as root), fuzz seeds
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

@@ -217,6 +217,14 @@ EOF
 
 total=$SECONDS
 log "cache $K8S_DIR"
+# One build at a time per cache: a second run (e.g. make e2e while CI's
+# prefetch is still building) waits, then finds everything built.
+mkdir -p "$K8S_DIR"
+exec {lock_fd}>"$K8S_DIR/.build.lock"
+if ! flock -n "$lock_fd"; then
+  log "another build holds $K8S_DIR/.build.lock; waiting"
+  flock "$lock_fd"
+fi
 
 GEN_HOOK=gen_etcd group etcd "$ETCD_MODULE" "$ETCD_VERSION" require '' -- \
   "etcd|.|"

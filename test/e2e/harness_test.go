@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -47,6 +48,9 @@ type harness struct {
 	vm               *vm
 	// carve node's command in the VM, for restarts
 	nodeArgv, nodeEnv []string
+	loop              string   // the host node's PV
+	hostLVMEnv        []string // its private LVM configuration
+	removeKubeletRoot bool     // the host had no /var/lib/kubelet before
 }
 
 var h *harness
@@ -97,6 +101,7 @@ func setUp() (*harness, error) {
 		{"VM node", x.startVM},
 		{"controller pod", x.startController},
 		{"node pod", x.startNode},
+		{"second node", x.startHostNode},
 	}
 	for _, s := range steps {
 		t := time.Now()
@@ -207,6 +212,7 @@ func (x *harness) tearDown() {
 	if x.vm != nil {
 		x.vm.shutdown(ctx)
 	}
+	x.stopHostNode()
 	for name := range x.procs {
 		x.stopProc(name, false)
 	}
@@ -226,38 +232,80 @@ func (x *harness) run(argv ...string) error {
 	return nil
 }
 
-// proc is a host process standing in for a container.
+// proc is a host process standing in for a container, restarted when it
+// exits as kubelet restarts containers (restartPolicy Always): the
+// sidecars exit on purpose when they lose the CSI socket.
 type proc struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	argv []string
-	env  []string
+	name, log string
+	argv, env []string
+	mu        sync.Mutex
+	cmd       *exec.Cmd
+	stopping  chan struct{}
+	done      chan struct{}
 }
 
 func (x *harness) startProc(name string, argv, env []string) error {
-	f, err := os.OpenFile(filepath.Join(x.logs, name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	p := &proc{name: name, log: filepath.Join(x.logs, name+".log"), argv: argv, env: env,
+		stopping: make(chan struct{}), done: make(chan struct{})}
+	exited, err := p.spawn()
 	if err != nil {
 		return err
 	}
-	_, _ = fmt.Fprintf(f, "=== %s start: %q\n", time.Now().Format(time.DateTime), argv)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), env...)
+	go p.supervise(exited)
+	x.procs[name] = p
+	return nil
+}
+
+// spawn starts the command once; the channel closes when it has exited.
+func (p *proc) spawn() (<-chan struct{}, error) {
+	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	_, _ = fmt.Fprintf(f, "=== %s start: %q\n", time.Now().Format(time.DateTime), p.argv)
+	cmd := exec.Command(p.argv[0], p.argv[1:]...)
+	cmd.Env = append(os.Environ(), p.env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	// Killed with the test binary, whatever way it ends.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		_ = f.Close()
-		return fmt.Errorf("start %s: %w", name, err)
+		return nil, fmt.Errorf("start %s: %w", p.name, err)
 	}
-	p := &proc{cmd: cmd, done: make(chan struct{}), argv: argv, env: env}
+	p.mu.Lock()
+	p.cmd = cmd
+	p.mu.Unlock()
+	exited := make(chan struct{})
 	go func() {
 		err := cmd.Wait()
 		_, _ = fmt.Fprintf(f, "=== %s exit: %v\n", time.Now().Format(time.DateTime), err)
 		_ = f.Close()
-		close(p.done)
+		close(exited)
 	}()
-	x.procs[name] = p
-	return nil
+	return exited, nil
+}
+
+func (p *proc) supervise(exited <-chan struct{}) {
+	defer close(p.done)
+	for {
+		<-exited
+		select {
+		case <-p.stopping:
+			return
+		case <-time.After(time.Second):
+		}
+		var err error
+		if exited, err = p.spawn(); err != nil {
+			logf("%v", err)
+			return
+		}
+	}
+}
+
+func (p *proc) signal(sig os.Signal) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_ = p.cmd.Process.Signal(sig)
 }
 
 // stopProc stops a host process: SIGTERM (SIGKILL with crash, as a node
@@ -267,15 +315,16 @@ func (x *harness) stopProc(name string, crash bool) {
 	if p == nil {
 		return
 	}
+	close(p.stopping)
 	sig := syscall.SIGTERM
 	if crash {
 		sig = syscall.SIGKILL
 	}
-	_ = p.cmd.Process.Signal(sig)
+	p.signal(sig)
 	select {
 	case <-p.done:
 	case <-time.After(20 * time.Second):
-		_ = p.cmd.Process.Kill()
+		p.signal(syscall.SIGKILL)
 		<-p.done
 	}
 	delete(x.procs, name)

@@ -106,18 +106,7 @@ func (x *harness) startVM() error {
 	if err := v.waitReady(3 * time.Minute); err != nil {
 		return err
 	}
-	return x.waitFor("node "+vmNode+" Ready", 3*time.Minute, func(ctx context.Context) (bool, error) {
-		var n corev1.Node
-		if err := x.kc.Get(ctx, types.NamespacedName{Name: vmNode}, &n); err != nil {
-			return false, client.IgnoreNotFound(err)
-		}
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				return c.Status == corev1.ConditionTrue, nil
-			}
-		}
-		return false, nil
-	})
+	return x.waitNodeReady(vmNode)
 }
 
 func (v *vm) waitReady(timeout time.Duration) error {
@@ -235,15 +224,15 @@ func (x *harness) startNode() error {
 	if err := x.vm.start("carve-node", argv, envv); err != nil {
 		return err
 	}
-	return x.waitNodePlugin()
+	return x.waitPlugin(vmNode)
 }
 
-// waitNodePlugin waits for kubelet to list the driver on the CSINode and
-// for the agent's NodeStorage.
-func (x *harness) waitNodePlugin() error {
-	return x.waitFor("carve node registered and reporting", 3*time.Minute, func(ctx context.Context) (bool, error) {
+// waitPlugin waits for node's kubelet to list the driver on the CSINode
+// and for the agent's NodeStorage.
+func (x *harness) waitPlugin(node string) error {
+	return x.waitFor("carve node on "+node+" registered and reporting", 3*time.Minute, func(ctx context.Context) (bool, error) {
 		var cn storagev1.CSINode
-		if err := x.kc.Get(ctx, types.NamespacedName{Name: vmNode}, &cn); err != nil {
+		if err := x.kc.Get(ctx, types.NamespacedName{Name: node}, &cn); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
 		found := false
@@ -251,7 +240,7 @@ func (x *harness) waitNodePlugin() error {
 			found = found || d.Name == driverName
 		}
 		var ns v1alpha1.NodeStorage
-		if err := x.kc.Get(ctx, types.NamespacedName{Name: vmNode}, &ns); err != nil {
+		if err := x.kc.Get(ctx, types.NamespacedName{Name: node}, &ns); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
 		return found && len(ns.Status.VolumeGroups) > 0, nil

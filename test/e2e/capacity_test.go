@@ -1,0 +1,137 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"carve.dev/carve/driver/cluster/api/v1alpha1"
+)
+
+// Scenario 6: csi-provisioner's CSIStorageCapacity objects follow the VG's
+// free space (from NodeStorage, no LVM call), and a PVC too large for any
+// node stays Pending with a clear event, without an LV being tried.
+func TestTooLargeStaysPending(t *testing.T) {
+	ctx := context.Background()
+	free := vgFree(t)
+	wait(t, "CSIStorageCapacity of carve-thick on carve-vm = VG free space", 4*time.Minute,
+		func(ctx context.Context) (bool, error) {
+			c, err := storageCapacity(ctx, "carve-thick", vmNode)
+			if c == nil || err != nil {
+				return false, err
+			}
+			return c.Capacity != nil && c.Capacity.Value() == free, nil
+		})
+
+	// The second node's VG is small, and its capacity says so.
+	hostFree := hostVGFree(t)
+	wait(t, "CSIStorageCapacity of carve-thick on carve-host = its VG free space", 4*time.Minute,
+		func(ctx context.Context) (bool, error) {
+			c, err := storageCapacity(ctx, "carve-thick", hostNode)
+			if c == nil || err != nil {
+				return false, err
+			}
+			return c.Capacity != nil && c.Capacity.Value() == hostFree, nil
+		})
+	if hostFree >= hostVGSize {
+		t.Errorf("carve-host's VG reports %d bytes free out of %d", hostFree, hostVGSize)
+	}
+
+	create(t, pvc("huge", "carve-thick", "20Gi"))
+	create(t, pod("huge-1", "huge"))
+	wait(t, "a FailedScheduling event about storage", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		evs, err := events(ctx, "huge-1")
+		for _, e := range evs {
+			if strings.HasPrefix(e, "FailedScheduling: ") && strings.Contains(e, "enough free storage") {
+				t.Logf("event: %s", e)
+				return true, nil
+			}
+		}
+		return false, err
+	})
+	// Give the provisioner time to (wrongly) act, then check nothing did.
+	time.Sleep(10 * time.Second)
+	var p corev1.Pod
+	var c corev1.PersistentVolumeClaim
+	if err := get(ctx, "huge-1", &p); err != nil {
+		t.Fatal(err)
+	}
+	if err := get(ctx, "huge", &c); err != nil {
+		t.Fatal(err)
+	}
+	if p.Spec.NodeName != "" || p.Status.Phase != corev1.PodPending {
+		t.Errorf("pod of a too-large claim: node %q, phase %s", p.Spec.NodeName, p.Status.Phase)
+	}
+	if c.Status.Phase != corev1.ClaimPending || c.Annotations["volume.kubernetes.io/selected-node"] != "" {
+		t.Errorf("too-large claim: phase %s, annotations %v", c.Status.Phase, c.Annotations)
+	}
+	var lvs v1alpha1.LogicalVolumeList
+	if err := h.kc.List(ctx, &lvs); err != nil {
+		t.Fatal(err)
+	}
+	for _, lv := range lvs.Items {
+		if lv.Spec.RequiredBytes >= 20<<30 {
+			t.Errorf("a LogicalVolume was made for the too-large claim: %s", lv.Name)
+		}
+	}
+	deletePod(t, "huge-1")
+	if err := h.kc.Delete(ctx, &c); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// vgFree is VG e2e's free space in the VM, from vgs.
+func vgFree(t *testing.T) int64 {
+	t.Helper()
+	out, err := h.vm.sh("vgs", "--noheadings", "--units", "b", "--nosuffix", "-o", "vg_free", "e2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+	if err != nil {
+		t.Fatalf("vgs: %q", out)
+	}
+	return n
+}
+
+// hostVGFree is VG e2e's free space on the host node, from vgs.
+func hostVGFree(t *testing.T) int64 {
+	t.Helper()
+	cmd := exec.Command("vgs", "--noheadings", "--units", "b", "--nosuffix", "-o", "vg_free", "e2e")
+	cmd.Env = append(os.Environ(), h.hostLVMEnv...)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("vgs on the host: %v", errText(err))
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+	if err != nil {
+		t.Fatalf("vgs: %q", out)
+	}
+	return n
+}
+
+// storageCapacity finds the CSIStorageCapacity of class for node.
+func storageCapacity(ctx context.Context, class, node string) (*storagev1.CSIStorageCapacity, error) {
+	var list storagev1.CSIStorageCapacityList
+	if err := h.kc.List(ctx, &list, client.InNamespace(driverNS)); err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		c := &list.Items[i]
+		if c.StorageClassName == class && c.NodeTopology != nil && c.NodeTopology.MatchLabels[topologyKey] == node {
+			return c, nil
+		}
+	}
+	return nil, fmt.Errorf("no CSIStorageCapacity for %s on %s (of %d)", class, node, len(list.Items))
+}

@@ -1,0 +1,153 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+const mi = 1 << 20
+
+// Scenario 4: PVC resize while the pod runs. The PV and PVC report the new
+// size; the LV and the filesystem grew; the data is still there.
+func TestResize(t *testing.T) {
+	ctx := context.Background()
+	create(t, pvc("grow", "carve-thick", "256Mi"))
+	p := runPod(t, "grow-1", "grow")
+	claim := boundClaim(t, "grow")
+	pvName := claim.Spec.VolumeName
+	pub := publishPath(p, pvName)
+	before := fsSize(t, pub)
+	writeData(t, pub, "keep", "kept across resize")
+
+	patch := client.MergeFrom(claim.DeepCopy())
+	claim.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("512Mi")
+	if err := h.kc.Patch(ctx, claim, patch); err != nil {
+		t.Fatal(err)
+	}
+	want := resource.MustParse("512Mi")
+	var state string
+	err := h.waitFor("PVC and PV at 512Mi", 4*time.Minute, func(ctx context.Context) (bool, error) {
+		var c corev1.PersistentVolumeClaim
+		var pv corev1.PersistentVolume
+		if err := get(ctx, "grow", &c); err != nil {
+			return false, err
+		}
+		if err := get(ctx, pvName, &pv); err != nil {
+			return false, err
+		}
+		got := c.Status.Capacity[corev1.ResourceStorage]
+		pvGot := pv.Spec.Capacity[corev1.ResourceStorage]
+		state = fmt.Sprintf("PVC capacity %s, conditions %+v; PV capacity %s", got.String(), c.Status.Conditions, pvGot.String())
+		for _, cond := range c.Status.Conditions {
+			if cond.Type == corev1.PersistentVolumeClaimFileSystemResizePending || cond.Type == corev1.PersistentVolumeClaimResizing {
+				return false, nil
+			}
+		}
+		return got.Cmp(want) >= 0 && pvGot.Cmp(want) >= 0, nil
+	})
+	if err != nil {
+		t.Fatalf("%v: %s", err, state)
+	}
+	l, err := lvInfo(pvName)
+	if err != nil || l == nil || l.bytes() < 512*mi {
+		t.Errorf("LV %s after resize: %+v, %v", pvName, l, err)
+	}
+	// kubelet grows the mounted filesystem (NodeExpandVolume) online.
+	wait(t, "filesystem grown", 2*time.Minute, func(context.Context) (bool, error) {
+		return fsSize(t, pub) > before+200*mi, nil
+	})
+	if got := readData(t, pub, "keep"); got != "kept across resize" {
+		t.Errorf("after resize the file holds %q", got)
+	}
+	deletePod(t, "grow-1")
+	deleteClaim(t, "grow")
+}
+
+// Scenario 5: VolumeSnapshot -> readyToUse; a new, larger PVC from it has
+// the snapshot's data, not what was written after. Thick volumes are
+// copied; thin ones get thin snapshots.
+func TestSnapshotRestore(t *testing.T) {
+	for _, class := range []string{"carve-thick", "carve-thin"} {
+		t.Run(class, func(t *testing.T) { snapshotRestore(t, class) })
+	}
+}
+
+func snapshotRestore(t *testing.T, class string) {
+	ctx := context.Background()
+	src, snap, dst := class+"-src", class+"-snap", class+"-restored"
+	create(t, pvc(src, class, "256Mi"))
+	p := runPod(t, src+"-1", src)
+	srcPV := boundClaim(t, src).Spec.VolumeName
+	pub := publishPath(p, srcPV)
+	writeData(t, pub, "state", "before the snapshot")
+
+	vs := volumeSnapshot(snap, src)
+	if err := h.kc.Create(ctx, vs); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, "VolumeSnapshot "+snap+" readyToUse", 4*time.Minute, func(ctx context.Context) (bool, error) {
+		if err := h.kc.Get(ctx, types.NamespacedName{Namespace: testNS, Name: snap}, vs); err != nil {
+			return false, err
+		}
+		ready, _, _ := unstructured.NestedBool(vs.Object, "status", "readyToUse")
+		return ready, nil
+	})
+	writeData(t, pub, "state", "after the snapshot")
+
+	restore := pvc(dst, class, "384Mi")
+	group := "snapshot.storage.k8s.io"
+	restore.Spec.DataSource = &corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "VolumeSnapshot", Name: snap}
+	create(t, restore)
+	p2 := runPod(t, dst+"-1", dst)
+	dstPV := boundClaim(t, dst).Spec.VolumeName
+	if got := readData(t, publishPath(p2, dstPV), "state"); got != "before the snapshot" {
+		t.Errorf("restored volume holds %q", got)
+	}
+	if got := fsSize(t, publishPath(p2, dstPV)); got < 300*mi {
+		t.Errorf("restored filesystem is %d bytes; the claim asked for 384Mi", got)
+	}
+
+	deletePod(t, dst+"-1")
+	deletePod(t, src+"-1")
+	if err := h.kc.Delete(ctx, vs); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, "VolumeSnapshot gone", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		return gone(h.kc.Get(ctx, types.NamespacedName{Namespace: testNS, Name: snap}, volumeSnapshot(snap, src)))
+	})
+	deleteClaim(t, dst)
+	deleteClaim(t, src)
+	wait(t, "snapshot LVs removed", 2*time.Minute, func(context.Context) (bool, error) {
+		lvs, err := listLVs()
+		for _, l := range lvs {
+			if strings.HasPrefix(l.Name, "snap-") {
+				return false, err
+			}
+		}
+		return err == nil, err
+	})
+}
+
+func volumeSnapshot(name, claim string) *unstructured.Unstructured {
+	vs := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "snapshot.storage.k8s.io/v1",
+		"kind":       "VolumeSnapshot",
+		"metadata":   map[string]any{"name": name, "namespace": testNS},
+		"spec": map[string]any{
+			"volumeSnapshotClassName": "carve",
+			"source":                  map[string]any{"persistentVolumeClaimName": claim},
+		},
+	}}
+	return vs
+}
