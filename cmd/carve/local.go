@@ -77,16 +77,32 @@ func parseVGs(s string) ([]string, error) {
 
 // build makes the LVM semantics and the CSI Node service on this node.
 func (f *localFlags) build() (*lvmvol.Manager, *driver.Node) {
-	// lvm2 warns about every descriptor a parent left open (a shell, a
-	// container runtime); Go closes its own, so the warnings only bury the
-	// real error text.
-	run := runner.New(f.cmdTimeout, "LVM_SUPPRESS_FD_WARNINGS=1")
+	run := runner.New(f.cmdTimeout, lvmEnv(udevControl)...)
 	vols := lvmvol.NewManager(lvm.New(run), lvmvol.ZeroWiper{Run: run}, f.nodeID, f.vgs)
 	vols.LimitPublished(int(f.maxVolumes))
 	vols.SetOverprovision(f.overprov)
 	node := driver.NewNode(driver.NodeConfig{NodeID: f.nodeID, MaxVolumes: f.maxVolumes, DeviceWait: f.deviceWait},
 		vols, nodefs.New(run.AsExecInterface()))
 	return vols, node
+}
+
+// udevControl is udevd's control socket: present where udev runs.
+const udevControl = "/run/udev/control"
+
+// lvmEnv is the environment of Carve's lvm commands. Without a running
+// udev (a container, a minimal host) lvm2 would wait for udev to create
+// device nodes that never come, unless the host's lvm.conf (which the node
+// DaemonSet shares) says otherwise; DM_DISABLE_UDEV=1 makes lvm2 and
+// libdevmapper manage /dev themselves.
+func lvmEnv(udevControlPath string) []string {
+	// lvm2 warns about every descriptor a parent left open (a shell, a
+	// container runtime); Go closes its own, so the warnings only bury the
+	// real error text.
+	env := []string{"LVM_SUPPRESS_FD_WARNINGS=1"}
+	if _, err := os.Stat(udevControlPath); err != nil {
+		env = append(env, "DM_DISABLE_UDEV=1")
+	}
+	return env
 }
 
 // serveHealth serves /healthz (and, with metrics, Prometheus /metrics) on
