@@ -53,6 +53,7 @@ var needs = []need{
 	{node, "lvm.carve.dev", "logicalvolumesnapshots/status", false, []string{"update"}, "agent: status"},
 	{node, "lvm.carve.dev", "nodestorages", false, []string{"get", "list", "watch", "create"}, "agent: storage report (cached Get)"},
 	{node, "lvm.carve.dev", "nodestorages/status", false, []string{"update"}, "agent: storage report"},
+	{node, "events.k8s.io", "events", false, []string{"create", "patch"}, "agent: events on its resources"},
 }
 
 // denied: what a ServiceAccount must not be able to do.

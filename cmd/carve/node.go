@@ -81,10 +81,13 @@ func runNode(args []string) error {
 // may have just created, which the cache may not show yet).
 func addAgent(mgr manager.Manager, direct client.Client, lf localFlags, vols *lvmvol.Manager, every time.Duration) error {
 	c := mgr.GetClient()
-	if err := (&agent.VolumeReconciler{Client: c, Node: lf.nodeID, Volumes: vols}).SetupWithManager(mgr); err != nil {
+	// Events of the events.k8s.io API, as carve-node; those about the
+	// cluster-scoped resources land in the default namespace.
+	rec := mgr.GetEventRecorder("carve-node")
+	if err := (&agent.VolumeReconciler{Client: c, Node: lf.nodeID, Volumes: vols, Events: rec}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := (&agent.SnapshotReconciler{Client: c, Node: lf.nodeID, Snapshots: vols}).SetupWithManager(mgr); err != nil {
+	if err := (&agent.SnapshotReconciler{Client: c, Node: lf.nodeID, Snapshots: vols, Events: rec}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return mgr.Add(&agent.StorageReporter{Client: direct, Node: lf.nodeID, Space: vols.Space, Overprovision: lf.overprov, Interval: every,

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,6 +48,16 @@ func TestProvisionAttachStagePublish(t *testing.T) {
 	if err != nil || l == nil {
 		t.Fatalf("LV %s on VG e2e: %+v, %v", pvName, l, err)
 	}
+	// The node agent tells what it did, on the LogicalVolume.
+	wait(t, "the agent's Created and Published events", time.Minute, func(ctx context.Context) (bool, error) {
+		evs, err := events(ctx, pvName)
+		created, published := false, false
+		for _, e := range evs {
+			created = created || strings.HasPrefix(e, "Created: created LV "+vmNode+"/e2e/"+pvName)
+			published = published || strings.HasPrefix(e, "Published: activated LV")
+		}
+		return created && published, err
+	})
 
 	// 2. Attached through the VolumeAttachment: the LV is active and the
 	// device is in the attachment metadata.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -33,6 +34,8 @@ type SnapshotReconciler struct {
 	Client    client.Client
 	Node      string
 	Snapshots Snapshots
+	// Events, when set, records what the agent did and what failed.
+	Events events.EventRecorder
 }
 
 // Reconcile takes (or resumes) the snapshot, or deletes it.
@@ -82,11 +85,14 @@ func (r *SnapshotReconciler) remove(ctx context.Context, s *v1alpha1.LogicalVolu
 	if err := r.Client.Update(ctx, s); err != nil {
 		return fmt.Errorf("remove finalizer of %s: %w", s.Name, err)
 	}
+	emit(r.Events, s, "Normal", ReasonDeleted, "Delete", "removed snapshot LV %s", snapshotID(s, source))
 	return nil
 }
 
 func (r *SnapshotReconciler) report(ctx context.Context, s *v1alpha1.LogicalVolumeSnapshot, snap lvmvol.Snapshot, opErr error) error {
 	st := &s.Status
+	wasReady := st.ReadyToUse
+	readyCondition(&st.Conditions, s.Generation, opErr)
 	if opErr != nil {
 		st.Phase = v1alpha1.PhaseFailed
 		st.Error = &v1alpha1.OperationError{Code: driver.CodeOf(opErr).String(), Message: opErr.Error()}
@@ -100,6 +106,12 @@ func (r *SnapshotReconciler) report(ctx context.Context, s *v1alpha1.LogicalVolu
 	}
 	if err := r.Client.Status().Update(ctx, s); err != nil {
 		return fmt.Errorf("update status of %s: %w", s.Name, err)
+	}
+	switch {
+	case opErr != nil:
+		failed(r.Events, s, "Snapshot", opErr)
+	case st.ReadyToUse && !wasReady:
+		emit(r.Events, s, "Normal", ReasonCreated, "Snapshot", "snapshot %s of %s is ready (%d bytes)", st.SnapshotID, s.Spec.SourceVolumeID, st.SizeBytes)
 	}
 	return opErr
 }

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -43,6 +44,8 @@ type VolumeReconciler struct {
 	Client  client.Client
 	Node    string
 	Volumes Volumes
+	// Events, when set, records what the agent did and what failed.
+	Events events.EventRecorder
 }
 
 // Reconcile makes the LV of one LogicalVolume match its spec.
@@ -146,7 +149,9 @@ func createRequest(s v1alpha1.LogicalVolumeSpec) (lvmvol.CreateRequest, error) {
 // controller-runtime retries with backoff.
 func (r *VolumeReconciler) report(ctx context.Context, lv *v1alpha1.LogicalVolume, vol lvmvol.Volume, opErr error) error {
 	st := &lv.Status
+	before := *st.DeepCopy()
 	st.ObservedGeneration = lv.Generation
+	readyCondition(&st.Conditions, lv.Generation, opErr)
 	if opErr != nil {
 		st.Phase = v1alpha1.PhaseFailed
 		if lv.Status.VolumeID != "" && !errors.Is(opErr, errVanished) {
@@ -165,7 +170,28 @@ func (r *VolumeReconciler) report(ctx context.Context, lv *v1alpha1.LogicalVolum
 	if err := r.Client.Status().Update(ctx, lv); err != nil {
 		return errors.Join(opErr, fmt.Errorf("update status of %s: %w", lv.Name, err))
 	}
+	r.events(lv, before, opErr)
 	return opErr
+}
+
+// events tells what changed, once the status says so.
+func (r *VolumeReconciler) events(lv *v1alpha1.LogicalVolume, before v1alpha1.LogicalVolumeStatus, opErr error) {
+	st := lv.Status
+	switch {
+	case opErr != nil:
+		failed(r.Events, lv, "Reconcile", opErr)
+		return
+	case before.VolumeID == "":
+		emit(r.Events, lv, "Normal", ReasonCreated, "Create", "created LV %s (%d bytes) on %s", st.VolumeID, st.SizeBytes, r.Node)
+	case st.SizeBytes > before.SizeBytes:
+		emit(r.Events, lv, "Normal", ReasonExpanded, "Expand", "expanded LV %s from %d to %d bytes", st.VolumeID, before.SizeBytes, st.SizeBytes)
+	}
+	switch {
+	case st.Published && !before.Published:
+		emit(r.Events, lv, "Normal", ReasonPublished, "Publish", "activated LV %s on %s: %s", st.VolumeID, r.Node, st.DevicePath)
+	case !st.Published && before.Published:
+		emit(r.Events, lv, "Normal", ReasonUnpublished, "Unpublish", "deactivated LV %s on %s", st.VolumeID, r.Node)
+	}
 }
 
 func healthOf(ps []lvmvol.Problem) []v1alpha1.HealthProblem {
@@ -189,6 +215,7 @@ func (r *VolumeReconciler) remove(ctx context.Context, lv *v1alpha1.LogicalVolum
 	if err := r.Client.Update(ctx, lv); err != nil {
 		return fmt.Errorf("remove finalizer of %s: %w", lv.Name, err)
 	}
+	emit(r.Events, lv, "Normal", ReasonDeleted, "Delete", "removed LV %s from %s", volumeID(lv), r.Node)
 	return nil
 }
 

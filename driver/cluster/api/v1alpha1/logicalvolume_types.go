@@ -82,6 +82,12 @@ type LogicalVolumeStatus struct {
 	// ObservedGeneration is the spec generation this status is about.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: Ready (the last reconcile succeeded; when not, the
+	// reason is the failure's CSI code).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // LogicalVolume is one Carve volume: an LV on one node.

@@ -32,6 +32,11 @@ type LogicalVolumeSnapshotStatus struct {
 	CreationTime *metav1.Time `json:"creationTime,omitempty"`
 	// +optional
 	Error *OperationError `json:"error,omitempty"`
+	// Conditions: Ready, as on LogicalVolume.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // LogicalVolumeSnapshot is one Carve snapshot on the node of its source.
