@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"carve.dev/carve/driver"
@@ -79,7 +80,27 @@ func (b *Backend) CreateVolume(ctx context.Context, req lvmvol.CreateRequest) (l
 	case !sameVolume(lv.Spec, want.Spec):
 		return lvmvol.Volume{}, fmt.Errorf("volume %q exists with other arguments: %w", req.Name, lvmvol.ErrNameConflict)
 	}
-	return b.waitVolume(ctx, want.Name, func(lv *v1alpha1.LogicalVolume) bool { return lv.Status.VolumeID != "" })
+	vol, err := b.waitVolume(ctx, want.Name, func(lv *v1alpha1.LogicalVolume) bool { return lv.Status.VolumeID != "" })
+	if status.Code(err) == codes.ResourceExhausted {
+		b.dropUncarved(ctx, want.Name)
+	}
+	return vol, err
+}
+
+// dropUncarved deletes a LogicalVolume whose LV was never carved, after the
+// node refused it for want of space. The CO retries CreateVolume (on this
+// node or, rescheduled, another); a fresh resource is reconciled at once,
+// while a failed one would wait out the agent's growing retry backoff,
+// and space freed meanwhile would go unnoticed for minutes. Nothing is lost:
+// no LV exists, and the finalizer still lets the agent check that.
+func (b *Backend) dropUncarved(ctx context.Context, name string) {
+	var lv v1alpha1.LogicalVolume
+	if err := b.Client.Get(ctx, types.NamespacedName{Name: name}, &lv); err != nil || lv.Status.VolumeID != "" {
+		return
+	}
+	if err := b.Client.Delete(ctx, &lv); err != nil && !apierrors.IsNotFound(err) {
+		klog.ErrorS(err, "Dropping a refused volume's resource failed; the agent keeps retrying it", "logicalVolume", name)
+	}
 }
 
 // resourceFor is the LogicalVolume of a create request.

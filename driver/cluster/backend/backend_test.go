@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -19,6 +20,7 @@ import (
 	"carve.dev/carve/driver/cluster/api/v1alpha1"
 	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/lvmvol/lvmfake"
+	"carve.dev/carve/lvm"
 )
 
 const mib = 1 << 20
@@ -226,5 +228,34 @@ func TestThinSnapshotAndRestoreThroughResources(t *testing.T) {
 	}
 	if _, ok := f.LV("vg0", snap.ID.LV); ok {
 		t.Error("snapshot LV left behind")
+	}
+}
+
+// A node that refuses a volume for want of space leaves no resource behind:
+// the CO's retry starts afresh, so space freed meanwhile is used at once.
+func TestRefusedVolumeIsRetriedAfresh(t *testing.T) {
+	b, f := cluster(t)
+	ctx := within(t)
+	if _, err := f.CreateLV(ctx, lvm.CreateLVOptions{VG: "vg0", Name: "filler", Size: 90 * mib}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.CreateVolume(ctx, req("pvc-tight", 20*mib))
+	wantCode(t, "no room on the node", err, codes.ResourceExhausted)
+	for {
+		var lv v1alpha1.LogicalVolume
+		err := b.Client.Get(ctx, client.ObjectKey{Name: "pvc-tight"}, &lv)
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the refused volume's resource is still there: %+v, %v", lv.Status, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := f.RemoveLV(ctx, "vg0", "filler"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.CreateVolume(ctx, req("pvc-tight", 20*mib)); err != nil {
+		t.Fatalf("retry after space was freed: %v", err)
 	}
 }
