@@ -91,6 +91,56 @@ func TestTooLargeStaysPending(t *testing.T) {
 	}
 }
 
+// When the capacity the scheduler saw is stale (here an LV made behind
+// Carve's back took the space), the node refuses the volume with
+// RESOURCE_EXHAUSTED and csi-provisioner reschedules; once the space is
+// back, the claim binds and the pod runs, without anyone's help.
+func TestNodeRefusalReschedules(t *testing.T) {
+	// The scheduler must first know that carve-vm has room.
+	wait(t, "CSIStorageCapacity of carve-thick on carve-vm", 4*time.Minute, func(ctx context.Context) (bool, error) {
+		c, err := storageCapacity(ctx, "carve-thick", vmNode)
+		return c != nil && c.Capacity != nil && c.Capacity.Value() > 1<<30, err
+	})
+	// Then the space goes, and the claim comes before the capacity
+	// (NodeStorage every 30 s, csi-provisioner's poll every minute) shows it.
+	if _, err := h.vm.sh("lvcreate", "-q", "-an", "-Zn", "-l", "100%FREE", "-n", "filler", "e2e"); err != nil {
+		t.Fatal(err)
+	}
+	filled := true
+	t.Cleanup(func() {
+		if filled {
+			_, _ = h.vm.sh("lvremove", "-q", "-y", "e2e/filler")
+		}
+	})
+	create(t, pvc("tight", "carve-thick", "256Mi"))
+	create(t, pod("tight-1", "tight"))
+	wait(t, "provisioning refused with ResourceExhausted", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		evs, err := events(ctx, "tight")
+		for _, e := range evs {
+			if strings.HasPrefix(e, "ProvisioningFailed: ") && strings.Contains(e, "ResourceExhausted") {
+				t.Logf("event: %s", e)
+				return true, nil
+			}
+		}
+		return false, err
+	})
+	if _, err := h.vm.sh("lvremove", "-q", "-y", "e2e/filler"); err != nil {
+		t.Fatal(err)
+	}
+	filled = false
+	wait(t, "pod tight-1 running once the space is back", 6*time.Minute, func(ctx context.Context) (bool, error) {
+		var p corev1.Pod
+		err := get(ctx, "tight-1", &p)
+		return p.Status.Phase == corev1.PodRunning, err
+	})
+	pvName := boundClaim(t, "tight").Spec.VolumeName
+	if l, err := lvInfo(pvName); err != nil || l == nil {
+		t.Errorf("LV of the rescheduled claim: %+v, %v", l, err)
+	}
+	deletePod(t, "tight-1")
+	deleteClaim(t, "tight")
+}
+
 // vgFree is VG e2e's free space in the VM, from vgs.
 func vgFree(t *testing.T) int64 {
 	t.Helper()
