@@ -24,42 +24,17 @@ import (
 // node stays Pending with a clear event, without an LV being tried.
 func TestTooLargeStaysPending(t *testing.T) {
 	ctx := context.Background()
-	free := vgFree(t)
-	wait(t, "CSIStorageCapacity of carve-thick on carve-vm = VG free space", 4*time.Minute,
-		func(ctx context.Context) (bool, error) {
-			c, err := storageCapacity(ctx, "carve-thick", vmNode)
-			if c == nil || err != nil {
-				return false, err
-			}
-			return c.Capacity != nil && c.Capacity.Value() == free, nil
-		})
-
+	waitCapacity(t, vmNode, vgFree(t))
 	// The second node's VG is small, and its capacity says so.
 	hostFree := hostVGFree(t)
-	wait(t, "CSIStorageCapacity of carve-thick on carve-host = its VG free space", 4*time.Minute,
-		func(ctx context.Context) (bool, error) {
-			c, err := storageCapacity(ctx, "carve-thick", hostNode)
-			if c == nil || err != nil {
-				return false, err
-			}
-			return c.Capacity != nil && c.Capacity.Value() == hostFree, nil
-		})
+	waitCapacity(t, hostNode, hostFree)
 	if hostFree >= hostVGSize {
 		t.Errorf("carve-host's VG reports %d bytes free out of %d", hostFree, hostVGSize)
 	}
 
 	create(t, pvc("huge", "carve-thick", "20Gi"))
 	create(t, pod("huge-1", "huge"))
-	wait(t, "a FailedScheduling event about storage", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		evs, err := events(ctx, "huge-1")
-		for _, e := range evs {
-			if strings.HasPrefix(e, "FailedScheduling: ") && strings.Contains(e, "enough free storage") {
-				t.Logf("event: %s", e)
-				return true, nil
-			}
-		}
-		return false, err
-	})
+	waitEvent(t, "huge-1", "FailedScheduling", "enough free storage", 2*time.Minute)
 	// Give the provisioner time to (wrongly) act, then check nothing did.
 	time.Sleep(10 * time.Second)
 	var p corev1.Pod
@@ -114,25 +89,13 @@ func TestNodeRefusalReschedules(t *testing.T) {
 	})
 	create(t, pvc("tight", "carve-thick", "256Mi"))
 	create(t, pod("tight-1", "tight"))
-	wait(t, "provisioning refused with ResourceExhausted", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		evs, err := events(ctx, "tight")
-		for _, e := range evs {
-			if strings.HasPrefix(e, "ProvisioningFailed: ") && strings.Contains(e, "ResourceExhausted") {
-				t.Logf("event: %s", e)
-				return true, nil
-			}
-		}
-		return false, err
-	})
+	waitEvent(t, "tight", "ProvisioningFailed", "ResourceExhausted", 2*time.Minute)
 	if _, err := h.vm.sh("lvremove", "-q", "-y", "e2e/filler"); err != nil {
 		t.Fatal(err)
 	}
 	filled = false
-	wait(t, "pod tight-1 running once the space is back", 6*time.Minute, func(ctx context.Context) (bool, error) {
-		var p corev1.Pod
-		err := get(ctx, "tight-1", &p)
-		return p.Status.Phase == corev1.PodRunning, err
-	})
+	// Once the space is back, nobody needs to step in.
+	waitRunning(t, "tight-1", 6*time.Minute)
 	pvName := boundClaim(t, "tight").Spec.VolumeName
 	if l, err := lvInfo(pvName); err != nil || l == nil {
 		t.Errorf("LV of the rescheduled claim: %+v, %v", l, err)
@@ -141,30 +104,47 @@ func TestNodeRefusalReschedules(t *testing.T) {
 	deleteClaim(t, "tight")
 }
 
+// waitCapacity waits until the CSIStorageCapacity of carve-thick on node
+// says free bytes.
+func waitCapacity(t *testing.T, node string, free int64) {
+	t.Helper()
+	wait(t, fmt.Sprintf("CSIStorageCapacity of carve-thick on %s = %d (VG free space)", node, free), 4*time.Minute,
+		func(ctx context.Context) (bool, error) {
+			c, err := storageCapacity(ctx, "carve-thick", node)
+			if c == nil || err != nil {
+				return false, err
+			}
+			return c.Capacity != nil && c.Capacity.Value() == free, nil
+		})
+}
+
+var vgFreeArgs = []string{"vgs", "--noheadings", "--units", "b", "--nosuffix", "-o", "vg_free", "e2e"}
+
 // vgFree is VG e2e's free space in the VM, from vgs.
 func vgFree(t *testing.T) int64 {
 	t.Helper()
-	out, err := h.vm.sh("vgs", "--noheadings", "--units", "b", "--nosuffix", "-o", "vg_free", "e2e")
+	out, err := h.vm.sh(vgFreeArgs...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
-	if err != nil {
-		t.Fatalf("vgs: %q", out)
-	}
-	return n
+	return parseBytes(t, out)
 }
 
 // hostVGFree is VG e2e's free space on the host node, from vgs.
 func hostVGFree(t *testing.T) int64 {
 	t.Helper()
-	cmd := exec.Command("vgs", "--noheadings", "--units", "b", "--nosuffix", "-o", "vg_free", "e2e")
+	cmd := exec.Command(vgFreeArgs[0], vgFreeArgs[1:]...)
 	cmd.Env = append(os.Environ(), h.hostLVMEnv...)
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("vgs on the host: %v", errText(err))
 	}
-	n, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+	return parseBytes(t, string(out))
+}
+
+func parseBytes(t *testing.T, out string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
 	if err != nil {
 		t.Fatalf("vgs: %q", out)
 	}

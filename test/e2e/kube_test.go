@@ -81,8 +81,14 @@ func pod(name, claim string) *corev1.Pod {
 func runPod(t *testing.T, name, claim string) *corev1.Pod {
 	t.Helper()
 	create(t, pod(name, claim))
+	return waitRunning(t, name, 5*time.Minute)
+}
+
+// waitRunning waits until pod name runs and returns it.
+func waitRunning(t *testing.T, name string, timeout time.Duration) *corev1.Pod {
+	t.Helper()
 	var p corev1.Pod
-	wait(t, "pod "+name+" running", 5*time.Minute, func(ctx context.Context) (bool, error) {
+	wait(t, "pod "+name+" running", timeout, func(ctx context.Context) (bool, error) {
 		if err := get(ctx, name, &p); err != nil {
 			return false, err
 		}
@@ -258,6 +264,22 @@ func fsSize(t *testing.T, path string) int64 {
 		t.Fatalf("df %s: %q", path, out)
 	}
 	return n
+}
+
+// waitEvent waits for an event about name with reason whose message
+// contains text, and logs it.
+func waitEvent(t *testing.T, name, reason, text string, timeout time.Duration) {
+	t.Helper()
+	wait(t, "a "+reason+" event about "+name+" saying "+text, timeout, func(ctx context.Context) (bool, error) {
+		evs, err := events(ctx, name)
+		for _, e := range evs {
+			if strings.HasPrefix(e, reason+": ") && strings.Contains(e, text) {
+				t.Logf("event: %s", e)
+				return true, nil
+			}
+		}
+		return false, err
+	})
 }
 
 // events lists the events about obj's name, as "reason: message".

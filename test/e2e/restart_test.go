@@ -18,7 +18,6 @@ import (
 // the volume is being provisioned, and again while it is in use) and
 // restarted; everything converges and nothing leaks.
 func TestRestartsConverge(t *testing.T) {
-	ctx := context.Background()
 	create(t, pvc("restart", "carve-thick", "256Mi"))
 	create(t, pod("restart-1", "restart"))
 	// Mid-provisioning: the scheduler has picked the node, the volume is
@@ -30,17 +29,9 @@ func TestRestartsConverge(t *testing.T) {
 	})
 	restartBoth(t, true)
 
-	wait(t, "pod restart-1 running", 5*time.Minute, func(ctx context.Context) (bool, error) {
-		var p corev1.Pod
-		err := get(ctx, "restart-1", &p)
-		return p.Status.Phase == corev1.PodRunning, err
-	})
-	var p1 corev1.Pod
-	if err := get(ctx, "restart-1", &p1); err != nil {
-		t.Fatal(err)
-	}
+	p1 := waitRunning(t, "restart-1", 5*time.Minute)
 	pvName := boundClaim(t, "restart").Spec.VolumeName
-	writeData(t, publishPath(&p1, pvName), "state", "survives restarts")
+	writeData(t, publishPath(p1, pvName), "state", "survives restarts")
 
 	// In use: restart both gracefully, then tear down and come back.
 	restartBoth(t, false)
