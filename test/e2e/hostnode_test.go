@@ -60,8 +60,7 @@ func (x *harness) startHostNode() error {
 	if err := x.startProc("host-fake-cri", []string{filepath.Join(x.kbin, "fake-cri"), "--endpoint=unix://" + sock}, nil); err != nil {
 		return err
 	}
-	cfg := strings.Replace(fmt.Sprintf(kubeletConfig, filepath.Join(x.work, "cluster/pki/ca.crt")),
-		"unix:///run/carve-fake-cri/cri.sock", "unix://"+sock, 1) +
+	cfg := kubeletConfig(filepath.Join(x.work, "cluster/pki/ca.crt"), "unix://"+sock) +
 		// Its own ports and pod log dir: nothing of this kubelet outside dir.
 		fmt.Sprintf("port: 10350\nhealthzPort: 10358\npodLogsDir: %q\n", filepath.Join(dir, "pod-logs"))
 	if err := os.WriteFile(filepath.Join(dir, "kubelet.yaml"), []byte(cfg), 0o644); err != nil {

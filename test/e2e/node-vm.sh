@@ -6,8 +6,8 @@
 # vmexec, with the arguments of the rendered DaemonSet.
 #
 # usage: node-vm.sh WORKDIR K8S_BIN VMEXEC
-# WORKDIR (a writable share) holds kubelet.yaml and kubelet.kubeconfig from
-# the test, and receives logs/.
+# WORKDIR (a writable share) holds kubelet.yaml from the test and the
+# cluster's cluster/guest.kubeconfig, and receives logs/.
 set -euo pipefail
 work=$1 kbin=$2 vmexec=$3
 logs=$work/logs
@@ -29,7 +29,7 @@ pids=()
 "$kbin/fake-cri" >>"$logs/fake-cri.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 50); do [[ -S /run/carve-fake-cri/cri.sock ]] && break; sleep 0.1; done
-"$kbin/kubelet" --config="$work/kubelet.yaml" --kubeconfig="$work/kubelet.kubeconfig" \
+"$kbin/kubelet" --config="$work/kubelet.yaml" --kubeconfig="$work/cluster/guest.kubeconfig" \
   --hostname-override=carve-vm --node-labels=lvm.carve.dev/storage-node=true --root-dir=/var/lib/kubelet --v=2 >>"$logs/kubelet.log" 2>&1 &
 pids+=($!)
 log "kubelet and fake-cri started"

@@ -32,7 +32,12 @@ type vm struct {
 	http *http.Client
 }
 
-const kubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
+// kubeletConfig is the KubeletConfiguration of both nodes' kubelets.
+func kubeletConfig(caFile, criEndpoint string) string {
+	return fmt.Sprintf(kubeletConfigTemplate, caFile, criEndpoint)
+}
+
+const kubeletConfigTemplate = `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: 127.0.0.1
 readOnlyPort: 0
@@ -47,7 +52,7 @@ cgroupsPerQOS: false
 enforceNodeAllocatable: []
 failSwapOn: false
 failCgroupV1: false
-containerRuntimeEndpoint: unix:///run/carve-fake-cri/cri.sock
+containerRuntimeEndpoint: %q
 resolvConf: /etc/resolv.conf
 clusterDNS: [10.0.0.10]
 clusterDomain: cluster.local
@@ -62,29 +67,12 @@ syncFrequency: 30s
 // startVM boots the VM with node-vm.sh, which starts kubelet and vmexec,
 // and waits until the node is Ready.
 func (x *harness) startVM() error {
-	dir := filepath.Join(x.work, "vm")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	pki := filepath.Join(x.work, "cluster/pki")
-	ca, err := os.ReadFile(filepath.Join(pki, "ca.crt"))
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "ca.crt"), ca, 0o644); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(x.work, "kubelet.yaml"),
-		fmt.Appendf(nil, kubeletConfig, filepath.Join(dir, "ca.crt")), 0o644); err != nil {
-		return err
-	}
-	// kubelet authenticates as the cluster admin: the loopback control
-	// plane has no bootstrap-token flow.
-	kc, err := os.ReadFile(filepath.Join(x.work, "cluster/guest.kubeconfig"))
-	if err != nil {
-		return err
-	}
-	if err := writeFile(filepath.Join(x.work, "kubelet.kubeconfig"), kc); err != nil {
+	// The VM sees x.work (a share), so the kubelet reads the cluster's CA
+	// and guest kubeconfig where cluster.sh wrote them. It authenticates
+	// as the cluster admin: the loopback control plane has no
+	// bootstrap-token flow.
+	cfg := kubeletConfig(filepath.Join(x.work, "cluster/pki/ca.crt"), "unix:///run/carve-fake-cri/cri.sock")
+	if err := os.WriteFile(filepath.Join(x.work, "kubelet.yaml"), []byte(cfg), 0o644); err != nil {
 		return err
 	}
 	log, err := os.Create(filepath.Join(x.logs, "vm.log"))
