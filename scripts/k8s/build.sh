@@ -6,9 +6,9 @@
 # usage: scripts/k8s/build.sh            (prints the bin dir on the last line)
 #
 # Output: $CARVE_K8S_CACHE (default ~/.cache/carve-k8s) /<key>/{bin,crd}, the key
-# being derived from the pins in versions.sh. Every binary has a stamp, so a
-# warm run only checks stamps. Nothing in the repository is touched: the
-# wrapper modules the upstream go.mod files force on us (they carry replace
+# being derived from the pins in versions.sh. One stamp covers the set, so a
+# warm run only checks it. Nothing in the repository is touched: the wrapper
+# modules the upstream go.mod files force on us (they carry replace
 # directives, so `go install mod@version` refuses them) are generated under
 # <key>/src.
 set -euo pipefail
@@ -20,7 +20,9 @@ source "$here/versions.sh"
 # builds recompiles every shared package, which costs minutes per binary.
 # GOTOOLCHAIN=local: a module asking for a newer Go fails loudly instead of
 # fetching a toolchain. GOPROXY is left as configured.
-export CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS='-buildvcs=false -trimpath'
+# -dwarf=false: the linker drops debug info anyway (-w); not generating it
+# saves compile time.
+export CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS='-buildvcs=false -trimpath -gcflags=all=-dwarf=false'
 ldflags_base='-s -w'
 
 # The version strings Kubernetes' own build stamps in; without them the
@@ -40,131 +42,100 @@ log() { printf 'carve-k8s: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 mkdir -p "$K8S_BIN" "$K8S_CRD" "$K8S_DIR/stamps" "$K8S_DIR/src"
-# Two builds of the same key at once would race on the wrapper modules.
-exec 9>"$K8S_DIR/.lock"
-flock -n 9 || { log "waiting for another build.sh on $K8S_DIR"; flock 9; }
 
 # nice 19: builds take both cores for minutes; QEMU VMs running tests on
 # the same machine must not be starved.
 gorun() { nice -n 19 go "$@"; }
 
-# A binary is current when its stamp holds the same fingerprint (what was
-# built, how) and the binary exists.
-fresh() { # NAME FINGERPRINT
-  [[ -x $K8S_BIN/$1 && -f $K8S_DIR/stamps/$1 && $(<"$K8S_DIR/stamps/$1") == "$2" ]]
-}
+# As few module graphs as the versions allow, so that client-go,
+# apimachinery, grpc and the rest compile once, not once per sidecar:
+#   kube         Kubernetes (staging modules at $k8s_staging), etcd,
+#                csi-attacher, csi-resizer, csi-snapshotter and
+#                snapshot-controller. The sidecars pin k8s.io/* v0.37.0 or
+#                v0.37.1; minimal version selection and the staging replaces
+#                settle them on Kubernetes' own, which they build against.
+#   provisioner  csi-provisioner v6.3.0 alone: it pins k8s.io/* v0.36.1 and
+#                does not build against client-go v0.37 (its capacity
+#                informer bridge misses a method v0.37 added), and v6.4.0
+#                cannot be had (see versions.sh).
+# A graph's go.mod starts from its base module's: the go and godebug lines
+# (so the binaries get the GODEBUG defaults upstream builds with) and its
+# replaces. Module-to-module replaces are copied; replaces to local paths
+# (Kubernetes' ./staging) become replaces with the staging modules at
+# $k8s_staging. Other modules whose go.mod points at local siblings (the
+# snapshotter's ./client, etcd's ../api ...) are required at their released
+# version instead (EXTRA).
 
-# wrapper NAME MODULE VERSION LOCAL_MODE SKIP_RE PKG...
-# Generates $K8S_DIR/src/NAME: a module requiring MODULE@VERSION with
-# MODULE's own replace directives copied (module-to-module ones as is), a
-# tools.go importing each PKG so `go mod tidy` keeps their dependencies. The
-# go and godebug lines are copied too, so the binaries get the GODEBUG
-# defaults upstream builds with. Replaces to local paths cannot be copied:
-#   LOCAL_MODE=require  -> require that module at VERSION (sub-modules
-#                          released together, e.g. snapshotter's ./client)
-#   LOCAL_MODE=staging  -> replace with that module at $k8s_staging
-#                          (Kubernetes' ./staging/src/k8s.io/*)
-# Modules matching SKIP_RE are left out (not on the proxy, nothing needs them).
-# Callers may add files to the directory before calling wrapper_tidy.
-wrapper() {
-  local name=$1 mod=$2 ver=$3 mode=$4 skip=$5 dir gomod old oldv new newv k v p
-  shift 5
-  dir=$K8S_DIR/src/$name
+# gen_module NAME BASE@VERSION [EXTRA@VERSION...] -- PKG...
+# Generates $K8S_DIR/src/NAME and tidies it; tools.go imports each PKG that
+# is not generated here, so tidy keeps their dependencies.
+gen_module() {
+  local name=$1 base=$2 dir=$K8S_DIR/src/$1 gomod m k v old oldv new newv s=$SECONDS
+  shift 2
+  local extra=() pkgs=()
+  while [[ $1 != -- ]]; do extra+=("$1"); shift; done
+  shift
+  for m in "$@"; do [[ $m == local/* ]] || pkgs+=("$m"); done
   rm -rf "$dir" && mkdir -p "$dir"
-  gomod=$(gorun mod download -json "$mod@$ver" | jq -r .GoMod)
-  [[ -f $gomod ]] || die "no go.mod for $mod@$ver"
-  printf 'module local/carve-k8s/%s\n\ngo %s\n' "$name" \
-    "$(go mod edit -json "$gomod" | jq -r .Go)" >"$dir/go.mod"
+  gomod=$(gorun mod download -json "$base" | jq -r .GoMod)
+  [[ -f $gomod ]] || die "no go.mod for $base"
+  printf 'module local/carve-k8s\n\ngo %s\n' "$(go mod edit -json "$gomod" | jq -r .Go)" >"$dir/go.mod"
   (
     cd "$dir"
-    go mod edit -require="$mod@$ver"
     while IFS=$'\t' read -r k v; do
       go mod edit -godebug="$k=$v"
     done < <(go mod edit -json "$gomod" | jq -r '(.GoDebug // [])[] | [.Key, .Value] | @tsv')
     # '|'-separated, not tabs: read collapses runs of whitespace IFS, which
     # would shift an empty Old.Version into the next field.
     while IFS='|' read -r old oldv new newv; do
-      if [[ -n $skip && $old =~ $skip ]]; then
+      # sample-controller and sample-cli-plugin are not on the module
+      # proxy; nothing built here needs them.
+      if [[ $old =~ ^k8s\.io/sample-(controller|cli-plugin)$ ]]; then
         continue
       elif [[ -n $newv ]]; then
         go mod edit -replace="$old${oldv:+@$oldv}=$new@$newv"
-      elif [[ $mode == require ]]; then
-        go mod edit -require="$old@$ver"
       else
         go mod edit -replace="$old=$old@$k8s_staging"
       fi
     done < <(go mod edit -json "$gomod" |
       jq -r '(.Replace // [])[] | [.Old.Path, .Old.Version // "", .New.Path, .New.Version // ""] | join("|")')
-    # No tools.go without imports: a package tools next to a package main
-    # (etcd's wrapper) would make tidy fail.
-    (($#)) || exit 0
+    for m in "$base" "${extra[@]}"; do go mod edit -require="$m"; done
     {
       printf '//go:build tools\n\n// Package tools keeps the built commands in go.mod.\npackage tools\n\nimport (\n'
-      for p in "$@"; do printf '\t_ "%s"\n' "$p"; done
+      for m in "${pkgs[@]}"; do printf '\t_ "%s"\n' "$m"; done
       printf ')\n'
     } >tools.go
   )
-}
-
-wrapper_tidy() { # NAME
-  local s=$SECONDS
+  for m in "$@"; do
+    if [[ $m == local/carve-k8s/* ]]; then "gen_${m#local/carve-k8s/}" "$dir"; fi
+  done
   # tidy prints a line per download; only errors matter.
-  (cd "$K8S_DIR/src/$1" && gorun mod tidy 2> >(grep -v '^go: downloading' >&2)) ||
-    die "go mod tidy failed in $K8S_DIR/src/$1"
-  log "$(printf '%-24s tidy %4ds' "$1 (module)" $((SECONDS - s)))"
+  (cd "$dir" && gorun mod tidy 2> >(grep -v '^go: downloading' >&2)) ||
+    die "go mod tidy failed in $dir"
+  log "$(printf '%-24s tidy %4ds' "$name (module)" $((SECONDS - s)))"
 }
 
-# build NAME WRAPPER PKG EXTRA_LDFLAGS FINGERPRINT
+# build NAME LDFLAGS PKG...: the main packages PKG of module NAME, sharing
+# these ldflags, in one go build, so that one binary's link overlaps the
+# next one's compile. Built into a scratch dir and moved into bin/, so a
+# killed build never leaves a half-written binary.
 build() {
-  local name=$1 src=$K8S_DIR/src/$2 pkg=$3 ld="$ldflags_base $4" fp=$5 s=$SECONDS
-  (cd "$src" && gorun build -ldflags="$ld" -o "$K8S_BIN/.$name.tmp" "$pkg") ||
-    die "building $name failed"
-  mv -f "$K8S_BIN/.$name.tmp" "$K8S_BIN/$name"
-  printf '%s' "$fp" >"$K8S_DIR/stamps/$name"
-  printf '%-24s built %4ds %4d MB\n' "$name" $((SECONDS - s)) \
-    $(($(stat -c %s "$K8S_BIN/$name") / 1048576))
-}
-
-# group WRAPPER_ARGS... -- 'NAME|PKG|LDFLAGS'...  (| since ldflags hold =)
-# Builds the stale binaries of one wrapper module; the wrapper is only
-# generated (and tidied) when at least one of them is stale.
-# GEN_HOOK, if set, names a function adding files to the wrapper; its source
-# is part of the fingerprint so editing it rebuilds.
-group() {
-  local wargs=() specs=() stale=() spec name pkg ld fp hook_src=
-  while [[ $1 != -- ]]; do wargs+=("$1"); shift; done
-  shift
-  specs=("$@")
-  if [[ -n ${GEN_HOOK:-} ]]; then
-    hook_src=$(declare -f "$GEN_HOOK" | sha256sum | cut -c1-16)
-  fi
-  for spec in "${specs[@]}"; do
-    IFS='|' read -r name pkg ld <<<"$spec"
-    fp="${wargs[1]}@${wargs[2]} $pkg ld=[$ld] gen=$hook_src"
-    if fresh "$name" "$fp"; then
-      printf '%-24s cached\n' "$name"
-    else
-      stale+=("$name|$pkg|$ld|$fp")
-    fi
+  local src=$K8S_DIR/src/$1 ld="$ldflags_base $2" s=$SECONDS tmp=$K8S_DIR/.tmp f
+  shift 2
+  rm -rf "$tmp" && mkdir -p "$tmp"
+  (cd "$src" && gorun build -ldflags="$ld" -o "$tmp/" "$@") ||
+    die "building $* failed"
+  for f in "$tmp"/*; do
+    mv -f "$f" "$K8S_BIN/"
+    printf '%-24s %4d MB\n' "${f##*/}" $(($(stat -c %s "$K8S_BIN/${f##*/}") / 1048576))
   done
-  ((${#stale[@]})) || return 0
-  local pkgs=()
-  for spec in "${specs[@]}"; do
-    IFS='|' read -r _ pkg _ <<<"$spec"
-    [[ $pkg == local/* || $pkg == . ]] || pkgs+=("$pkg")
-  done
-  wrapper "${wargs[@]}" "${pkgs[@]}"
-  if [[ -n ${GEN_HOOK:-} ]]; then "$GEN_HOOK" "$K8S_DIR/src/${wargs[0]}"; fi
-  wrapper_tidy "${wargs[0]}"
-  for spec in "${stale[@]}"; do
-    IFS='|' read -r name pkg ld fp <<<"$spec"
-    build "$name" "${wargs[0]}" "$pkg" "$ld" "$fp"
-  done
+  log "$(printf 'built %d binaries in %ds' $# $((SECONDS - s)))"
 }
 
 # etcd: a main calling etcdmain.Main is all the etcd binary is.
 gen_etcd() {
-  cat >"$1/main.go" <<'EOF'
+  mkdir -p "$1/etcd"
+  cat >"$1/etcd/main.go" <<'EOF'
 // Command etcd is the etcd server, built from the server module.
 package main
 
@@ -181,9 +152,9 @@ EOF
 # fake-cri: k8s.io/cri-client's in-memory runtime (what kubemark's hollow
 # nodes use) on a unix socket, so kubelet runs without containerd. Without
 # SetFakeImageSize every pod fails with ImageInspectError.
-gen_fakecri() {
-  mkdir -p "$1/fakecri"
-  cat >"$1/fakecri/main.go" <<'EOF'
+gen_fake-cri() {
+  mkdir -p "$1/fake-cri"
+  cat >"$1/fake-cri/main.go" <<'EOF'
 // Command fake-cri serves k8s.io/cri-client's fake CRI runtime on a unix
 // socket until SIGTERM or SIGINT. Pods "run" without any container.
 package main
@@ -226,29 +197,49 @@ if ! flock -n "$lock_fd"; then
   flock "$lock_fd"
 fi
 
-GEN_HOOK=gen_etcd group etcd "$ETCD_MODULE" "$ETCD_VERSION" require '' -- \
-  "etcd|.|"
-
-k8s_specs=()
+# What gets built: only what the tests run. The sidecars set main.version
+# in their Makefiles; do the same so --version and their startup log say
+# what runs. Kubernetes first: the largest share of packages, and what
+# follows in its graph finds client-go and friends compiled.
+kube_pkgs=()
 for c in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet; do
-  k8s_specs+=("$c|k8s.io/kubernetes/cmd/$c|$k8s_ldflags")
+  kube_pkgs+=("k8s.io/kubernetes/cmd/$c")
 done
-k8s_specs+=("fake-cri|local/carve-k8s/kube/fakecri|")
-# sample-controller and sample-cli-plugin are not on the module proxy.
-GEN_HOOK=gen_fakecri group kube "$K8S_MODULE" "$K8S_VERSION" staging \
-  '^k8s\.io/sample-(controller|cli-plugin)$' -- "${k8s_specs[@]}"
+sidecar_pkgs=("$ATTACHER_MODULE/cmd/csi-attacher" "$RESIZER_MODULE/cmd/csi-resizer"
+  "$SNAPSHOTTER_MODULE/cmd/csi-snapshotter" "$SNAPSHOTTER_MODULE/cmd/snapshot-controller")
+local_pkgs=(local/carve-k8s/etcd local/carve-k8s/fake-cri)
+provisioner_pkg=$PROVISIONER_MODULE/cmd/csi-provisioner
+all_pkgs=("${kube_pkgs[@]}" "${local_pkgs[@]}" "${sidecar_pkgs[@]}" "$provisioner_pkg")
 
-# The sidecars set main.version in their Makefiles; do the same so
-# --version and their startup log say what runs.
-GEN_HOOK='' group provisioner "$PROVISIONER_MODULE" "$PROVISIONER_VERSION" require '' -- \
-  "csi-provisioner|$PROVISIONER_MODULE/cmd/csi-provisioner|-X main.version=$PROVISIONER_VERSION"
-GEN_HOOK='' group attacher "$ATTACHER_MODULE" "$ATTACHER_VERSION" require '' -- \
-  "csi-attacher|$ATTACHER_MODULE/cmd/csi-attacher|-X main.version=$ATTACHER_VERSION"
-GEN_HOOK='' group resizer "$RESIZER_MODULE" "$RESIZER_VERSION" require '' -- \
-  "csi-resizer|$RESIZER_MODULE/cmd/csi-resizer|-X main.version=$RESIZER_VERSION"
-GEN_HOOK='' group snapshotter "$SNAPSHOTTER_MODULE" "$SNAPSHOTTER_VERSION" require '' -- \
-  "csi-snapshotter|$SNAPSHOTTER_MODULE/cmd/csi-snapshotter|-X main.version=$SNAPSHOTTER_VERSION" \
-  "snapshot-controller|$SNAPSHOTTER_MODULE/cmd/snapshot-controller|-X main.version=$SNAPSHOTTER_VERSION"
+build_all() {
+  gen_module kube "$K8S_MODULE@$K8S_VERSION" \
+    "$ETCD_MODULE@$ETCD_VERSION" "${ETCD_SIBLINGS[@]/%/@$ETCD_VERSION}" \
+    "$ATTACHER_MODULE@$ATTACHER_VERSION" "$RESIZER_MODULE@$RESIZER_VERSION" \
+    "$SNAPSHOTTER_MODULE@$SNAPSHOTTER_VERSION" "$SNAPSHOT_CRD_MODULE@$SNAPSHOT_CRD_VERSION" \
+    -- "${kube_pkgs[@]}" "${local_pkgs[@]}" "${sidecar_pkgs[@]}"
+  build kube "$k8s_ldflags" "${kube_pkgs[@]}"
+  build kube "" "${local_pkgs[@]}"
+  build kube "-X main.version=$ATTACHER_VERSION" "$ATTACHER_MODULE/cmd/csi-attacher"
+  build kube "-X main.version=$RESIZER_VERSION" "$RESIZER_MODULE/cmd/csi-resizer"
+  build kube "-X main.version=$SNAPSHOTTER_VERSION" "${sidecar_pkgs[@]:2}"
+  gen_module provisioner "$PROVISIONER_MODULE@$PROVISIONER_VERSION" -- "$provisioner_pkg"
+  build provisioner "-X main.version=$PROVISIONER_VERSION" "$provisioner_pkg"
+}
+
+# One stamp for the set: the pins are in the key already; this adds the
+# recipe (this script, the pins file) and the Go version, so changing
+# either rebuilds.
+fingerprint=$({ cat "$here/build.sh" "$here/versions.sh"; go env GOVERSION; } | sha256sum | cut -c1-16)
+stale=0
+for p in "${all_pkgs[@]}"; do [[ -x $K8S_BIN/${p##*/} ]] || stale=1; done
+[[ -f $K8S_DIR/stamps/bin && $(<"$K8S_DIR/stamps/bin") == "$fingerprint" ]] || stale=1
+if ((stale)); then
+  rm -f "$K8S_DIR/stamps/bin"
+  build_all
+  printf '%s' "$fingerprint" >"$K8S_DIR/stamps/bin"
+else
+  printf '%-24s cached\n' "${#all_pkgs[@]} binaries"
+fi
 
 # Snapshot CRDs: copied out of the (read-only) module cache so cluster users
 # need neither Go nor the module cache.

@@ -8,6 +8,9 @@
 # go.mod, so build.sh wraps etcdmain.Main in a generated module.
 ETCD_MODULE=go.etcd.io/etcd/server/v3
 ETCD_VERSION=v3.7.3
+# The server's go.mod replaces these with sibling directories; they are
+# released together, at the same version.
+ETCD_SIBLINGS=(go.etcd.io/etcd/api/v3 go.etcd.io/etcd/client/pkg/v3 go.etcd.io/etcd/client/v3 go.etcd.io/etcd/pkg/v3)
 
 # Kubernetes (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
 # kubelet) and k8s.io/cri-client's fake runtime. The staging modules
@@ -42,7 +45,7 @@ SNAPSHOT_CRD_GLOBS=('snapshot.storage.k8s.io_*.yaml' 'groupsnapshot.storage.k8s.
 
 # Bump when build.sh changes how binaries are made (flags, generated mains)
 # in a way that must not reuse binaries built the old way.
-K8S_RECIPE=1
+K8S_RECIPE=2
 
 # Everything built lives under K8S_CACHE/K8S_KEY: bin/ (binaries), crd/,
 # stamps/ and the generated wrapper modules in src/. The key is readable
