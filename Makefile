@@ -7,7 +7,7 @@ export GOFLAGS ?= -buildvcs=false
 CONTROLLER_GEN ?= $(shell go env GOPATH)/bin/controller-gen
 CONTROLLER_GEN_VERSION := v0.23.0
 
-.PHONY: all build test test-unit test-vm e2e demo lint fuzz bench generate clean
+.PHONY: all build test test-unit test-vm test-vm-full e2e demo lint fuzz bench generate clean
 
 all: build
 
@@ -22,12 +22,18 @@ test-unit: ## gofmt and go vet clean, then unit tests, real loop-device mounts (
 	$(GO) vet -tags vmtest ./...
 	$(GO) vet -tags e2e ./...
 	$(GO) test -count=1 ./...
+	@echo "== $@ passed at $$(date -u +%T)"
 
-test-vm: ## lvm package, CSI lifecycle and csi-sanity on real LVM inside a QEMU VM
+test-vm: ## lvm package, CSI lifecycle and csi-sanity on real LVM inside a QEMU VM (block and thin sanity: only what they add to the mount run)
 	scripts/test-vm.sh
+	@echo "== $@ passed at $$(date -u +%T)"
+
+test-vm-full: ## test-vm with every csi-sanity configuration's whole suite
+	CARVE_SANITY_FULL=1 scripts/test-vm.sh
 
 e2e: ## cluster mode on real Kubernetes components: control plane + sidecars on the host, kubelet + carve node in the VM
 	scripts/e2e.sh
+	@echo "== $@ passed at $$(date -u +%T)"
 
 demo: ## carve standalone on a real VG: one volume through the whole CSI lifecycle
 	scripts/demo.sh

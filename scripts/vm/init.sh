@@ -27,8 +27,11 @@ mount -t devtmpfs devtmpfs /dev
 dmesg -n 1
 
 # Modules were copied in dependency order by setup.sh (NNN- prefixes).
+# One retry: once, on a loaded host, the signature check of an unchanged
+# dm-mod.ko failed ("Key was rejected by service") and the next boot loaded
+# it; a whole CI run must not be lost to that.
 for m in /lib/carve-modules/*.ko; do
-  insmod "$m" || fail "insmod $m failed"
+  insmod "$m" || { sleep 1 && insmod "$m"; } || fail "insmod $m failed"
 done
 
 # msize: the largest the kernel's virtio 9p transport takes (125 pages);

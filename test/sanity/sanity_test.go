@@ -8,6 +8,8 @@ package sanity
 
 import (
 	"context"
+	"flag"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -22,15 +24,41 @@ const (
 )
 
 // Thick volumes, mounted: snapshots are copies made through a frozen point.
-func TestSanityMount(t *testing.T) { runSanity(t, "mount", false) }
+// Always the whole suite.
+func TestSanityMount(t *testing.T) { runSanity(t, "mount", false, "") }
 
-// Thick volumes, raw block.
-func TestSanityBlock(t *testing.T) { runSanity(t, "block", false) }
+// Thick volumes, raw block. What block adds to the mount run is the node
+// side: staging and publishing a device file, its stats and expansion. The
+// controller specs run with it only in a full run.
+func TestSanityBlock(t *testing.T) { runSanity(t, "block", false, `Node Service`) }
 
 // Thin volumes in a thin pool, mounted: snapshots and clones are instant.
-func TestSanityThin(t *testing.T) { runSanity(t, "mount", true) }
+// What thin adds is the controller side (carving in the pool, thin
+// snapshots and clones, expansion within the pool); its node side is the
+// mount run's.
+func TestSanityThin(t *testing.T) { runSanity(t, "mount", true, `\[Controller Server\]`) }
 
-func runSanity(t *testing.T, accessType string, thin bool) {
+// CARVE_SANITY_FULL=1 (make test-vm-full) runs every configuration's whole
+// suite instead of only what it adds to the mount run.
+var fullRuns = os.Getenv("CARVE_SANITY_FULL") == "1"
+
+// runSanity runs csi-sanity once. focus, unless empty or a full run is
+// asked for, limits the run to the specs matching it (Ginkgo's focus: a
+// regexp over the suite's description, a space and the spec's full text,
+// so it cannot be anchored to the spec's start).
+func runSanity(t *testing.T, accessType string, thin bool, focus string) {
+	if focus != "" && !fullRuns {
+		// Ginkgo binds its flags to the test binary's command line and reads
+		// them when the suite starts.
+		// fail-on-empty: a focus that matches nothing must fail the run,
+		// not pass it with every spec skipped.
+		for name, value := range map[string]string{"ginkgo.focus": focus, "ginkgo.fail-on-empty": "true"} {
+			if err := flag.Set(name, value); err != nil {
+				t.Fatalf("focusing the suite: -%s: %v", name, err)
+			}
+		}
+		t.Logf("running only the specs matching %q (CARVE_SANITY_FULL=1 runs all)", focus)
+	}
 	disk := testenv.Disk(t, "CARVE_TEST_DISK")
 	c := testenv.PrivateLVM(t)
 	testenv.NewVG(t, c, vg, disk)
