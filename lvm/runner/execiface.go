@@ -18,7 +18,9 @@ import (
 // AsExecInterface returns a k8s.io/utils/exec.Interface whose commands run
 // with the runner's environment and timeout and are logged like Run's, so
 // that k8s.io/mount-utils (mkfs, blkid, fsck, resize2fs, xfs_growfs) goes
-// through this runner too.
+// through this runner too. A command made by CommandContext with a context
+// from DataWork is a data command (no Exec.Timeout); any other one gets the
+// metadata timeout.
 //
 // Errors keep k8s.io/utils/exec's shapes (utilexec.ExitError for a non-zero
 // exit, utilexec.ErrExecutableNotFound) because mount-utils type-asserts
@@ -40,7 +42,7 @@ func (x execIface) CommandContext(ctx context.Context, name string, args ...stri
 	c := exec.CommandContext(cctx, name, args...)
 	c.Env = x.e.environ(os.Environ())
 	setGracefulCancel(c)
-	return &execCmd{c: c, parent: ctx, cancel: cancel, e: x.e, name: name, args: args}
+	return &execCmd{c: c, parent: ctx, cancel: cancel, e: x.e, name: name, args: args, data: isData(ctx)}
 }
 
 func (x execIface) LookPath(file string) (string, error) {
@@ -59,6 +61,7 @@ type execCmd struct {
 	e      *Exec
 	name   string
 	args   []string
+	data   bool // a data command: only parent's deadline bounds it
 
 	stderr   bytes.Buffer // copy of stderr for logs when the caller also reads it
 	start    time.Time
@@ -106,9 +109,11 @@ func (c *execCmd) Start() error {
 		logRun(c.name, c.args, 0, err, "")
 		return convertErr(err)
 	}
-	c.mu.Lock()
-	c.timer = time.AfterFunc(c.e.timeout(), c.expire)
-	c.mu.Unlock()
+	if !c.data {
+		c.mu.Lock()
+		c.timer = time.AfterFunc(c.e.timeout(), c.expire)
+		c.mu.Unlock()
+	}
 	return nil
 }
 

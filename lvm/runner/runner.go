@@ -3,6 +3,9 @@
 // Every command runs directly (never through a shell, so names and tags can
 // never be interpreted as shell syntax), under a timeout, with a fixed extra
 // environment, and with its stderr captured for error messages and logs.
+// The timeout depends on the command's class (see data.go): a metadata
+// command gets Exec.Timeout, a data command the deadline of the context
+// DataWork gave it.
 package runner
 
 import (
@@ -18,9 +21,9 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// DefaultTimeout bounds a command when Exec.Timeout is zero. LVM commands
-// take about a second even on a slow VM; two minutes only trips on a hang
-// (a stuck device, a lock held by a dead process).
+// DefaultTimeout bounds a metadata command when Exec.Timeout is zero. LVM
+// commands take about a second even on a slow VM; two minutes only trips on
+// a hang (a stuck device, a lock held by a dead process).
 const DefaultTimeout = 2 * time.Minute
 
 // killGrace is how long a command has to exit after SIGTERM before it is
@@ -38,7 +41,8 @@ type Runner interface {
 
 // Exec runs commands on this machine.
 type Exec struct {
-	// Timeout per command; DefaultTimeout when zero.
+	// Timeout per metadata command; DefaultTimeout when zero. Data
+	// commands are bounded by their context instead (DataWork).
 	Timeout time.Duration
 	// Env holds extra "K=V" entries appended to os.Environ().
 	Env []string
@@ -67,8 +71,11 @@ func (e *Exec) environ(base []string) []string {
 
 // Run implements Runner.
 func (e *Exec) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, e.timeout())
-	defer cancel()
+	if !isData(ctx) {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.timeout())
+		defer cancel()
+	}
 
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = e.environ(os.Environ())
