@@ -2,34 +2,73 @@ package nodefs
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"k8s.io/klog/v2"
 	utilexec "k8s.io/utils/exec"
+
+	"carve.dev/carve/lvm/runner"
 )
 
 // nodeExec adapts the project's exec for one mount-utils call, which only
-// ever uses Command (no context):
-//   - blkid is bound to ctx: it only reads, so killing it is harmless.
-//   - mkfs.* is never bound to ctx: a format cut short could leave a partial
+// ever uses Command (no context), and gives each command its class (see
+// lvm/runner):
+//   - Quick probes (blkid, blockdev, btrfs inspect-internal) are metadata
+//     commands bound to ctx: they only read, so killing them is harmless,
+//     and the runner's short timeout notices a hang.
+//   - Everything else (mkfs.*, fsck, resize2fs, xfs_growfs, btrfs
+//     filesystem resize) is data work, whose time grows with the device.
+//     It runs under data: detached from ctx, with a deadline sized for the
+//     device (deviceBudget). A format cut short could leave a partial
 //     signature, and then the device would be refused forever instead of
-//     formatted. It is logged at level 0, whoever decided to run it.
-//   - fsck and resize tools run to completion for the same reason.
+//     formatted; a fsck or resize cut short leaves the same work to redo,
+//     and would be cut again. So neither the caller's cancellation nor the
+//     metadata timeout stops them, only a hang that outlasts the budget.
+//     Unknown tools count as data: taking a probe for data work only
+//     delays noticing its hang; taking data work for a probe kills it.
+//
+// An operation that runs no data work (data is nil) runs everything as a
+// probe. mkfs is logged at level 0, whoever decided to run it.
 type nodeExec struct {
 	utilexec.Interface
-	ctx context.Context
+	ctx  context.Context
+	data context.Context
 }
 
-func (m *Mounter) execFor(ctx context.Context) utilexec.Interface {
+// probeExec is the exec of an operation that only probes.
+func (m *Mounter) probeExec(ctx context.Context) nodeExec {
 	return nodeExec{Interface: m.exec, ctx: ctx}
 }
 
-// Command runs blkid with ctx and logs mkfs; see nodeExec.
+// dataExec is the exec of an operation that may do data work on device;
+// done ends its data budget.
+func (m *Mounter) dataExec(ctx context.Context, device string) (e nodeExec, done context.CancelFunc, err error) {
+	size, err := BlockSize(device)
+	if err != nil {
+		return nodeExec{}, nil, fmt.Errorf("size the work on %s: %w", device, err)
+	}
+	data, cancel := runner.DataWork(context.WithoutCancel(ctx), runner.DataBudget(size))
+	return nodeExec{Interface: m.exec, ctx: ctx, data: data}, cancel, nil
+}
+
+// isProbe tells the quick, read-only commands mount-utils runs.
+func isProbe(name string, args []string) bool {
+	switch name {
+	case "blkid", "blockdev":
+		return true
+	case "btrfs":
+		return len(args) > 0 && args[0] == "inspect-internal"
+	}
+	return false
+}
+
+// Command gives the command its class and logs mkfs; see nodeExec.
 func (e nodeExec) Command(name string, args ...string) utilexec.Cmd {
-	if name == "blkid" {
+	if e.data == nil || isProbe(name, args) {
 		return e.CommandContext(e.ctx, name, args...)
 	}
-	cmd := e.Interface.Command(name, args...)
+	cmd := e.CommandContext(e.data, name, args...)
 	fsType, isMkfs := strings.CutPrefix(name, "mkfs.")
 	if !isMkfs {
 		return cmd

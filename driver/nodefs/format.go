@@ -58,7 +58,12 @@ func (m *Mounter) FormatAndMount(ctx context.Context, device, target, fsType str
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("mount %s at %s: %w", device, target, err)
 	}
-	sfm := &mount.SafeFormatAndMount{Interface: m.mounter, Exec: m.execFor(ctx)}
+	ex, endData, err := m.dataExec(ctx, device)
+	if err != nil {
+		return fmt.Errorf("mount %s at %s: %w", device, target, err)
+	}
+	defer endData()
+	sfm := &mount.SafeFormatAndMount{Interface: m.mounter, Exec: ex}
 	// Clone: SafeFormatAndMount appends "defaults" to the slice it is given,
 	// which would write into the caller's backing array.
 	if err := sfm.FormatAndMount(device, target, fsType, slices.Clone(options)); err != nil {
@@ -76,7 +81,7 @@ func (m *Mounter) FilesystemType(ctx context.Context, device string) (string, er
 	if err := checkBlockDevice(device); err != nil {
 		return "", fmt.Errorf("detect filesystem on %s: %w", device, err)
 	}
-	sfm := &mount.SafeFormatAndMount{Interface: m.mounter, Exec: m.execFor(ctx)}
+	sfm := &mount.SafeFormatAndMount{Interface: m.mounter, Exec: m.probeExec(ctx)}
 	fsType, err := sfm.GetDiskFormat(device)
 	if err != nil {
 		return "", fmt.Errorf("detect filesystem on %s: %w", device, err)

@@ -12,7 +12,8 @@ import (
 // device: resize2fs on the device for ext*, xfs_growfs on the mount for xfs
 // (mount.ResizeFs). Both grow online and are no-ops when already full size,
 // so repeating it is harmless. A blank device has nothing to grow: nil.
-// ctx is checked before starting; a running resize is not interrupted.
+// ctx is checked before starting; a running resize is not interrupted, and
+// only a deadline sized for the device bounds it (see nodeExec).
 func (m *Mounter) ResizeFS(ctx context.Context, device, mountPath string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("resize filesystem on %s at %s: %w", device, mountPath, err)
@@ -22,8 +23,13 @@ func (m *Mounter) ResizeFS(ctx context.Context, device, mountPath string) error 
 	}
 	// mount-utils reports "resized" whenever the tool succeeded, no-op
 	// included, so the log shows the sizes to tell the two apart.
+	ex, endData, err := m.dataExec(ctx, device)
+	if err != nil {
+		return fmt.Errorf("resize filesystem on %s at %s: %w", device, mountPath, err)
+	}
+	defer endData()
 	before := totalBytes(mountPath)
-	resized, err := mount.NewResizeFs(m.execFor(ctx)).Resize(device, mountPath)
+	resized, err := mount.NewResizeFs(ex).Resize(device, mountPath)
 	if err != nil {
 		return fmt.Errorf("resize filesystem on %s at %s: %w", device, mountPath, err)
 	}
@@ -47,7 +53,7 @@ func totalBytes(path string) int64 {
 // mountPath, is smaller than the device (the LV grew while it was not
 // staged).
 func (m *Mounter) NeedsResize(ctx context.Context, device, mountPath string) (bool, error) {
-	need, err := mount.NewResizeFs(m.execFor(ctx)).NeedResize(device, mountPath)
+	need, err := mount.NewResizeFs(m.probeExec(ctx)).NeedResize(device, mountPath)
 	if err != nil {
 		return false, fmt.Errorf("check size of filesystem on %s at %s: %w", device, mountPath, err)
 	}

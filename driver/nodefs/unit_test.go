@@ -130,33 +130,60 @@ func TestNormalizeFSType(t *testing.T) {
 	}
 }
 
-// ctxRecorder notes, per command, whether it was bound to a context.
+// ctxRecorder notes, per command line, the context it was made with (nil:
+// Command, no context).
 type ctxRecorder struct {
 	testingexec.FakeExec
-	withCtx map[string]bool
+	ctxOf map[string]context.Context
 }
 
-func (r *ctxRecorder) Command(name string, _ ...string) utilexec.Cmd {
-	r.withCtx[name] = false
+func (r *ctxRecorder) Command(name string, args ...string) utilexec.Cmd {
+	r.ctxOf[strings.Join(append([]string{name}, args...), " ")] = nil
 	return &testingexec.FakeCmd{}
 }
 
-func (r *ctxRecorder) CommandContext(_ context.Context, name string, _ ...string) utilexec.Cmd {
-	r.withCtx[name] = true
+func (r *ctxRecorder) CommandContext(ctx context.Context, name string, args ...string) utilexec.Cmd {
+	r.ctxOf[strings.Join(append([]string{name}, args...), " ")] = ctx
 	return &testingexec.FakeCmd{}
 }
 
-func TestExecBindsOnlyBlkidToContext(t *testing.T) {
-	rec := &ctxRecorder{withCtx: map[string]bool{}}
-	e := New(rec).execFor(context.Background())
-	for _, name := range []string{"blkid", "mkfs.ext4", "fsck", "resize2fs", "xfs_growfs"} {
-		e.Command(name, "/dev/x")
+// Probes are bound to the caller's context (and the metadata timeout);
+// data work to the operation's data context, which the caller's
+// cancellation does not end and whose deadline is sized for the device.
+func TestExecGivesEachCommandItsClass(t *testing.T) {
+	rec := &ctxRecorder{ctxOf: map[string]context.Context{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	e, done, err := New(rec).dataExec(ctx, anyBlockDevice(t))
+	if err != nil {
+		t.Fatal(err)
 	}
-	want := map[string]bool{"blkid": true, "mkfs.ext4": false, "fsck": false, "resize2fs": false, "xfs_growfs": false}
-	for name, ctx := range want {
-		if rec.withCtx[name] != ctx {
-			t.Errorf("%s bound to ctx = %t, want %t", name, rec.withCtx[name], ctx)
+	defer done()
+	probes := []string{"blkid -p /dev/x", "blockdev --getsize64 /dev/x", "btrfs inspect-internal dump-super -f /dev/x"}
+	data := []string{"mkfs.ext4 /dev/x", "fsck -a /dev/x", "resize2fs /dev/x", "xfs_growfs -d /m", "btrfs filesystem resize max /m"}
+	for _, line := range append(probes, data...) {
+		f := strings.Fields(line)
+		e.Command(f[0], f[1:]...)
+	}
+	cancel()
+	for _, line := range probes {
+		if rec.ctxOf[line] != ctx {
+			t.Errorf("%s: not bound to the caller's context", line)
 		}
+	}
+	for _, line := range data {
+		got := rec.ctxOf[line]
+		if got == nil || got != e.data {
+			t.Errorf("%s: context %v, want the data context", line, got)
+			continue
+		}
+		if _, ok := got.Deadline(); !ok || got.Err() != nil {
+			t.Errorf("%s: data context without a deadline, or ended with the caller's (%v)", line, got.Err())
+		}
+	}
+	// An operation without data work runs everything bound to its context.
+	New(rec).probeExec(ctx).Command("mkfs.ext4", "/dev/probe")
+	if rec.ctxOf["mkfs.ext4 /dev/probe"] != ctx {
+		t.Error("probeExec: command not bound to the caller's context")
 	}
 }
 
@@ -169,7 +196,12 @@ func TestFormattingIsLoggedAtLevelZero(t *testing.T) {
 		}}
 	}
 	m := New(&testingexec.FakeExec{CommandScript: []testingexec.FakeCommandAction{ok}})
-	if _, err := m.execFor(context.Background()).Command("mkfs.xfs", "-f", "/dev/fake0").CombinedOutput(); err != nil {
+	e, done, err := m.dataExec(context.Background(), anyBlockDevice(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	if _, err := e.Command("mkfs.xfs", "-f", "/dev/fake0").CombinedOutput(); err != nil {
 		t.Fatal(err)
 	}
 	klog.Flush()
