@@ -4,18 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"k8s.io/klog/v2"
 
 	"carve.dev/carve/lvm"
+	"carve.dev/carve/lvm/runner"
 )
-
-// wipeTimeout bounds the zeroing of one volume. The wipe runs detached from
-// the caller's context: a CO that gives up and retries must not restart a
-// long wipe from zero forever; its retries are told the operation is pending
-// (by the driver's per-volume lock) until this one is done.
-const wipeTimeout = 6 * time.Hour
 
 // DeleteVolume wipes and removes the volume. A volume that does not exist is
 // deleted already (CSI idempotency). A published volume is refused.
@@ -43,16 +37,22 @@ func (m *Manager) DeleteVolume(ctx context.Context, id ID) error {
 			return fmt.Errorf("mark %s for deletion: %w", id, err)
 		}
 	}
+	// Detached from the caller's context: a CO that gives up and retries
+	// must not cut a long wipe short every time; its retries are told the
+	// operation is pending (by the driver's per-volume lock) until this one
+	// is done.
 	return m.finishDelete(context.WithoutCancel(ctx), lv)
 }
 
 // finishDelete zeroes and removes an LV marked deleting. Thin LVs are not
 // zeroed: their blocks go back to the pool, which zeroes every block it
 // provisions again (Carve refuses pools that do not, see thinPool), and
-// zeroing a thin LV would first allocate all of it.
+// zeroing a thin LV would first allocate all of it. The whole delete is
+// bounded by a deadline sized for the LV (each zeroed chunk also by its
+// own); a wipe cut short resumes from its recorded progress next time.
 func (m *Manager) finishDelete(ctx context.Context, lv lvm.LV) error {
 	ref := lv.VGName + "/" + lv.Name
-	ctx, cancel := context.WithTimeout(ctx, wipeTimeout)
+	ctx, cancel := context.WithTimeout(ctx, runner.DataBudget(int64(lv.Size)))
 	defer cancel()
 	if lv.PoolLV == "" {
 		if err := m.wipe(ctx, lv); err != nil {
@@ -63,22 +63,5 @@ func (m *Manager) finishDelete(ctx context.Context, lv lvm.LV) error {
 		return fmt.Errorf("remove %s: %w", ref, err)
 	}
 	klog.InfoS("Removed logical volume", "lv", ref, "name", tagValue(lv, tagNamePrefix))
-	return nil
-}
-
-// wipe zeroes a thick LV over its whole length and leaves it inactive.
-func (m *Manager) wipe(ctx context.Context, lv lvm.LV) error {
-	ref := lv.VGName + "/" + lv.Name
-	if err := m.lvm.Activate(ctx, lv.VGName, lv.Name); err != nil {
-		return fmt.Errorf("activate %s to wipe it: %w", ref, err)
-	}
-	start := time.Now()
-	if err := m.wiper.Wipe(ctx, devicePath(lv.VGName, lv.Name)); err != nil {
-		return fmt.Errorf("wipe %s: %w", ref, err)
-	}
-	klog.InfoS("Wiped logical volume", "lv", ref, "bytes", lv.Size, "duration", time.Since(start))
-	if err := m.lvm.Deactivate(ctx, lv.VGName, lv.Name); err != nil {
-		return fmt.Errorf("deactivate %s after wipe: %w", ref, err)
-	}
 	return nil
 }

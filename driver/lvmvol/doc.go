@@ -21,14 +21,27 @@
 //   - delete: the carve.dev/deleting tag goes on first, then the LV is wiped
 //     and removed. A retry (or a CreateVolume of the same name) that finds the
 //     tag finishes the job. A deleting LV is never handed out again.
+//   - a wipe records how far it has got in a tag of the LV
+//     (carve.dev/wiped; see progress.go), after flushing the bytes the
+//     record counts, so a retry resumes there instead of at byte 0.
 //
 // # A new volume never shows a former tenant's data
 //
 // Thick LVs are carved from extents that may have held another volume. Two
 // rules keep that data from leaking:
 //  1. Every LV Carve deletes is zeroed over its whole length (BLKZEROOUT via
-//     blkdiscard --zeroout) before lvremove returns its extents to the VG. The
-//     deleting tag makes an interrupted wipe start again, never skip.
+//     blkdiscard --zeroout, in chunks) before lvremove returns its extents to
+//     the VG. The deleting tag makes an interrupted wipe go on, never skip:
+//     it resumes after the last chunk recorded as zeroed and flushed.
+//
+// # Long work has its own deadline
+//
+// Zeroing, copying, mkfs, fsck and filesystem growth take time in proportion
+// to the volume. They are data work (see lvm/runner): each is bounded by a
+// deadline sized for its bytes (runner.DataBudget), never by the per-command
+// timeout (--command-timeout) that bounds lvm's metadata commands. A wipe or
+// delete also runs detached from the caller's context, so a CO that gives
+// up does not cut it short.
 //  2. lvcreate runs with --zero y --wipesignatures y, so even extents freed
 //     outside Carve never carry a filesystem signature into a new volume; the
 //     node therefore never mistakes stale data for a filesystem to mount.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 
 	"carve.dev/carve/lvm"
 )
@@ -29,9 +30,12 @@ type LVM interface {
 	RemoveTags(ctx context.Context, vg, name string, tags ...string) error
 }
 
-// Wiper zeroes a block device over its whole length.
+// Wiper zeroes block devices.
 type Wiper interface {
-	Wipe(ctx context.Context, device string) error
+	// Zero zeroes length bytes of device from offset.
+	Zero(ctx context.Context, device string, offset, length int64) error
+	// Flush makes the zeroes written to device so far durable.
+	Flush(ctx context.Context, device string) error
 }
 
 // Manager carries out volume operations on this node's volume groups.
@@ -46,6 +50,10 @@ type Manager struct {
 	overprovision float64
 	// copies are this process's background data copies.
 	copies copies
+	// wipeChunk is the bytes one zeroing command covers; progressEvery
+	// how often long data work records its progress (see progress.go).
+	wipeChunk     int64
+	progressEvery time.Duration
 }
 
 // LimitPublished makes PublishVolume refuse a volume beyond n published at
@@ -54,7 +62,8 @@ func (m *Manager) LimitPublished(n int) { m.maxPublished = n }
 
 // NewManager serves the volume groups vgs of node.
 func NewManager(l LVM, w Wiper, node string, vgs []string) *Manager {
-	return &Manager{lvm: l, wiper: w, node: node, vgs: slices.Clone(vgs), overprovision: DefaultOverprovision}
+	return &Manager{lvm: l, wiper: w, node: node, vgs: slices.Clone(vgs), overprovision: DefaultOverprovision,
+		wipeChunk: defaultWipeChunk, progressEvery: defaultProgressEvery}
 }
 
 // Node is the node this manager serves.

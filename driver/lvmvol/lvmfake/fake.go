@@ -25,8 +25,16 @@ type LVM struct {
 	lvs   map[string]map[string]*lvm.LV
 	Calls []string
 	Fail  func(call string) error
-	// Wiped lists the devices Wipe zeroed, in order.
-	Wiped []string
+	// Wiped lists the device of each Zero call, in order; Zeroed the
+	// ranges.
+	Wiped  []string
+	Zeroed []Range
+}
+
+// Range is a part of a device: length bytes from offset.
+type Range struct {
+	Device         string
+	Offset, Length int64
 }
 
 // New returns a fake with one VG per name, each of size bytes.
@@ -211,21 +219,47 @@ func (f *LVM) change(call, vg, name string, do func(*lvm.LV) error) error {
 	return nil
 }
 
-// Wipe records the device; it implements lvmvol.Wiper.
-func (f *LVM) Wipe(_ context.Context, device string) error {
+// Zero records the range; with Flush, it implements lvmvol.Wiper. Its
+// call is named "Wipe".
+func (f *LVM) Zero(_ context.Context, device string, offset, length int64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.call("Wipe"); err != nil {
 		return err
 	}
-	parts := strings.Split(device, "/") // "", "dev", vg, lv
-	if len(parts) != 4 || parts[1] != "dev" {
-		return fmt.Errorf("wipe %s: not a /dev/vg/lv path", device)
+	lv, err := f.activeDevice(device)
+	if err != nil {
+		return fmt.Errorf("zero %s: %w", device, err)
 	}
-	vg, name := parts[2], parts[3]
-	if lv, ok := f.lvs[vg][name]; !ok || !lv.Active {
-		return fmt.Errorf("wipe %s: no such active device", device)
+	if offset < 0 || length <= 0 || uint64(offset+length) > lv.Size {
+		return fmt.Errorf("zero %s: range %d+%d outside its %d bytes", device, offset, length, lv.Size)
 	}
 	f.Wiped = append(f.Wiped, device)
+	f.Zeroed = append(f.Zeroed, Range{Device: device, Offset: offset, Length: length})
 	return nil
+}
+
+// Flush checks the device; its call is named "Flush".
+func (f *LVM) Flush(_ context.Context, device string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("Flush"); err != nil {
+		return err
+	}
+	if _, err := f.activeDevice(device); err != nil {
+		return fmt.Errorf("flush %s: %w", device, err)
+	}
+	return nil
+}
+
+// activeDevice finds the active LV behind a /dev/vg/lv path.
+func (f *LVM) activeDevice(device string) (*lvm.LV, error) {
+	parts := strings.Split(device, "/") // "", "dev", vg, lv
+	if len(parts) != 4 || parts[1] != "dev" {
+		return nil, fmt.Errorf("not a /dev/vg/lv path")
+	}
+	if lv, ok := f.lvs[parts[2]][parts[3]]; ok && lv.Active {
+		return lv, nil
+	}
+	return nil, fmt.Errorf("no such active device")
 }
