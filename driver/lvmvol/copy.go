@@ -16,13 +16,16 @@ import (
 // enough to notice a cancellation quickly.
 const copyChunk = 4 << 20
 
-// copyTimeout bounds one copy of a thick volume.
-const copyTimeout = 12 * time.Hour
+// checkpointFunc is told, between chunks, that done bytes are copied;
+// flush makes them durable.
+type checkpointFunc func(done int64, flush func() error) error
 
-// copyDevice copies size bytes from device src to device dst and flushes
-// dst. Every byte is written, zeroes included: the destination's extents
-// may hold whatever a former LV left there.
-func copyDevice(ctx context.Context, src, dst string, size int64) error {
+// copyDevice copies bytes [from, size) of device src to device dst, calls
+// checkpoint between chunks, and flushes dst. Every byte is written, zeroes
+// included: the destination's extents may hold whatever a former LV left
+// there. The bytes before from were copied by an earlier, interrupted run
+// (see progress.go).
+func copyDevice(ctx context.Context, src, dst string, from, size int64, checkpoint checkpointFunc) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return fmt.Errorf("copy: %w", err)
@@ -33,8 +36,11 @@ func copyDevice(ctx context.Context, src, dst string, size int64) error {
 		return fmt.Errorf("copy: %w", err)
 	}
 	defer func() { _ = out.Close() }()
+	if err := seekBoth(in, out, from); err != nil {
+		return fmt.Errorf("copy %s to %s from byte %d: %w", src, dst, from, err)
+	}
 	buf := make([]byte, copyChunk)
-	for done := int64(0); done < size; {
+	for done := from; done < size; {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("copy %s to %s stopped at %d of %d bytes: %w", src, dst, done, size, err)
 		}
@@ -45,7 +51,11 @@ func copyDevice(ctx context.Context, src, dst string, size int64) error {
 		if _, err := out.Write(buf[:n]); err != nil {
 			return fmt.Errorf("copy: write %s at %d: %w", dst, done, err)
 		}
-		done += n
+		if done += n; done < size {
+			if err := checkpoint(done, out.Sync); err != nil {
+				return fmt.Errorf("copy %s to %s at %d of %d bytes: %w", src, dst, done, size, err)
+			}
+		}
 	}
 	if err := out.Sync(); err != nil {
 		return fmt.Errorf("copy: flush %s: %w", dst, err)
@@ -53,11 +63,19 @@ func copyDevice(ctx context.Context, src, dst string, size int64) error {
 	return nil
 }
 
+func seekBoth(in, out *os.File, off int64) error {
+	if _, err := in.Seek(off, io.SeekStart); err != nil {
+		return err
+	}
+	_, err := out.Seek(off, io.SeekStart)
+	return err
+}
+
 // copies tracks the background copies of this process (thick snapshots), so
 // that a retry waits for a running copy instead of starting a second one,
 // and a delete can stop it. What a copy has achieved is recorded in LV tags,
-// not here: after a restart the next call finds the copying tag and starts
-// the copy again from its frozen source.
+// not here: after a restart the next call finds the copying tag and resumes
+// the copy from its frozen source where its progress record says.
 type copies struct {
 	mu      sync.Mutex
 	running map[string]*copyJob
@@ -69,9 +87,9 @@ type copyJob struct {
 	cancel context.CancelFunc
 }
 
-// start runs fn in the background under key unless a copy of key runs
-// already; either way it returns the job.
-func (c *copies) start(key string, fn func(ctx context.Context) error) *copyJob {
+// start runs fn in the background under key, with budget to finish,
+// unless a copy of key runs already; either way it returns the job.
+func (c *copies) start(key string, budget time.Duration, fn func(ctx context.Context) error) *copyJob {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if j, ok := c.running[key]; ok {
@@ -80,7 +98,7 @@ func (c *copies) start(key string, fn func(ctx context.Context) error) *copyJob 
 	if c.running == nil {
 		c.running = map[string]*copyJob{}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), copyTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	j := &copyJob{done: make(chan struct{}), cancel: cancel}
 	c.running[key] = j
 	go func() {

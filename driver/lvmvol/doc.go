@@ -21,9 +21,10 @@
 //   - delete: the carve.dev/deleting tag goes on first, then the LV is wiped
 //     and removed. A retry (or a CreateVolume of the same name) that finds the
 //     tag finishes the job. A deleting LV is never handed out again.
-//   - a wipe records how far it has got in a tag of the LV
-//     (carve.dev/wiped; see progress.go), after flushing the bytes the
-//     record counts, so a retry resumes there instead of at byte 0.
+//   - long data work (a wipe, a copy) records how far it has got in a tag of
+//     the LV it writes (carve.dev/wiped, carve.dev/copied; see progress.go),
+//     after flushing the bytes the record counts, so a retry resumes there
+//     instead of at byte 0.
 //
 // # A new volume never shows a former tenant's data
 //

@@ -93,8 +93,13 @@ func (m *Manager) freeze(ctx context.Context, src lvm.LV, dst string) (lvm.LV, e
 
 // copyLV copies size bytes of LV src into LV dst of the same VG, activating
 // both as needed, and leaves src inactive afterwards unless it was active
-// (a published volume stays published).
+// (a published volume stays published). It resumes from dst's progress
+// record of this very src (its UUID), and records its own.
 func (m *Manager) copyLV(ctx context.Context, vg string, src lvm.LV, dst string, size uint64) error {
+	target, err := m.lvm.GetLV(ctx, vg, dst)
+	if err != nil {
+		return fmt.Errorf("copy target %s/%s: %w", vg, dst, err)
+	}
 	if !src.Active {
 		if err := m.lvm.Activate(ctx, vg, src.Name); err != nil {
 			return fmt.Errorf("activate copy source %s/%s: %w", vg, src.Name, err)
@@ -104,7 +109,17 @@ func (m *Manager) copyLV(ctx context.Context, vg string, src lvm.LV, dst string,
 	if err := m.lvm.Activate(ctx, vg, dst); err != nil {
 		return fmt.Errorf("activate copy target %s/%s: %w", vg, dst, err)
 	}
-	return copyDevice(ctx, devicePath(vg, src.Name), devicePath(vg, dst), int64(size))
+	p := m.progressOf(target, tagCopiedPrefix, src.UUID)
+	from, checkpoint := int64(0), checkpointFunc(func(int64, func() error) error { return nil })
+	if src.UUID != "" { // lvm2 always reports one; without it no record could be tied to src
+		from = p.resume(int64(size), sectorSize)
+		checkpoint = func(done int64, flush func() error) error { return p.checkpoint(ctx, done, flush) }
+	}
+	if err := copyDevice(ctx, devicePath(vg, src.Name), devicePath(vg, dst), from, int64(size), checkpoint); err != nil {
+		return err
+	}
+	p.clear(ctx)
+	return nil
 }
 
 // copyFrozen copies the frozen point of dst into dst, then drops the

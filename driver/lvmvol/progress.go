@@ -20,17 +20,25 @@ import (
 // the gap between interruptions. So the work records how far it has got in
 // a tag on the LV it writes, where a retry finds it:
 //   - carve.dev/wiped=N on a deleting LV: its first N bytes are zeroed.
+//   - carve.dev/copied=UUID:N on a copying LV: its first N bytes hold the
+//     data of the source LV with that UUID. The UUID ties the record to one
+//     source: a frozen point made anew for a retry (its predecessor
+//     overflowed) is another image, and the record does not apply to it.
 //
 // Why resuming is safe: a record is written only after the device has
-// flushed the bytes it counts, so they survive a power loss; and the LV
-// written is never handed out meanwhile (deleting LVs are not settled), so
-// nothing else writes it. A record that does not parse or is out of range
-// is ignored: the work starts at 0.
+// flushed the bytes it counts, so they survive a power loss; the LV written
+// is never handed out meanwhile (deleting and copying LVs are not settled),
+// so nothing else writes it; and the source of a copy never changes (a
+// frozen point or a snapshot). A record that does not parse, is out of
+// range or belongs to another source is ignored: the work starts at 0.
 //
 // Records are written at most every progressEvery, not per chunk: each is
 // an lvm metadata commit, which a fast device would otherwise spend more
 // time on than on the data.
-const tagWipedPrefix = "carve.dev/wiped="
+const (
+	tagWipedPrefix  = "carve.dev/wiped="
+	tagCopiedPrefix = "carve.dev/copied="
+)
 
 // defaultProgressEvery: a restart loses at most this much work.
 const defaultProgressEvery = time.Minute
@@ -39,8 +47,8 @@ const defaultProgressEvery = time.Minute
 type progress struct {
 	m      *Manager
 	vg, lv string
-	prefix string   // the kind of record (tagWipedPrefix)
-	source string   // the identity records must carry, "" for none
+	prefix string   // the kind of record (tagWipedPrefix, tagCopiedPrefix)
+	source string   // the source's UUID, for copies; "" for wipes
 	held   []string // records of this kind on the LV, stale ones included
 	last   time.Time
 }

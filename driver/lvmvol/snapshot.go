@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"carve.dev/carve/lvm"
+	"carve.dev/carve/lvm/runner"
 )
 
 // Snapshots.
@@ -29,8 +30,10 @@ import (
 //  1. the COW snapshot (frozen point) is made first, so the image is the
 //     volume as it was when the snapshot was asked for;
 //  2. the snapshot LV is created with the copying tag;
-//  3. the copy runs in the background; a copy interrupted by a crash starts
-//     again from the frozen point, which still exists;
+//  3. the copy runs in the background, bounded by a deadline sized for the
+//     volume; a copy interrupted by a crash or its deadline resumes from
+//     the frozen point, which still exists, where its progress record says
+//     (see progress.go);
 //  4. the frozen point is dropped, then the copying tag: a snapshot LV with
 //     the copying tag and no frozen point has therefore been copied fully.
 //     If the frozen point overflowed, the snapshot LV is deleted instead and
@@ -175,7 +178,7 @@ func copyKey(vg, lv string) string { return vg + "/" + lv }
 
 // startSnapshotCopy runs steps 3-4 in the background, unless they run.
 func (m *Manager) startSnapshotCopy(lv lvm.LV) *copyJob {
-	return m.copies.start(copyKey(lv.VGName, lv.Name), func(ctx context.Context) error {
+	return m.copies.start(copyKey(lv.VGName, lv.Name), runner.DataBudget(int64(lv.Size)), func(ctx context.Context) error {
 		return m.finishSnapshotCopy(ctx, lv)
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"carve.dev/carve/lvm"
+	"carve.dev/carve/lvm/runner"
 )
 
 // Restore and clone: a volume created from a snapshot or another volume.
@@ -18,7 +19,8 @@ import (
 //     frozen point (see freeze.go), so the clone is the source as it was
 //     when asked for.
 // The new LV carries the copying tag until the copy is done: a retry after
-// a crash finds it and copies again, never hands out a half copy.
+// a crash finds it and resumes the copy (see progress.go), never hands out a
+// half copy.
 
 // Source kinds, as recorded in the carve.dev/source tag of a volume.
 const (
@@ -107,7 +109,7 @@ func (m *Manager) createFromSource(ctx context.Context, req CreateRequest, src l
 
 // copyIn fills new LV lv from src, drops the copying tag and settles lv.
 func (m *Manager) copyIn(ctx context.Context, lv, src lvm.LV, from *ContentSource) (Volume, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), copyTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), runner.DataBudget(int64(src.Size)))
 	defer cancel()
 	var err error
 	switch from.Kind {
