@@ -40,7 +40,8 @@ func (f *localFlags) register(fs *flag.FlagSet, defaultEndpoint string) {
 	fs.StringVar(&f.nodeID, "node-id", host, "this node's ID (its topology segment): its Kubernetes node name in cluster mode")
 	fs.StringVar(&f.volumeGroups, "volume-groups", "", "comma-separated volume groups to carve from; the first is the default")
 	fs.Int64Var(&f.maxVolumes, "max-volumes", 0, "volumes published on this node at once; beyond it ControllerPublishVolume is RESOURCE_EXHAUSTED (0: no limit)")
-	fs.DurationVar(&f.cmdTimeout, "command-timeout", runner.DefaultTimeout, "timeout of each lvm/mkfs command")
+	fs.DurationVar(&f.cmdTimeout, "command-timeout", runner.DefaultTimeout,
+		"timeout of each metadata command (lvm, blkid); data work (zeroing, copies, mkfs, fsck, filesystem growth) gets a deadline sized for the volume instead")
 	fs.DurationVar(&f.deviceWait, "device-wait", 30*time.Second, "how long NodeStage waits for a published device")
 	fs.Float64Var(&f.overprov, "thin-overprovision-ratio", lvmvol.DefaultOverprovision,
 		"thin volumes may promise this many times a thin pool's free space (>= 1)")
