@@ -36,10 +36,11 @@ const (
 var snw = csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER
 
 type env struct {
-	t   *testing.T
-	lvm *lvm.Client
-	c   *csiflow.Client
-	dir string
+	t     *testing.T
+	lvm   *lvm.Client
+	c     *csiflow.Client
+	dir   string
+	disks []string // the VG's PVs
 }
 
 // setup makes a VG on the scratch disk and starts carve on it.
@@ -51,12 +52,17 @@ func setup(t *testing.T) *env {
 	}
 	l := testenv.PrivateLVM(t)
 	testenv.NewVG(t, l, vg, disks...)
-	return &env{t: t, lvm: l, c: start(t), dir: t.TempDir()}
+	return &env{t: t, lvm: l, c: start(t), dir: t.TempDir(), disks: disks}
 }
 
 func start(t *testing.T) *csiflow.Client {
 	t.Helper()
-	c, err := csiflow.Dial(testenv.StartCarve(t, "--volume-groups="+vg, "--node-id="+node))
+	return dial(t, testenv.StartCarve(t, "--volume-groups="+vg, "--node-id="+node))
+}
+
+func dial(t *testing.T, endpoint string) *csiflow.Client {
+	t.Helper()
+	c, err := csiflow.Dial(endpoint)
 	if err != nil {
 		t.Fatal(err)
 	}

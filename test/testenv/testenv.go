@@ -71,6 +71,13 @@ func NewVG(t *testing.T, c *lvm.Client, name string, disks ...string) {
 // SIGTERM when the test ends; its log goes to the test log's directory.
 func StartCarve(t *testing.T, args ...string) string {
 	t.Helper()
+	return StartCarveIn(t, "", args...)
+}
+
+// StartCarveIn is StartCarve with the process started in cgroup (a cgroup
+// v2 directory, such as SlowCgroup's); "" is carve's own cgroup.
+func StartCarveIn(t *testing.T, cgroup string, args ...string) string {
+	t.Helper()
 	bin := os.Getenv("CARVE_BIN")
 	if bin == "" {
 		t.Skip("CARVE_BIN is not set: build cmd/carve and point CARVE_BIN at it")
@@ -82,6 +89,14 @@ func StartCarve(t *testing.T, args ...string) string {
 	}
 	cmd := exec.Command(bin, append([]string{"standalone", "--endpoint", "unix://" + sock, "-v=4"}, args...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if cgroup != "" {
+		dir, err := os.Open(cgroup)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = dir.Close() }()
+		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(dir.Fd())}
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start carve: %v", err)
 	}
