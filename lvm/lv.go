@@ -54,6 +54,11 @@ type LV struct {
 	CheckNeeded bool
 	// CreationTime is lv_time (zero when lvm2 does not know it).
 	CreationTime time.Time
+	// KernelMajor and KernelMinor are the device number of the LV's
+	// device-mapper device (lv_kernel_major, lv_kernel_minor), -1 when it
+	// has none (inactive). They tell whether a device node is this LV's,
+	// whatever path led to it.
+	KernelMajor, KernelMinor int
 }
 
 // HasTag reports whether the LV carries tag t.
@@ -99,6 +104,8 @@ type rawLV struct {
 	MetadataSize    string `json:"lv_metadata_size"`
 	CheckNeeded     string `json:"lv_check_needed"`
 	Time            string `json:"lv_time"`
+	KernelMajor     string `json:"lv_kernel_major"`
+	KernelMinor     string `json:"lv_kernel_minor"`
 }
 
 // unbracket strips the brackets lvm2 puts around hidden LV names.
@@ -152,6 +159,8 @@ func convertLV(r rawLV) (LV, error) {
 		MetadataSize:    p.uint("lv_metadata_size", r.MetadataSize),
 		CheckNeeded:     r.CheckNeeded == "check needed",
 		CreationTime:    p.unixTime("lv_time", r.Time),
+		KernelMajor:     p.deviceNumber("lv_kernel_major", r.KernelMajor),
+		KernelMinor:     p.deviceNumber("lv_kernel_minor", r.KernelMinor),
 	}
 	return lv, p.err
 }

@@ -1,6 +1,7 @@
 package lvm
 
 import (
+	"fmt"
 	"os"
 	"reflect"
 	"regexp"
@@ -37,6 +38,8 @@ func TestParseLinearLVs(t *testing.T) {
 		Size: 12 * mib, Attr: "-wi-ao----", Tags: []string{"carve.dev/volume=pvc-1", "owner=node-a"},
 		Layout: "linear", Role: "public", Active: true, Open: true, ExtentSize: 4 * mib,
 		CreationTime: time.Date(2026, 11, 23, 0, 16, 37, 0, time.UTC), // the VM's clock
+		// Recorded before lv_kernel_major/minor were asked for: unknown.
+		KernelMajor: -1, KernelMinor: -1,
 	}
 	if got := lvs["vol1"]; !reflect.DeepEqual(got, want) {
 		t.Errorf("vol1:\n got %+v\nwant %+v", got, want)
@@ -50,6 +53,28 @@ func TestParseLinearLVs(t *testing.T) {
 	v3 := lvs["vol3"]
 	if !v3.Active || v3.Open || v3.Tags != nil || v3.IsThinPool() || v3.Hidden {
 		t.Errorf("vol3 = %+v", v3)
+	}
+}
+
+// TestParseKernelDevice: an active LV reports the device number of its
+// device node (recorded beside the report with stat), an inactive one -1.
+func TestParseKernelDevice(t *testing.T) {
+	lvs := parseLVFixture(t, "kernel-lvs")
+	var major, minor int
+	if _, err := fmt.Sscanf(strings.TrimSpace(string(fixture(t, "kernel-on.devnum"))), "%x:%x", &major, &minor); err != nil {
+		t.Fatal(err)
+	}
+	if on := lvs["on"]; on.KernelMajor != major || on.KernelMinor != minor {
+		t.Errorf("active LV: device %d:%d, its node is %d:%d", on.KernelMajor, on.KernelMinor, major, minor)
+	}
+	if off := lvs["off"]; off.KernelMajor != -1 || off.KernelMinor != -1 {
+		t.Errorf("inactive LV: device %d:%d, want -1:-1", off.KernelMajor, off.KernelMinor)
+	}
+	for _, bad := range []string{"x", "-2", "99999999"} {
+		p := fieldParser{}
+		if p.deviceNumber("lv_kernel_major", bad); p.err == nil {
+			t.Errorf("device number %q accepted", bad)
+		}
 	}
 }
 

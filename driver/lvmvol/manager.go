@@ -92,6 +92,11 @@ func (m *Manager) lookupLV(ctx context.Context, id ID) (lvm.LV, error) {
 	if errors.Is(err, lvm.ErrNotFound) || errors.Is(err, lvm.ErrInvalidName) {
 		return lvm.LV{}, fmt.Errorf("%s: %w", id, ErrVolumeNotFound)
 	}
+	if err == nil && lv.Hidden {
+		// An internal LV (a pool's data or metadata, a raid leg): never a
+		// volume, whatever tags it might carry.
+		return lvm.LV{}, fmt.Errorf("%s is an internal LV: %w", id, ErrVolumeNotFound)
+	}
 	return lv, err
 }
 

@@ -16,7 +16,11 @@ type Volume struct {
 	// published (see doc.go).
 	Published  bool
 	DevicePath string
-	Health     []Problem
+	// KernelMajor and KernelMinor are the device number lvm reports for
+	// the LV, -1 while it is not active: the node checks that the device
+	// node it is about to format or mount has this number.
+	KernelMajor, KernelMinor int
+	Health                   []Problem
 	// Source is where the volume's data came from, nil for a blank one.
 	Source *ContentSource
 }
@@ -103,13 +107,15 @@ func poolHealth(pool lvm.LV) []Problem {
 
 func (m *Manager) volumeOf(lv lvm.LV) Volume {
 	return Volume{
-		ID:         ID{Node: m.node, VG: lv.VGName, LV: lv.Name},
-		Name:       tagValue(lv, tagNamePrefix),
-		SizeBytes:  int64(lv.Size),
-		Published:  isPublished(lv),
-		DevicePath: devicePath(lv.VGName, lv.Name),
-		Health:     healthOf(lv),
-		Source:     m.contentSourceOf(lv),
+		ID:          ID{Node: m.node, VG: lv.VGName, LV: lv.Name},
+		Name:        tagValue(lv, tagNamePrefix),
+		SizeBytes:   int64(lv.Size),
+		Published:   isPublished(lv),
+		DevicePath:  devicePath(lv.VGName, lv.Name),
+		KernelMajor: lv.KernelMajor,
+		KernelMinor: lv.KernelMinor,
+		Health:      healthOf(lv),
+		Source:      m.contentSourceOf(lv),
 	}
 }
 

@@ -16,7 +16,7 @@ set -euo pipefail
 
 PV_FIELDS="pv_name,vg_name,pv_uuid,pv_size,pv_free,pv_missing,pv_attr"
 VG_FIELDS="vg_name,vg_uuid,vg_size,vg_free,vg_extent_size,vg_extent_count,vg_free_count,pv_count,vg_missing_pv_count,lv_count,vg_attr,vg_tags"
-LV_FIELDS="lv_name,vg_name,lv_uuid,lv_path,lv_dm_path,lv_size,lv_attr,lv_tags,lv_layout,lv_role,lv_active,lv_device_open,pool_lv,origin,data_percent,metadata_percent,lv_health_status,copy_percent,vg_extent_size,raid_sync_action,raid_mismatch_count,lv_when_full,lv_metadata_size,lv_check_needed,lv_time"
+LV_FIELDS="lv_name,vg_name,lv_uuid,lv_path,lv_dm_path,lv_size,lv_attr,lv_tags,lv_layout,lv_role,lv_active,lv_device_open,pool_lv,origin,data_percent,metadata_percent,lv_health_status,copy_percent,vg_extent_size,raid_sync_action,raid_mismatch_count,lv_when_full,lv_metadata_size,lv_check_needed,lv_time,lv_kernel_major,lv_kernel_minor"
 REPORT=(--reportformat json --units b --nosuffix --config 'report/time_format="%s" report/binary_values_as_numeric=0 report/mark_hidden_devices=1 report/list_item_separator=","')
 
 out=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -206,6 +206,21 @@ scenario_raid1() {
 	wipe "$vg"
 }
 
+# An active and an inactive LV, and the device number of the active one's
+# device node (hex major:minor, as stat prints it): lv_kernel_major and
+# lv_kernel_minor must name that node, and be -1 for the inactive LV.
+scenario_kernel() {
+	local vg=carve-kernel
+	lvm vgcreate --yes "$vg" "$D1"
+	lvm lvcreate -n on -L 4m --zero y --wipesignatures y --yes "$vg"
+	lvm lvcreate -n off -L 4m --zero y --wipesignatures y --yes "$vg"
+	lvm lvchange -an "$vg/off"
+	lvs_ kernel-lvs "$vg"
+	note "kernel-on.devnum: stat -L -c %t:%T /dev/$vg/on"
+	stat -L -c '%t:%T' "/dev/$vg/on" >"$out/kernel-on.devnum"
+	wipe "$vg"
+}
+
 scenario_partial() {
 	local vg=carve-partial
 	lvm vgcreate --yes "$vg" "$D1" "$D2"
@@ -225,7 +240,8 @@ scenario_partial() {
 : >"$log"
 note "# $(lvm version | head -n1 | xargs), kernel $(uname -r)"
 failed=()
-for s in empty linear thin thinops cow striped raid1 partial; do
+# CARVE_CAPTURE_SCENARIOS records only some scenarios, e.g. "kernel".
+for s in ${CARVE_CAPTURE_SCENARIOS:-empty linear thin thinops cow striped raid1 partial kernel}; do
 	echo "=== $s"
 	# Not `if ! (...)`: errexit does not apply inside a condition.
 	set +e

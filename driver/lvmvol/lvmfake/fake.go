@@ -29,6 +29,8 @@ type LVM struct {
 	// ranges.
 	Wiped  []string
 	Zeroed []Range
+	// minors numbers the device-mapper devices of activations.
+	minors int
 }
 
 // Range is a part of a device: length bytes from offset.
@@ -36,6 +38,20 @@ type Range struct {
 	Device         string
 	Offset, Length int64
 }
+
+// dmMajor is the device-mapper major the fake hands out, as on most hosts.
+const dmMajor = 253
+
+// activate gives lv a device number, as the kernel does on activation.
+func (f *LVM) activate(lv *lvm.LV) {
+	if !lv.Active || lv.KernelMajor <= 0 {
+		f.minors++
+		lv.KernelMajor, lv.KernelMinor = dmMajor, f.minors
+	}
+	lv.Active = true
+}
+
+func deactivate(lv *lvm.LV) { lv.Active, lv.KernelMajor, lv.KernelMinor = false, -1, -1 }
 
 // New returns a fake with one VG per name, each of size bytes.
 func New(size uint64, vgs ...string) *LVM {
@@ -138,8 +154,9 @@ func (f *LVM) CreateLV(_ context.Context, o lvm.CreateLVOptions) (lvm.LV, error)
 		return lvm.LV{}, fmt.Errorf("lvcreate %s/%s: %w", o.VG, o.Name, lvm.ErrAlreadyExists)
 	}
 	size := lvm.RoundUp(o.Size, vg.ExtentSize)
-	lv := &lvm.LV{Name: o.Name, VGName: o.VG, Size: size, Active: true, Tags: slices.Clone(o.Tags),
+	lv := &lvm.LV{Name: o.Name, VGName: o.VG, Size: size, Tags: slices.Clone(o.Tags),
 		Path: "/dev/" + o.VG + "/" + o.Name, Layout: "linear", ExtentSize: vg.ExtentSize}
+	f.activate(lv)
 	if o.ThinPool != "" {
 		if _, ok := f.lvs[o.VG][o.ThinPool]; !ok {
 			return lvm.LV{}, fmt.Errorf("lvcreate %s/%s: pool %w", o.VG, o.Name, lvm.ErrNotFound)
@@ -172,7 +189,7 @@ func (f *LVM) RemoveLV(_ context.Context, vg, name string) error {
 }
 
 func (f *LVM) Activate(_ context.Context, vg, name string) error {
-	return f.change("Activate", vg, name, func(lv *lvm.LV) error { lv.Active = true; return nil })
+	return f.change("Activate", vg, name, func(lv *lvm.LV) error { f.activate(lv); return nil })
 }
 
 func (f *LVM) Deactivate(_ context.Context, vg, name string) error {
@@ -180,7 +197,7 @@ func (f *LVM) Deactivate(_ context.Context, vg, name string) error {
 		if lv.Open {
 			return lvm.ErrBusy
 		}
-		lv.Active = false
+		deactivate(lv)
 		return nil
 	})
 }
