@@ -124,3 +124,34 @@ func validateTags(tags []string) error {
 	}
 	return nil
 }
+
+// SplitDMName splits the device-mapper name lvm2 gives an LV's device
+// ("vg-lv": each name with its own '-' doubled, joined by one '-'; an
+// internal layer adds "-layer", as in "vg-pool-tpool") into the VG, the LV
+// and the layer ("" for the LV itself). ok is false for a name lvm2 does
+// not make, or whose parts are not valid VG and LV names. /dev/mapper and
+// /sys/dev/block/*/dm/name show these names.
+func SplitDMName(dm string) (vg, lv, layer string, ok bool) {
+	var parts []string
+	var cur strings.Builder
+	for i := 0; i < len(dm); i++ {
+		switch {
+		case dm[i] != '-':
+			cur.WriteByte(dm[i])
+		case i+1 < len(dm) && dm[i+1] == '-':
+			cur.WriteByte('-')
+			i++
+		default:
+			parts = append(parts, cur.String())
+			cur.Reset()
+		}
+	}
+	parts = append(parts, cur.String())
+	if len(parts) < 2 || len(parts) > 3 || ValidateVGName(parts[0]) != nil || ValidateLVName(parts[1]) != nil {
+		return "", "", "", false
+	}
+	if len(parts) == 3 {
+		layer = parts[2]
+	}
+	return parts[0], parts[1], layer, true
+}

@@ -156,3 +156,24 @@ func FuzzValidateName(f *testing.F) {
 		}
 	})
 }
+
+func TestSplitDMName(t *testing.T) {
+	for dm, want := range map[string][3]string{
+		"vg0-pvc--1":            {"vg0", "pvc-1", ""},
+		"carve--linear-vol1":    {"carve-linear", "vol1", ""},
+		"a---b":                 {"a-", "b", ""},
+		"vg-pool-tpool":         {"vg", "pool", "tpool"},
+		"nodesafe-canary":       {"nodesafe", "canary", ""},
+		"vg-csi--0123abcd--x.y": {"vg", "csi-0123abcd-x.y", ""},
+	} {
+		vg, lv, layer, ok := SplitDMName(dm)
+		if !ok || [3]string{vg, lv, layer} != want {
+			t.Errorf("SplitDMName(%q) = %q %q %q %t, want %q", dm, vg, lv, layer, ok, want)
+		}
+	}
+	for _, bad := range []string{"", "novg", "vg-", "-lv", "vg-a-b-c", "vg-pool_tdata", "vg-x y", "loop0"} {
+		if vg, lv, layer, ok := SplitDMName(bad); ok {
+			t.Errorf("SplitDMName(%q) = %q %q %q, want not ok", bad, vg, lv, layer)
+		}
+	}
+}
