@@ -88,7 +88,7 @@ func (n *Node) waitDevice(ctx context.Context, id lvmvol.ID) (string, error) {
 	device := lvmvol.DevicePath(id)
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.DeviceWait)
 	defer cancel()
-	if err := n.fs.WaitForDevice(ctx, device); err != nil {
+	if _, err := n.fs.WaitForDevice(ctx, device); err != nil {
 		return "", fmt.Errorf("%w: device %s of volume %s did not appear (is the volume published to this node?): %w",
 			errFailedPrecondition, device, id, err)
 	}

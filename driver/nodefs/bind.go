@@ -1,11 +1,9 @@
 package nodefs
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
@@ -13,7 +11,8 @@ import (
 
 // BindMount bind-mounts source onto target, read-only when asked, with
 // options. A directory source gets a directory target; anything else (a
-// block device node) gets a file target. Missing targets are created.
+// block device node) gets a file target (PrepareTarget: a missing target
+// is created, never its parent; an existing one must be empty).
 //
 // mount-utils does the bind then a "bind,remount,ro,..." remount, because a
 // plain bind ignores options. If that remount fails, the bind it left
@@ -32,7 +31,7 @@ func (m *Mounter) BindMount(source, target string, readOnly bool, options []stri
 	if err != nil {
 		return fmt.Errorf("bind mount %s at %s: %w", source, target, err)
 	}
-	if err := ensureTarget(target, src.IsDir()); err != nil {
+	if err := m.PrepareTarget(target, src.IsDir()); err != nil {
 		return fmt.Errorf("bind mount %s at %s: %w", source, target, err)
 	}
 	done, err := m.alreadyBound(source, src, target, readOnly)
@@ -49,30 +48,6 @@ func (m *Mounter) BindMount(source, target string, readOnly bool, options []stri
 	}
 	klog.InfoS("bind mounted", "source", source, "target", target, "readOnly", readOnly, "options", options)
 	return nil
-}
-
-// ensureTarget creates target as a directory or an empty file, and checks
-// that an existing one is of the right kind (a bind needs like for like).
-func ensureTarget(target string, dir bool) error {
-	fi, err := os.Stat(target)
-	switch {
-	case err == nil && fi.IsDir() != dir:
-		return fmt.Errorf("target exists and is a directory=%t, source is a directory=%t", fi.IsDir(), dir)
-	case err == nil:
-		return nil
-	case !errors.Is(err, fs.ErrNotExist):
-		return err
-	case dir:
-		return os.MkdirAll(target, 0o750)
-	}
-	if err := os.MkdirAll(filepath.Dir(target), 0o750); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(target, os.O_CREATE|os.O_RDONLY, 0o640)
-	if err != nil {
-		return err
-	}
-	return f.Close()
 }
 
 // alreadyBound decides idempotency for BindMount; see there.

@@ -2,8 +2,11 @@ package nodefs
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -14,19 +17,20 @@ import (
 // appear within milliseconds of lvcreate/lvchange, via udev, usually.
 const devicePollInterval = 100 * time.Millisecond
 
-// WaitForDevice polls until path exists and is a block device, or ctx ends.
-// The error then says what was waited for and what the last look found.
-func (m *Mounter) WaitForDevice(ctx context.Context, path string) error {
+// WaitForDevice polls until path exists and is a block device, or ctx ends,
+// and returns the device's number. The error then says what was waited for
+// and what the last look found.
+func (m *Mounter) WaitForDevice(ctx context.Context, path string) (uint64, error) {
 	ticker := time.NewTicker(devicePollInterval)
 	defer ticker.Stop()
 	for {
-		last := checkBlockDevice(path)
+		rdev, last := deviceNumber(path)
 		if last == nil {
-			return nil
+			return rdev, nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("wait for block device %s: %w; last check: %w", path, ctx.Err(), last)
+			return 0, fmt.Errorf("wait for block device %s: %w; last check: %w", path, ctx.Err(), last)
 		case <-ticker.C:
 		}
 	}
@@ -64,4 +68,20 @@ func BlockSize(path string) (int64, error) {
 		return 0, fmt.Errorf("block size of %s: ioctl BLKGETSIZE64: %w", path, errno)
 	}
 	return int64(size), nil
+}
+
+// sysBlock is where the kernel describes block devices by number.
+const sysBlock = "/sys/dev/block"
+
+// DMName returns the device-mapper name of the block device rdev (for an
+// LV, lvm2's "vg-lv"), or "" when it is no device-mapper device.
+func DMName(rdev uint64) (string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("%s/%d:%d/dm/name", sysBlock, unix.Major(rdev), unix.Minor(rdev)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("device-mapper name of %d:%d: %w", unix.Major(rdev), unix.Minor(rdev), err)
+	}
+	return strings.TrimSpace(string(b)), nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"slices"
 
@@ -23,7 +22,12 @@ var supportedFSTypes = []string{"ext4", "xfs", "btrfs"}
 // ErrToolMissing: the node lacks the tools of the asked filesystem.
 var ErrToolMissing = errors.New("filesystem tools not installed on this node")
 
-// FormatAndMount mounts device at target (created if missing), formatting it
+// ErrCannotFormat means a blank device cannot be given the asked
+// filesystem: mkfs refused it (too small for xfs, say), or the mount was
+// asked read-only, which leaves no way to format it.
+var ErrCannotFormat = errors.New("cannot format the device")
+
+// FormatAndMount mounts device at target (PrepareTarget), formatting it
 // with fsType ("" → ext4, or xfs) only when it carries no filesystem.
 //
 // Why we never reformat: a device with any signature (another filesystem, a
@@ -45,8 +49,8 @@ func (m *Mounter) FormatAndMount(ctx context.Context, device, target, fsType str
 	if err := checkBlockDevice(device); err != nil {
 		return fmt.Errorf("mount %s at %s: %w", device, target, err)
 	}
-	if err := os.MkdirAll(target, 0o750); err != nil {
-		return fmt.Errorf("mount %s at %s: create target: %w", device, target, err)
+	if err := m.PrepareTarget(target, true); err != nil {
+		return fmt.Errorf("mount %s at %s: %w", device, target, err)
 	}
 	done, err := m.alreadyMounted(device, target, slices.Contains(options, "ro"))
 	if err != nil || done {
@@ -67,10 +71,20 @@ func (m *Mounter) FormatAndMount(ctx context.Context, device, target, fsType str
 	// Clone: SafeFormatAndMount appends "defaults" to the slice it is given,
 	// which would write into the caller's backing array.
 	if err := sfm.FormatAndMount(device, target, fsType, slices.Clone(options)); err != nil {
-		return fmt.Errorf("mount %s at %s as %s: %w", device, target, fsType, err)
+		return fmt.Errorf("mount %s at %s as %s: %w", device, target, fsType, classifyMountError(err))
 	}
 	klog.InfoS("mounted", "device", device, "target", target, "fsType", fsType, "options", options)
 	return nil
+}
+
+// classifyMountError marks mount-utils' refusals to format as
+// ErrCannotFormat: a state of the device, not a failure of Carve.
+func classifyMountError(err error) error {
+	var me mount.MountError
+	if errors.As(err, &me) && (me.Type == mount.FormatFailed || me.Type == mount.UnformattedReadOnly) {
+		return fmt.Errorf("%w: %w", ErrCannotFormat, err)
+	}
+	return err
 }
 
 // FilesystemType returns what blkid finds on device: a filesystem type, ""

@@ -206,6 +206,13 @@ func TestBindMountDirectory(t *testing.T) {
 	rw, ro := filepath.Join(dir, "pods", "rw"), filepath.Join(dir, "pods", "ro")
 	cleanupMounts(t, rw)
 	cleanupMounts(t, ro)
+	// The CO makes the directory it hands out targets in; Carve does not.
+	if err := m.BindMount(staging, rw, false, nil); !errors.Is(err, ErrUnsafeTarget) {
+		t.Fatalf("target in a missing directory: err = %v", err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "pods"), 0o750); err != nil {
+		t.Fatal(err)
+	}
 
 	if err := m.BindMount(staging, rw, false, nil); err != nil {
 		t.Fatal(err)
@@ -257,6 +264,9 @@ func TestBindMountBlockDevice(t *testing.T) {
 	m := New(nil)
 	target := filepath.Join(t.TempDir(), "pods", "vol", "dev")
 	cleanupMounts(t, target)
+	if err := os.MkdirAll(filepath.Dir(target), 0o750); err != nil { // the CO's part
+		t.Fatal(err)
+	}
 
 	if err := m.BindMount(dev, target, false, nil); err != nil {
 		t.Fatal(err)
@@ -415,8 +425,12 @@ func TestUnmountIdempotent(t *testing.T) {
 
 func TestWaitForLoopDevice(t *testing.T) {
 	dev, _ := newLoop(t, 64*mib)
-	if err := New(nil).WaitForDevice(ctxT(t), dev); err != nil {
+	rdev, err := New(nil).WaitForDevice(ctxT(t), dev)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if want, _ := DeviceNumber(dev); rdev != want || rdev == 0 {
+		t.Fatalf("WaitForDevice = %d, want %d", rdev, want)
 	}
 }
 

@@ -1,6 +1,10 @@
 // Package nodefs does the filesystem work of the CSI Node service on a block
 // device it was handed: wait for it, format it (only when blank), mount it,
-// bind-mount it, unmount it, measure it and grow its filesystem.
+// bind-mount it, unmount it, measure it and grow its filesystem. It also
+// tells what a mount shows (the filesystem or the device node of which
+// device; mountinfo.go), creates and removes only what it makes at a path
+// (an empty directory or file; target.go), and checks mount flags against
+// what a filesystem takes (options.go).
 //
 // It knows nothing of CSI; the Node service maps its errors to gRPC codes.
 // Mounting, formatting, bind mounts, unmounting, mount-point checks,
@@ -63,27 +67,33 @@ func (m *Mounter) IsMountPoint(path string) (bool, error) {
 	return mounted, nil
 }
 
-// Unmount unmounts target if it is mounted, then removes it (file or empty
-// directory). A missing target is nil, so repeating it is harmless.
+// Unmount unmounts target if it is a mount point, then removes what Carve
+// made there: an empty directory or an empty file (removeTarget). A
+// missing target is nil, so repeating it is harmless. Callers check first
+// that a mount at target is the one they mean to undo.
 //
-// The target is removed with os.Remove, never RemoveAll: if the unmount did
-// not really happen, a non-empty directory must make this fail rather than
-// delete the volume's data through it.
+// After the unmount, target must no longer be a mount point: when mounts
+// are stacked on it, the one below is not Carve's to undo, and removing
+// the path is refused along with it.
 func (m *Mounter) Unmount(target string) error {
-	// Checked here, quietly: mount-utils warns on every missing path, and
-	// retries of an unpublish make that the common case.
+	// Checked here, quietly: retries of an unpublish make "already gone"
+	// the common case.
 	if _, err := os.Lstat(target); errors.Is(err, fs.ErrNotExist) {
 		klog.V(4).InfoS("unmount: target already gone", "target", target)
 		return nil
 	}
-	// Only decides what to log; CleanupMountPoint does its own checks and
-	// also copes with corrupted mounts that make this check fail.
-	mounted, _ := m.IsMountPoint(target)
-	if err := mount.CleanupMountPoint(target, m.mounter, true); err != nil {
-		return fmt.Errorf("unmount %s: %w", target, err)
+	mounted, err := m.IsMountPoint(target)
+	if err != nil {
+		return err
 	}
 	if mounted {
+		if err := m.mounter.Unmount(target); err != nil {
+			return fmt.Errorf("unmount %s: %w", target, err)
+		}
+		if still, err := m.IsMountPoint(target); err != nil || still {
+			return fmt.Errorf("%w: %s is still a mount point after one unmount (stacked mounts): %v", ErrUnsafeTarget, target, err)
+		}
 		klog.InfoS("unmounted", "target", target)
 	}
-	return nil
+	return removeTarget(target)
 }

@@ -1,7 +1,9 @@
 package nodefs
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -25,6 +27,104 @@ func (m *Mounter) DeviceOfMount(path string) (string, error) {
 	}
 	return mi.Source, nil
 }
+
+// Mount is one mount, as mountinfo records it.
+type Mount struct {
+	Point  string // where it is mounted (symlinks resolved)
+	Root   string // what of its filesystem is mounted there: "/" for all
+	Source string // what mount(8) was given, canonicalised
+	FsType string
+	Major  int // the filesystem's device number, as mountinfo has it
+	Minor  int
+}
+
+func toMount(mi mount.MountInfo) Mount {
+	return Mount{Point: mi.MountPoint, Root: mi.Root, Source: mi.Source, FsType: mi.FsType, Major: mi.Major, Minor: mi.Minor}
+}
+
+// MountAt returns the top-most mount at path (symlinks resolved); an error
+// wrapping ErrNotMounted when path is no mount point.
+func MountAt(path string) (Mount, error) {
+	mi, err := mountAt(path)
+	return toMount(mi), err
+}
+
+// OfDevice tells whether the mount shows the filesystem on the block
+// device rdev, by the device number mountinfo records. btrfs records an
+// anonymous number there, so its mounts are matched by the device node
+// they were mounted from; for other filesystems the source is a free-form
+// string, and never trusted.
+func (mt Mount) OfDevice(rdev uint64) bool {
+	if uint32(mt.Major) == unix.Major(rdev) && uint32(mt.Minor) == unix.Minor(rdev) {
+		return true
+	}
+	n, err := deviceNumber(mt.Source)
+	return mt.FsType == "btrfs" && err == nil && n == rdev
+}
+
+// Device is the block device the mount's filesystem lives on, by the same
+// rules as OfDevice: mountinfo's number, or for btrfs its source's.
+func (mt Mount) Device() uint64 {
+	if mt.FsType == "btrfs" {
+		if n, err := deviceNumber(mt.Source); err == nil {
+			return n
+		}
+	}
+	return unix.Mkdev(uint32(mt.Major), uint32(mt.Minor))
+}
+
+// FilesystemOf reports whether path is a mount of the whole filesystem on
+// the block device rdev: a staging mount of it, or a bind of one (a
+// publish). A path that is no mount point, or is missing, is false.
+func FilesystemOf(path string, rdev uint64) (bool, error) {
+	mt, err := MountAt(path)
+	if errors.Is(err, ErrNotMounted) || errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return mt.Root == "/" && mt.OfDevice(rdev), nil
+}
+
+// DeviceNodeOf reports whether path is a mount point showing a node of the
+// block device rdev: a raw block volume bound into place.
+func DeviceNodeOf(path string, rdev uint64) (bool, error) {
+	_, err := MountAt(path)
+	if errors.Is(err, ErrNotMounted) || errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	n, err := deviceNumber(path)
+	return err == nil && n == rdev, nil
+}
+
+// Holder returns the mount holding path, which must exist: the top-most
+// mount at the longest mount point that is path or above it.
+func Holder(path string) (Mount, error) {
+	resolved, err := resolvePath(path)
+	if err != nil {
+		return Mount{}, err
+	}
+	infos, err := mount.ParseMountInfo(mountInfoPath)
+	if err != nil {
+		return Mount{}, fmt.Errorf("read %s: %w", mountInfoPath, err)
+	}
+	best := ""
+	for _, mi := range infos {
+		p := unescapeMountInfo(mi.MountPoint)
+		if (p == resolved || p == "/" || strings.HasPrefix(resolved, p+"/")) && len(p) >= len(best) {
+			best = p
+		}
+	}
+	mi, err := findMount(infos, best)
+	return toMount(mi), err
+}
+
+// DeviceNumber returns the device number of the block device at path.
+func DeviceNumber(path string) (uint64, error) { return deviceNumber(path) }
 
 // SameDevice reports whether two paths name the same block device, by
 // device number, whatever symlinks or node names lead to it.

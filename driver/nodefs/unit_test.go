@@ -234,13 +234,13 @@ func TestWaitForDevice(t *testing.T) {
 	missing := filepath.Join(dir, "missing")
 	ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
 	defer cancel()
-	err := m.WaitForDevice(ctx, missing)
+	_, err := m.WaitForDevice(ctx, missing)
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), missing) {
 		t.Errorf("missing: err = %v", err)
 	}
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 250*time.Millisecond)
 	defer cancel2()
-	if err := m.WaitForDevice(ctx2, "/dev/null"); err == nil || !strings.Contains(err.Error(), "not a block device") {
+	if _, err := m.WaitForDevice(ctx2, "/dev/null"); err == nil || !strings.Contains(err.Error(), "not a block device") {
 		t.Errorf("char device: err = %v", err)
 	}
 }
@@ -254,7 +254,7 @@ func TestWaitForDeviceSeesLateSymlink(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := New(nil).WaitForDevice(ctx, link); err != nil {
+	if _, err := New(nil).WaitForDevice(ctx, link); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,0 +1,88 @@
+package nodefs
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// ErrBadMountFlag means a mount flag the CO asked for is not one the
+// filesystem takes, or one that would change what mount does rather than
+// how the volume is mounted.
+var ErrBadMountFlag = errors.New("mount flag not accepted")
+
+// The flags a CO may ask for, checked before mount runs. mount(8) reads
+// "-o" as one comma-separated list, so a flag holding a comma would smuggle
+// in more flags; and some of its words are operations, not options: bind,
+// rbind, move and remount would mount something else than the volume, or
+// change an existing mount. So flags are an allowlist: the per-mount (VFS)
+// flags every filesystem takes, and per filesystem the options its kernel
+// documentation lists. A name ending in "=" takes a value, made of letters,
+// digits and "_.:+-" (no separator, quote, space or path). Left out on
+// purpose: options naming another device or a path (ext4 journal_dev,
+// journal_path; xfs logdev, rtdev; btrfs device, subvol, subvolid: Carve
+// mounts and checks the volume's own root), debugging options that break
+// the filesystem (ext4 abort, test_dummy_encryption), and mount(8)'s own
+// words (loop, offset, user, owner, X-mount.*, propagation flags).
+var (
+	vfsFlags = words(`defaults ro rw sync async dirsync atime noatime diratime nodiratime relatime norelatime
+		strictatime nostrictatime lazytime nolazytime suid nosuid dev nodev exec noexec iversion noiversion
+		mand nomand silent loud`)
+	fsFlags = map[string][]string{
+		"ext4": words(`journal_checksum nojournal_checksum journal_async_commit journal_ioprio= norecovery noload
+			data= commit= orlov oldalloc user_xattr nouser_xattr acl noacl bsddf minixdf debug errors= data_err=
+			grpid bsdgroups nogrpid sysvgroups resgid= resuid= sb= barrier barrier= nobarrier inode_readahead_blks=
+			stripe= delalloc nodelalloc max_batch_time= min_batch_time= auto_da_alloc auto_da_alloc= noauto_da_alloc
+			init_itable init_itable= noinit_itable discard nodiscard nouid32 block_validity noblock_validity
+			dioread_lock dioread_nolock max_dir_size_kb= i_version dax dax= quota noquota usrquota grpquota
+			prjquota usrjquota= grpjquota= jqfmt= inlinecrypt nombcache prefetch_block_bitmaps
+			no_prefetch_block_bitmaps mb_optimize_scan=`),
+		"xfs": words(`allocsize= attr2 noattr2 dax dax= discard nodiscard grpid bsdgroups nogrpid sysvgroups
+			filestreams ikeep noikeep inode32 inode64 largeio nolargeio logbufs= logbsize= noalign norecovery
+			nouuid noquota uquota usrquota uqnoenforce quota pquota prjquota pqnoenforce gquota grpquota
+			gqnoenforce sunit= swidth= swalloc wsync`),
+		"btrfs": words(`acl noacl autodefrag noautodefrag barrier nobarrier clear_cache commit= compress compress=
+			compress-force compress-force= datacow nodatacow datasum nodatasum discard discard= nodiscard
+			enospc_debug noenospc_debug fatal_errors= flushoncommit noflushoncommit nologreplay max_inline=
+			metadata_ratio= norecovery rescan_uuid_tree rescue= skip_balance space_cache space_cache=
+			nospace_cache ssd ssd_spread nossd nossd_spread thread_pool= treelog notreelog usebackuproot
+			user_subvol_rm_allowed`),
+	}
+)
+
+func words(s string) []string { return strings.Fields(s) }
+
+// CheckMountFlags refuses, with an error wrapping ErrBadMountFlag, any flag
+// that fsType (ext4 when empty) does not take; see vfsFlags and fsFlags.
+func CheckMountFlags(fsType string, flags []string) error {
+	fsType, known := strings.TrimSpace(fsType), fsFlags[fsType]
+	if fsType == "" {
+		fsType, known = DefaultFSType, fsFlags[DefaultFSType]
+	}
+	for _, f := range flags {
+		if err := checkFlag(f, known); err != nil {
+			return fmt.Errorf("%w: %q for %s: %s", ErrBadMountFlag, f, fsType, err)
+		}
+	}
+	return nil
+}
+
+func checkFlag(flag string, known []string) error {
+	name, value, hasValue := strings.Cut(flag, "=")
+	key := name
+	if hasValue {
+		key += "="
+		if value == "" || strings.IndexFunc(value, badValueChar) >= 0 {
+			return errors.New("its value may hold only letters, digits and _.:+-")
+		}
+	}
+	if slices.Contains(vfsFlags, key) || slices.Contains(known, key) {
+		return nil
+	}
+	return errors.New("not an option this filesystem takes, or one Carve does not pass (see CheckMountFlags)")
+}
+
+func badValueChar(r rune) bool {
+	return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune("_.:+-", r))
+}

@@ -1,0 +1,106 @@
+package nodefs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// ErrUnsafeTarget means a path holds something Carve did not put there (a
+// file with content, a non-empty directory, a symlink, a device) or sits
+// where Carve must not create anything: mounting over it would hide it,
+// removing it would lose it. Nothing is done to it.
+var ErrUnsafeTarget = errors.New("path holds something that is not Carve's")
+
+// PrepareTarget makes path ready to be mounted on: a directory, or for a
+// device node an empty file. A missing path is created, but never its
+// parent: the CO creates the directories it hands out paths in, so a
+// missing parent means a wrong path, and creating a chain of directories
+// could write into whatever filesystem it lands on. An existing path must
+// be of the right kind and, unless it is a mount point already (a retry,
+// which the caller's idempotency check handles), empty.
+func (m *Mounter) PrepareTarget(path string, dir bool) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return create(path, dir)
+	}
+	if err != nil {
+		return err
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return fmt.Errorf("%w: %s is a symlink", ErrUnsafeTarget, path)
+	}
+	if fi.IsDir() != dir {
+		return fmt.Errorf("%w: %s exists and is a directory=%t, a directory=%t is needed", ErrUnsafeTarget, path, fi.IsDir(), dir)
+	}
+	if mounted, err := m.IsMountPoint(path); err != nil || mounted {
+		return err
+	}
+	return checkEmpty(path, fi)
+}
+
+// create makes the missing leaf of path: a directory, or an empty file.
+func create(path string, dir bool) error {
+	if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
+		return fmt.Errorf("%w: the directory %s is not there to hold %s (the CO creates it): %v",
+			ErrUnsafeTarget, filepath.Dir(path), path, err)
+	}
+	if dir {
+		return os.Mkdir(path, 0o750)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDONLY, 0o640)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// checkEmpty is nil for an empty directory or an empty regular file: what
+// Carve creates, or what a CO prepares for it.
+func checkEmpty(path string, fi os.FileInfo) error {
+	switch {
+	case fi.Mode().IsRegular() && fi.Size() == 0:
+		return nil
+	case fi.Mode().IsRegular():
+		return fmt.Errorf("%w: %s is a file with %d bytes", ErrUnsafeTarget, path, fi.Size())
+	case !fi.IsDir():
+		return fmt.Errorf("%w: %s is a %s", ErrUnsafeTarget, path, fi.Mode().Type())
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = f.Close() }()
+	if names, _ := f.Readdirnames(1); len(names) > 0 {
+		return fmt.Errorf("%w: %s is a directory with content (%s, ...), not a mount", ErrUnsafeTarget, path, names[0])
+	}
+	return nil
+}
+
+// removeTarget removes what Carve creates at a path it mounted on once the
+// mount is gone: an empty directory or an empty file. Anything else is
+// left in place and refused. A missing path is nil.
+func removeTarget(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := checkEmpty(path, fi); err != nil {
+		return err
+	}
+	// Remove, never RemoveAll: if the directory filled up since the check,
+	// this fails rather than deleting what is in it.
+	switch err := os.Remove(path); {
+	case errors.Is(err, syscall.ENOTEMPTY):
+		return fmt.Errorf("%w: %s is no longer empty", ErrUnsafeTarget, path)
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("remove %s: %w", path, err)
+	}
+	return nil
+}
