@@ -50,6 +50,9 @@ fuzz: ## each fuzz target for 30 s
 	$(GO) test ./lvm -run '^$$' -fuzz FuzzValidateName -fuzztime 30s
 	$(GO) test ./driver -run '^$$' -fuzz FuzzParseParams -fuzztime 30s
 	$(GO) test ./driver -run '^$$' -fuzz FuzzParseID -fuzztime 30s
+	$(GO) test ./driver -run '^$$' -fuzz FuzzResolveDevice -fuzztime 30s
+	$(GO) test ./driver -run '^$$' -fuzz FuzzUnpublishPath -fuzztime 30s
+	$(GO) test ./driver/nodepath -run '^$$' -fuzz FuzzCheck -fuzztime 30s
 
 bench: ## benchmarks: report parsing, the CSI call path over gRPC (figures printed, no pass/fail)
 	$(GO) test -run '^$$' -bench . -benchmem ./lvm/ ./driver/

@@ -10,6 +10,7 @@ import (
 
 	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/nodefs"
+	"carve.dev/carve/driver/nodepath"
 	"carve.dev/carve/lvm"
 )
 
@@ -59,6 +60,10 @@ var codeTable = []struct {
 	{nodefs.ErrMountConflict, codes.AlreadyExists},
 	{nodefs.ErrFilesystemMismatch, codes.FailedPrecondition},
 	{nodefs.ErrToolMissing, codes.FailedPrecondition},
+	{nodefs.ErrCannotFormat, codes.FailedPrecondition},
+	{nodefs.ErrBadMountFlag, codes.InvalidArgument},
+	{nodefs.ErrUnsafeTarget, codes.FailedPrecondition},
+	{nodepath.ErrInvalidPath, codes.InvalidArgument},
 	{lvm.ErrNoSpace, codes.ResourceExhausted},
 	{lvm.ErrInvalidName, codes.InvalidArgument},
 	{lvm.ErrNotFound, codes.NotFound},

@@ -3,10 +3,13 @@ package driver
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
 
 	"carve.dev/carve/driver/lvmvol"
+	"carve.dev/carve/driver/nodefs"
 )
 
 // Volume health (CSI 1.13's VolumeHealth, which replaced VolumeCondition).
@@ -63,8 +66,9 @@ func (c *Controller) ControllerListVolumeHealth(ctx context.Context, req *csi.Co
 }
 
 // NodeGetVolumeHealth adds what the node sees to LVM's view: an LV that is
-// not active, or a publish/staging path that is no longer mounted, makes the
-// volume inaccessible here.
+// not active, or a publish/staging path that is no longer a mount of this
+// volume, makes the volume inaccessible here. The paths, when given, must
+// be the CO's (checkPath).
 func (n *Node) NodeGetVolumeHealth(ctx context.Context, req *csi.NodeGetVolumeHealthRequest) (*csi.NodeGetVolumeHealthResponse, error) {
 	if req.GetVolumeId() == "" {
 		return nil, invalidArgument("volume id missing")
@@ -72,6 +76,12 @@ func (n *Node) NodeGetVolumeHealth(ctx context.Context, req *csi.NodeGetVolumeHe
 	id, err := n.localID(req.GetVolumeId())
 	if err != nil {
 		return nil, err
+	}
+	paths := slices.DeleteFunc([]string{req.GetStagingTargetPath(), req.GetVolumePublishPath()}, func(p string) bool { return p == "" })
+	for _, p := range paths {
+		if err := n.checkPath("path", p); err != nil {
+			return nil, err
+		}
 	}
 	vol, err := n.volumes.GetVolume(ctx, id)
 	if err != nil {
@@ -82,16 +92,25 @@ func (n *Node) NodeGetVolumeHealth(ctx context.Context, req *csi.NodeGetVolumeHe
 		problems = append(problems, lvmvol.Problem{Kind: lvmvol.Inaccessible, Reason: "NotActive",
 			Message: "logical volume is not active on this node"})
 	}
-	for _, p := range []string{req.GetStagingTargetPath(), req.GetVolumePublishPath()} {
-		if p == "" {
-			continue
-		}
-		if ok, err := n.fs.IsMountPoint(p); err != nil || !ok {
+	for _, p := range paths {
+		if !showsVolume(vol, p) {
 			problems = append(problems, lvmvol.Problem{Kind: lvmvol.Inaccessible, Reason: "NotMounted",
-				Message: fmt.Sprintf("%s is not mounted", p)})
+				Message: fmt.Sprintf("%s is not a mount of this volume", p)})
 		}
 	}
 	return &csi.NodeGetVolumeHealthResponse{VolumeHealth: volumeHealth(req.GetVolumeId(), problems)}, nil
+}
+
+// showsVolume: path is a mount of the volume's filesystem or its device
+// node, by the device number lvm reports for its LV.
+func showsVolume(vol lvmvol.Volume, path string) bool {
+	if vol.KernelMajor < 0 || vol.KernelMinor < 0 {
+		return false
+	}
+	rdev := unix.Mkdev(uint32(vol.KernelMajor), uint32(vol.KernelMinor))
+	fsOK, _ := nodefs.FilesystemOf(path, rdev)
+	nodeOK, _ := nodefs.DeviceNodeOf(path, rdev)
+	return fsOK || nodeOK
 }
 
 // StorageHealther reports the health of the node's volume groups.

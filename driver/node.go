@@ -9,6 +9,8 @@ import (
 
 	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/nodefs"
+	"carve.dev/carve/driver/nodepath"
+	"carve.dev/carve/lvm"
 )
 
 // VolumeReader reads a volume's state from this node's LVM.
@@ -24,6 +26,10 @@ type NodeConfig struct {
 	MaxVolumes int64
 	// DeviceWait bounds the wait for a published volume's device node.
 	DeviceWait time.Duration
+	// PathRoot holds every staging and target path the CO may send: its
+	// own directory (kubelet's root directory). The zero Root is
+	// nodepath.DefaultRoot.
+	PathRoot nodepath.Root
 }
 
 // Node is the CSI Node service.
@@ -32,6 +38,9 @@ type Node struct {
 	cfg     NodeConfig
 	volumes VolumeReader
 	fs      *nodefs.Mounter
+	// waitDevice waits for a device node and returns its device number
+	// (nodefs.Mounter.WaitForDevice; unit tests give their own).
+	waitDevice func(ctx context.Context, path string) (uint64, error)
 }
 
 // NewNode serves the node calls for cfg.NodeID.
@@ -39,7 +48,10 @@ func NewNode(cfg NodeConfig, v VolumeReader, fs *nodefs.Mounter) *Node {
 	if cfg.DeviceWait == 0 {
 		cfg.DeviceWait = 30 * time.Second
 	}
-	return &Node{cfg: cfg, volumes: v, fs: fs}
+	if cfg.PathRoot.Dir() == "" {
+		cfg.PathRoot, _ = nodepath.NewRoot(nodepath.DefaultRoot)
+	}
+	return &Node{cfg: cfg, volumes: v, fs: fs, waitDevice: fs.WaitForDevice}
 }
 
 var nodeCaps = []csi.NodeServiceCapability_RPC_Type{
@@ -69,7 +81,12 @@ func (n *Node) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeG
 	}, nil
 }
 
-// localID parses a volume ID and checks the volume lives on this node.
+// localID parses a volume ID and checks, without asking LVM, that it can
+// name a volume on this node: the shape node/vg/lv (NOT_FOUND otherwise,
+// as for any ID Carve never made), this node's ID (NOT_FOUND: the volume
+// is not here), and VG and LV names that lvm itself accepts
+// (INVALID_ARGUMENT): no ".", "..", "/", reserved or internal names, so
+// that /dev/VG/LV cannot lead anywhere but an LV's device.
 func (n *Node) localID(volumeID string) (lvmvol.ID, error) {
 	id, err := lvmvol.ParseID(volumeID)
 	if err != nil {
@@ -79,18 +96,10 @@ func (n *Node) localID(volumeID string) (lvmvol.ID, error) {
 		return lvmvol.ID{}, fmt.Errorf("volume %s lives on node %q, this is %q: %w",
 			volumeID, id.Node, n.cfg.NodeID, lvmvol.ErrVolumeNotFound)
 	}
-	return id, nil
-}
-
-// waitDevice waits for the device of a published volume. Its absence means
-// ControllerPublishVolume has not activated the LV.
-func (n *Node) waitDevice(ctx context.Context, id lvmvol.ID) (string, error) {
-	device := lvmvol.DevicePath(id)
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.DeviceWait)
-	defer cancel()
-	if _, err := n.fs.WaitForDevice(ctx, device); err != nil {
-		return "", fmt.Errorf("%w: device %s of volume %s did not appear (is the volume published to this node?): %w",
-			errFailedPrecondition, device, id, err)
+	for _, err := range []error{lvm.ValidateVGName(id.VG), lvm.ValidateLVName(id.LV)} {
+		if err != nil {
+			return lvmvol.ID{}, fmt.Errorf("%w: volume %s: %w", errInvalidArgument, volumeID, err)
+		}
 	}
-	return device, nil
+	return id, nil
 }

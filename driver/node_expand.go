@@ -2,8 +2,6 @@ package driver
 
 import (
 	"context"
-	"fmt"
-	"os"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
@@ -12,26 +10,24 @@ import (
 
 // NodeExpandVolume grows the filesystem of a published volume to fill its
 // LV, online (resize2fs, xfs_growfs). A block volume has nothing to grow:
-// its device already has the new size.
+// its device already has the new size. The volume path must show this
+// volume (volumeAt): another volume's mount is never grown for it.
 func (n *Node) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolumeRequest) (*csi.NodeExpandVolumeResponse, error) {
-	vol, fi, err := n.volumeAt(ctx, req.GetVolumeId(), req.GetVolumePath())
+	dev, block, err := n.volumeAt(ctx, req.GetVolumeId(), req.GetVolumePath(), errFailedPrecondition)
 	if err != nil {
 		return nil, err
 	}
-	if req.GetVolumeCapability().GetBlock() != nil || fi.Mode()&os.ModeDevice != 0 {
-		size, err := nodefs.BlockSize(vol.DevicePath)
+	if block {
+		size, err := nodefs.BlockSize(dev.Path)
 		if err != nil {
 			return nil, err
 		}
 		return &csi.NodeExpandVolumeResponse{CapacityBytes: size}, nil
 	}
-	if mounted, err := n.fs.IsMountPoint(req.GetVolumePath()); err != nil || !mounted {
-		return nil, fmt.Errorf("%w: volume is not mounted at %s", errNotFound, req.GetVolumePath())
-	}
-	if err := n.fs.ResizeFS(ctx, vol.DevicePath, req.GetVolumePath()); err != nil {
+	if err := n.fs.ResizeFS(ctx, dev.Path, req.GetVolumePath()); err != nil {
 		return nil, err
 	}
-	return &csi.NodeExpandVolumeResponse{CapacityBytes: vol.SizeBytes}, nil
+	return &csi.NodeExpandVolumeResponse{CapacityBytes: dev.SizeBytes}, nil
 }
 
 // growIfNeeded grows a just-staged filesystem that is smaller than its LV:

@@ -9,42 +9,45 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 	"k8s.io/mount-utils"
+
+	"carve.dev/carve/driver/nodefs"
 )
 
 // NodePublishVolume bind-mounts the staged filesystem (or, for a block
-// volume, the device file) at the pod's target path.
+// volume, the device file) at the pod's target path. The staging path must
+// be a mount of this volume's filesystem: a path that is merely a mount
+// point (the host's /, another volume's staging) is never exposed.
 func (n *Node) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
 	if err := checkPublishRequest(req); err != nil {
 		return nil, err
 	}
-	id, err := n.localID(req.GetVolumeId())
+	dev, err := n.resolveDevice(ctx, req.GetVolumeId())
 	if err != nil {
 		return nil, err
 	}
-	device, err := n.waitDevice(ctx, id)
-	if err != nil {
+	staging, target := req.GetStagingTargetPath(), req.GetTargetPath()
+	if err := n.checkPublishPaths(ctx, staging, target); err != nil {
 		return nil, err
 	}
 	vc := req.GetVolumeCapability()
-	source := device
+	source := dev.Path
 	var options []string
 	if vc.GetMount() != nil {
-		source = req.GetStagingTargetPath()
-		options = vc.GetMount().GetMountFlags()
-		if staged, err := n.fs.IsMountPoint(source); err != nil || !staged {
-			return nil, fmt.Errorf("%w: volume %s is not staged at %s", errFailedPrecondition, id, source)
+		source, options = staging, vc.GetMount().GetMountFlags()
+		if err := n.checkStaged(dev, staging); err != nil {
+			return nil, err
 		}
 	}
 	if vc.GetAccessMode().GetMode() == csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER {
-		if err := checkSingleWriter(device, req.GetStagingTargetPath(), req.GetTargetPath()); err != nil {
+		if err := checkSingleWriter(dev.Path, staging, target); err != nil {
 			return nil, err
 		}
 	}
 	readOnly := req.GetReadonly() || readOnlyMode(vc)
-	if err := n.fs.BindMount(source, req.GetTargetPath(), readOnly, options); err != nil {
+	if err := n.fs.BindMount(source, target, readOnly, options); err != nil {
 		return nil, err
 	}
-	klog.InfoS("Published volume", "volume", id, "target", req.GetTargetPath(), "readOnly", readOnly, "capability", describeCap(vc))
+	klog.InfoS("Published volume", "volume", dev.ID, "target", target, "readOnly", readOnly, "capability", describeCap(vc))
 	return &csi.NodePublishVolumeResponse{}, nil
 }
 
@@ -57,7 +60,39 @@ func checkPublishRequest(req *csi.NodePublishVolumeRequest) error {
 	case req.GetStagingTargetPath() == "":
 		return invalidArgument("staging target path missing (this driver stages volumes)")
 	}
-	return checkCapability(req.GetVolumeCapability())
+	if err := checkCapability(req.GetVolumeCapability()); err != nil {
+		return err
+	}
+	mnt := req.GetVolumeCapability().GetMount()
+	return nodefs.CheckMountFlags(requestFsType(mnt, req.GetVolumeContext()), mnt.GetMountFlags())
+}
+
+// checkPublishPaths: both paths are the CO's (checkPath), apart, and the
+// target is fit to mount on (checkMountPath).
+func (n *Node) checkPublishPaths(ctx context.Context, staging, target string) error {
+	if err := n.checkPath("staging target path", staging); err != nil {
+		return err
+	}
+	if err := checkDistinct(staging, target); err != nil {
+		return err
+	}
+	return n.checkMountPath(ctx, "target path", target)
+}
+
+// checkStaged: the staging path is a mount of the volume's whole
+// filesystem, reached without a symlink. Nothing else is bound into a pod.
+func (n *Node) checkStaged(dev volumeDevice, staging string) error {
+	if _, err := n.cfg.PathRoot.Resolve(staging); err != nil {
+		return fmt.Errorf("staging target path: %w", err)
+	}
+	staged, err := nodefs.FilesystemOf(staging, dev.Rdev)
+	if err != nil {
+		return err
+	}
+	if !staged {
+		return fmt.Errorf("%w: volume %s is not staged at %s (no mount of its filesystem there)", errFailedPrecondition, dev.ID, staging)
+	}
+	return nil
 }
 
 // checkSingleWriter refuses a second target for a SINGLE_NODE_SINGLE_WRITER
@@ -103,20 +138,4 @@ func targetsOf(device string) ([]string, error) {
 func isDevice(path string, rdev uint64) bool {
 	var st unix.Stat_t
 	return unix.Stat(path, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFBLK && st.Rdev == rdev
-}
-
-// NodeUnpublishVolume unmounts and removes the target path; a target that
-// does not exist is unpublished already.
-func (n *Node) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
-	if req.GetVolumeId() == "" {
-		return nil, invalidArgument("volume id missing")
-	}
-	if req.GetTargetPath() == "" {
-		return nil, invalidArgument("target path missing")
-	}
-	if err := n.fs.Unmount(req.GetTargetPath()); err != nil {
-		return nil, err
-	}
-	klog.InfoS("Unpublished volume", "volumeId", req.GetVolumeId(), "target", req.GetTargetPath())
-	return &csi.NodeUnpublishVolumeResponse{}, nil
 }

@@ -2,10 +2,15 @@ package driver
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 	"slices"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"k8s.io/klog/v2"
+
+	"carve.dev/carve/driver/nodefs"
 )
 
 // NodeStageVolume mounts the volume's filesystem at the staging path,
@@ -15,54 +20,76 @@ func (n *Node) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequ
 	if req.GetVolumeId() == "" {
 		return nil, invalidArgument("volume id missing")
 	}
-	if req.GetStagingTargetPath() == "" {
+	staging := req.GetStagingTargetPath()
+	if staging == "" {
 		return nil, invalidArgument("staging target path missing")
 	}
 	if err := checkCapability(req.GetVolumeCapability()); err != nil {
 		return nil, err
 	}
-	id, err := n.localID(req.GetVolumeId())
-	if err != nil {
-		return nil, err
-	}
-	device, err := n.waitDevice(ctx, id)
-	if err != nil {
-		return nil, err
-	}
 	mnt := req.GetVolumeCapability().GetMount()
+	fsType := requestFsType(mnt, req.GetVolumeContext())
+	if err := nodefs.CheckMountFlags(fsType, mnt.GetMountFlags()); err != nil {
+		return nil, err
+	}
+	dev, err := n.resolveDevice(ctx, req.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	if err := n.checkPath("staging target path", staging); err != nil {
+		return nil, err
+	}
 	if mnt == nil {
 		return &csi.NodeStageVolumeResponse{}, nil
 	}
-	fsType := mnt.GetFsType()
-	if fsType == "" {
-		fsType = req.GetVolumeContext()[ParamFsType]
-	}
-	if fsType == "" {
-		fsType = defaultFsType
-	}
-	if err := n.fs.FormatAndMount(ctx, device, req.GetStagingTargetPath(), fsType, stageOptions(fsType, mnt.GetMountFlags())); err != nil {
+	if err := n.checkMountPath(ctx, "staging target path", staging); err != nil {
 		return nil, err
 	}
-	if err := n.growIfNeeded(ctx, device, req.GetStagingTargetPath()); err != nil {
+	if err := n.fs.FormatAndMount(ctx, dev.Path, staging, fsType, stageOptions(fsType, mnt.GetMountFlags())); err != nil {
 		return nil, err
 	}
-	klog.InfoS("Staged volume", "volume", id, "device", device, "fsType", fsType, "path", req.GetStagingTargetPath())
+	if err := n.growIfNeeded(ctx, dev.Path, staging); err != nil {
+		return nil, err
+	}
+	klog.InfoS("Staged volume", "volume", dev.ID, "device", dev.Path, "fsType", fsType, "path", staging)
 	return &csi.NodeStageVolumeResponse{}, nil
 }
 
-// NodeUnstageVolume unmounts the staging path; a path that is not mounted or
-// does not exist is unstaged already.
+// requestFsType is the filesystem a mount capability asks for: its own
+// fs_type, else the volume's (its StorageClass's), else the default.
+func requestFsType(mnt *csi.VolumeCapability_MountVolume, volumeContext map[string]string) string {
+	for _, t := range []string{mnt.GetFsType(), volumeContext[ParamFsType]} {
+		if t != "" {
+			return t
+		}
+	}
+	return defaultFsType
+}
+
+// NodeUnstageVolume unmounts the staging path; a path that does not exist
+// is unstaged already. What is mounted there must be this volume's
+// filesystem: another volume's staging mount is never unmounted for it.
+// Once unmounted, an empty directory is removed; anything else at the path
+// is not Carve's and is left alone (FAILED_PRECONDITION).
 func (n *Node) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
 	if req.GetVolumeId() == "" {
 		return nil, invalidArgument("volume id missing")
 	}
-	if req.GetStagingTargetPath() == "" {
+	staging := req.GetStagingTargetPath()
+	if staging == "" {
 		return nil, invalidArgument("staging target path missing")
 	}
-	if err := n.fs.Unmount(req.GetStagingTargetPath()); err != nil {
+	gone, err := n.checkUnmountPath(req.GetVolumeId(), "staging target path", staging)
+	if err != nil || gone {
+		return &csi.NodeUnstageVolumeResponse{}, err
+	}
+	if err := n.checkOwnMount(ctx, req.GetVolumeId(), staging, false); err != nil {
 		return nil, err
 	}
-	klog.InfoS("Unstaged volume", "volumeId", req.GetVolumeId(), "path", req.GetStagingTargetPath())
+	if err := n.fs.Unmount(staging); err != nil {
+		return nil, err
+	}
+	klog.InfoS("Unstaged volume", "volumeId", req.GetVolumeId(), "path", staging)
 	return &csi.NodeUnstageVolumeResponse{}, nil
 }
 
@@ -75,4 +102,27 @@ func stageOptions(fsType string, flags []string) []string {
 		return append(slices.Clone(flags), "nouuid")
 	}
 	return flags
+}
+
+// checkUnmountPath is the first step of an unstage or unpublish: the ID can
+// name a volume here (localID), the path is one the CO could mean
+// (checkPath) and, on the host, no symlink and inside the root. gone is
+// true when nothing is at the path: the call was done already, and
+// succeeds, whatever became of the volume since.
+func (n *Node) checkUnmountPath(volumeID, what, path string) (gone bool, err error) {
+	if _, err := n.localID(volumeID); err != nil {
+		return false, err
+	}
+	if err := n.checkPath(what, path); err != nil {
+		return false, err
+	}
+	exists, err := n.cfg.PathRoot.Resolve(path)
+	if !exists && (err == nil || errors.Is(err, fs.ErrNotExist)) {
+		klog.V(4).InfoS("Nothing at the path: done already", "volumeId", volumeID, "path", path)
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", what, err)
+	}
+	return false, nil
 }

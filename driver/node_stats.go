@@ -4,24 +4,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
-	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/nodefs"
 )
 
 // NodeGetVolumeStats reports usage of a published volume: bytes and inodes of
 // its filesystem, or the size of a block volume. Health is NodeGetVolumeHealth's.
+// A path that does not show this volume is NOT_FOUND, as CSI words it ("the
+// volume does not exist on the specified path"), a malformed one included.
 func (n *Node) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
-	_, fi, err := n.volumeAt(ctx, req.GetVolumeId(), req.GetVolumePath())
+	dev, block, err := n.volumeAt(ctx, req.GetVolumeId(), req.GetVolumePath(), errNotFound)
 	if err != nil {
 		return nil, err
 	}
-	path := req.GetVolumePath()
-	if fi.Mode()&os.ModeDevice != 0 {
-		size, err := nodefs.BlockSize(path)
+	if block {
+		size, err := nodefs.BlockSize(dev.Path)
 		if err != nil {
 			return nil, err
 		}
@@ -29,43 +29,7 @@ func (n *Node) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeSta
 			Usage: []*csi.VolumeUsage{{Unit: csi.VolumeUsage_BYTES, Total: size}},
 		}, nil
 	}
-	return n.fsStats(path)
-}
-
-// volumeAt checks a request about a volume at a path: both are given, the
-// volume lives here and exists, and so does the path (NOT_FOUND otherwise).
-func (n *Node) volumeAt(ctx context.Context, volumeID, path string) (lvmvol.Volume, os.FileInfo, error) {
-	if volumeID == "" {
-		return lvmvol.Volume{}, nil, invalidArgument("volume id missing")
-	}
-	if path == "" {
-		return lvmvol.Volume{}, nil, invalidArgument("volume path missing")
-	}
-	id, err := n.localID(volumeID)
-	if err != nil {
-		return lvmvol.Volume{}, nil, err
-	}
-	vol, err := n.volumes.GetVolume(ctx, id)
-	if err != nil {
-		return lvmvol.Volume{}, nil, err
-	}
-	fi, err := os.Stat(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return lvmvol.Volume{}, nil, fmt.Errorf("%w: volume path %s does not exist", errNotFound, path)
-	}
-	if err != nil {
-		return lvmvol.Volume{}, nil, fmt.Errorf("stat %s: %w", path, err)
-	}
-	return vol, fi, nil
-}
-
-// fsStats reads a mounted filesystem's usage. An unmounted path would report
-// the usage of whatever filesystem holds the directory: refused instead.
-func (n *Node) fsStats(path string) (*csi.NodeGetVolumeStatsResponse, error) {
-	if mounted, err := n.fs.IsMountPoint(path); err != nil || !mounted {
-		return nil, fmt.Errorf("%w: volume is not mounted at %s", errNotFound, path)
-	}
-	s, err := nodefs.PathStats(path)
+	s, err := nodefs.PathStats(req.GetVolumePath())
 	if err != nil {
 		return nil, err
 	}
@@ -75,4 +39,59 @@ func (n *Node) fsStats(path string) (*csi.NodeGetVolumeStatsResponse, error) {
 			{Unit: csi.VolumeUsage_INODES, Total: s.TotalInodes, Available: s.FreeInodes, Used: s.UsedInodes},
 		},
 	}, nil
+}
+
+// volumeAt checks a request about a volume at a path (stats, expansion):
+// both are given, the volume is this node's and published (resolveDevice),
+// and the path shows it. block tells what the path shows:
+//   - false: a mount of the volume's whole filesystem (staging or publish),
+//     inside the CO's directory;
+//   - true: a node of the volume's device, bound into place or, as kubelet
+//     hands out to expand a raw block volume, the device node itself in
+//     /dev (outside the CO's directory, but the volume's own device: only
+//     its size is read).
+//
+// A path that shows anything else is refused with notOurs; a missing one
+// is NOT_FOUND; one the CO could not mean (checkPath) is INVALID_ARGUMENT,
+// unless notOurs is NOT_FOUND: then it is that too.
+func (n *Node) volumeAt(ctx context.Context, volumeID, path string, notOurs error) (dev volumeDevice, block bool, err error) {
+	if volumeID == "" {
+		return volumeDevice{}, false, invalidArgument("volume id missing")
+	}
+	if path == "" {
+		return volumeDevice{}, false, invalidArgument("volume path missing")
+	}
+	if dev, err = n.resolveDevice(ctx, volumeID); err != nil {
+		return volumeDevice{}, false, err
+	}
+	if rdev, err := nodefs.DeviceNumber(path); err == nil && rdev == dev.Rdev {
+		return dev, true, nil
+	}
+	if err := n.checkVolumePath(path, notOurs); err != nil {
+		return volumeDevice{}, false, err
+	}
+	mounted, err := nodefs.FilesystemOf(path, dev.Rdev)
+	if err != nil {
+		return volumeDevice{}, false, err
+	}
+	if !mounted {
+		return volumeDevice{}, false, fmt.Errorf("%w: volume %s is not mounted at %s", notOurs, dev.ID, path)
+	}
+	return dev, false, nil
+}
+
+// checkVolumePath is checkPath and Resolve for volumeAt, with its codes.
+func (n *Node) checkVolumePath(path string, notOurs error) error {
+	err := n.checkPath("volume path", path)
+	if err == nil {
+		var exists bool
+		exists, err = n.cfg.PathRoot.Resolve(path)
+		if !exists && (err == nil || errors.Is(err, fs.ErrNotExist)) {
+			return fmt.Errorf("%w: volume path %s does not exist", errNotFound, path)
+		}
+	}
+	if err != nil && errors.Is(notOurs, errNotFound) {
+		return fmt.Errorf("%w: %v", errNotFound, err)
+	}
+	return err
 }

@@ -17,6 +17,7 @@ import (
 	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/metrics"
 	"carve.dev/carve/driver/nodefs"
+	"carve.dev/carve/driver/nodepath"
 	"carve.dev/carve/lvm"
 	"carve.dev/carve/lvm/runner"
 )
@@ -32,6 +33,8 @@ type localFlags struct {
 	cmdTimeout   time.Duration
 	deviceWait   time.Duration
 	overprov     float64
+	pathRoot     string
+	root         nodepath.Root
 }
 
 func (f *localFlags) register(fs *flag.FlagSet, defaultEndpoint string) {
@@ -45,6 +48,8 @@ func (f *localFlags) register(fs *flag.FlagSet, defaultEndpoint string) {
 	fs.DurationVar(&f.deviceWait, "device-wait", 30*time.Second, "how long NodeStage waits for a published device")
 	fs.Float64Var(&f.overprov, "thin-overprovision-ratio", lvmvol.DefaultOverprovision,
 		"thin volumes may promise this many times a thin pool's free space (>= 1)")
+	fs.StringVar(&f.pathRoot, "path-root", nodepath.DefaultRoot,
+		"the CO's directory: every staging and target path must lie inside it, or the node call is refused (kubelet: its root directory)")
 }
 
 func (f *localFlags) validate() error {
@@ -54,6 +59,11 @@ func (f *localFlags) validate() error {
 	if f.overprov < 1 {
 		return fmt.Errorf("--thin-overprovision-ratio %v: must be at least 1", f.overprov)
 	}
+	root, err := nodepath.NewRoot(f.pathRoot)
+	if err != nil {
+		return fmt.Errorf("--path-root: %w", err)
+	}
+	f.root = root
 	vgs, err := parseVGs(f.volumeGroups)
 	f.vgs = vgs
 	return err
@@ -82,8 +92,8 @@ func (f *localFlags) build() (*lvmvol.Manager, *driver.Node) {
 	vols := lvmvol.NewManager(lvm.New(run), lvmvol.ZeroWiper{Run: run}, f.nodeID, f.vgs)
 	vols.LimitPublished(int(f.maxVolumes))
 	vols.SetOverprovision(f.overprov)
-	node := driver.NewNode(driver.NodeConfig{NodeID: f.nodeID, MaxVolumes: f.maxVolumes, DeviceWait: f.deviceWait},
-		vols, nodefs.New(run.AsExecInterface()))
+	node := driver.NewNode(driver.NodeConfig{NodeID: f.nodeID, MaxVolumes: f.maxVolumes, DeviceWait: f.deviceWait,
+		PathRoot: f.root}, vols, nodefs.New(run.AsExecInterface()))
 	return vols, node
 }
 

@@ -71,8 +71,8 @@ func run(disk, carveBin string) error {
 	}
 	defer func() { _ = l.RemoveVG(ctx, vg); _ = l.RemovePVs(ctx, disk) }()
 
-	step("start: carve standalone --volume-groups=%s --node-id=%s", vg, node)
 	sock := filepath.Join(work, "csi.sock")
+	step("start: carve standalone --volume-groups=%s --node-id=%s --path-root=%s", vg, node, work)
 	stop, err := startCarve(carveBin, sock, env, filepath.Join(work, "carve.log"))
 	if err != nil {
 		return err
@@ -96,7 +96,10 @@ func startCarve(bin, sock string, env []string, logPath string) (func(), error) 
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "standalone", "--endpoint=unix://"+sock, "--volume-groups="+vg, "--node-id="+node)
+	// The demo is the CO: its staging and target paths are in its work
+	// directory, the socket's, which carve is told to keep to.
+	cmd := exec.Command(bin, "standalone", "--endpoint=unix://"+sock, "--volume-groups="+vg, "--node-id="+node,
+		"--path-root="+filepath.Dir(sock))
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -69,6 +70,8 @@ func NewVG(t *testing.T, c *lvm.Client, name string, disks ...string) {
 // standalone args...` on a socket in a temporary directory, and returns the
 // socket's unix:// endpoint once it accepts connections. The process gets
 // SIGTERM when the test ends; its log goes to the test log's directory.
+// Tests stage and publish in their temporary directories, so the path root
+// is the temporary directory's root unless args give one (--path-root).
 func StartCarve(t *testing.T, args ...string) string {
 	t.Helper()
 	return StartCarveIn(t, "", args...)
@@ -87,7 +90,11 @@ func StartCarveIn(t *testing.T, cgroup string, args ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, append([]string{"standalone", "--endpoint", "unix://" + sock, "-v=4"}, args...)...)
+	base := []string{"standalone", "--endpoint", "unix://" + sock, "-v=4"}
+	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--path-root=") }) {
+		base = append(base, "--path-root="+filepath.Clean(os.TempDir()))
+	}
+	cmd := exec.Command(bin, append(base, args...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if cgroup != "" {
 		dir, err := os.Open(cgroup)
