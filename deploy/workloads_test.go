@@ -156,6 +156,13 @@ func checkNodeDaemonSet(t *testing.T, objs []object, kubelet string) {
 		t.Errorf("%v: %s must have mountPropagation Bidirectional", o, kubelet)
 	}
 
+	// Staging and target paths are kubelet's: carve node refuses any
+	// outside --path-root, so it must be kubelet's directory, where the
+	// pod sees it (the mount above).
+	if flags["path-root"] != kubelet {
+		t.Errorf("%v: --path-root=%q, want kubelet's directory %s", o, flags["path-root"], kubelet)
+	}
+
 	// The CSI socket: in the pod at --endpoint, on the host (what kubelet
 	// dials) at --kubelet-csi-path, in kubelet's plugins directory.
 	endpoint := strings.TrimPrefix(flags["endpoint"], "unix://")
