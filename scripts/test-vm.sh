@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the suites that need real LVM (build tag vmtest) in ONE VM boot:
-# the lvm package, the node lifecycle over CSI, and csi-sanity against
-# `carve standalone`. Test binaries and carve are built static on the host;
-# the VM runs them from the repository (the guest sees the host's /).
+# the lvm package, the node lifecycle over CSI, csi-sanity against
+# `carve standalone`, and the node's refusals of wrong IDs and paths
+# (nodesafety). Test binaries and carve are built static on the host; the
+# VM runs them from the repository (the guest sees the host's /).
 #
 # usage: scripts/test-vm.sh [go test flags for every suite, e.g. -test.run X]
 # Logs of carve processes land in _output/vmtest/logs.
@@ -15,14 +16,16 @@ rm -rf "$out" && mkdir -p "$out/logs"
 export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:--buildvcs=false}"
 echo "== building carve and the vmtest suites"
 go build -o "$out/carve" ./cmd/carve
-suites=(lvm:./lvm lifecycle:./test/lifecycle sanity:./test/sanity)
+runs=${CARVE_SUITES:-"lvm lifecycle sanity:^TestSanityMount\$ sanity:^TestSanityBlock\$ sanity:^TestSanityThin\$ nodesafety"}
+suites=(lvm:./lvm lifecycle:./test/lifecycle sanity:./test/sanity nodesafety:./test/nodesafety)
 for s in "${suites[@]}"; do
+	# Only the suites that will run: each build is minutes on a busy machine.
+	[[ " $runs " =~ \ ${s%%:*}[:\ ] ]] || continue
 	go test -tags vmtest -c -o "$out/${s%%:*}.test" "${s#*:}"
 done
-runs="lvm lifecycle sanity:^TestSanityMount\$ sanity:^TestSanityBlock\$ sanity:^TestSanityThin\$"
 
 echo "== booting the VM"
 CARVE_BIN="$repo/$out/carve" CARVE_TEST_LOGS="$repo/$out/logs" \
-CARVE_SUITES="${CARVE_SUITES:-$runs}" \
-	scripts/vm/run.sh --disks 5 --disk-size 4G --timeout 3000 --share "$repo/$out/logs" \
+CARVE_SUITES="$runs" \
+	scripts/vm/run.sh --disks 6 --disk-size 4G --timeout 3000 --share "$repo/$out/logs" \
 	-- bash scripts/vm-suites.sh "$repo/$out" "$@"
