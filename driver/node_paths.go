@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"k8s.io/klog/v2"
+
 	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/nodefs"
 	"carve.dev/carve/lvm"
@@ -89,4 +91,27 @@ func checkDistinct(staging, target string) error {
 		return invalidArgument("target path %s and staging path %s overlap", target, staging)
 	}
 	return nil
+}
+
+// checkUnmountPath is the first step of an unstage or unpublish: the ID can
+// name a volume here (localID), the path is one the CO could mean
+// (checkPath) and, on the host, no symlink and inside the root. gone is
+// true when nothing is at the path: the call was done already, and
+// succeeds, whatever became of the volume since.
+func (n *Node) checkUnmountPath(volumeID, what, path string) (gone bool, err error) {
+	if _, err := n.localID(volumeID); err != nil {
+		return false, err
+	}
+	if err := n.checkPath(what, path); err != nil {
+		return false, err
+	}
+	exists, err := n.cfg.PathRoot.Resolve(path)
+	if !exists && (err == nil || errors.Is(err, fs.ErrNotExist)) {
+		klog.V(4).InfoS("Nothing at the path: done already", "volumeId", volumeID, "path", path)
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", what, err)
+	}
+	return false, nil
 }
