@@ -16,16 +16,31 @@ import (
 // enough to notice a cancellation quickly.
 const copyChunk = 4 << 20
 
-// checkpointFunc is told, between chunks, that done bytes are copied;
-// flush makes them durable.
-type checkpointFunc func(done int64, flush func() error) error
+// Checkpoint is told, between chunks, that done bytes are copied; flush
+// makes them durable.
+type Checkpoint func(done int64, flush func() error) error
+
+// Copier copies bytes [from, size) of block device src to block device dst,
+// calling checkpoint between chunks, and flushes dst before it returns.
+type Copier interface {
+	Copy(ctx context.Context, src, dst string, from, size int64, checkpoint Checkpoint) error
+}
+
+// DeviceCopier copies by reading and writing the device files (copyDevice):
+// the Manager's copier unless SetCopier says otherwise.
+type DeviceCopier struct{}
+
+// Copy implements Copier.
+func (DeviceCopier) Copy(ctx context.Context, src, dst string, from, size int64, checkpoint Checkpoint) error {
+	return copyDevice(ctx, src, dst, from, size, checkpoint)
+}
 
 // copyDevice copies bytes [from, size) of device src to device dst, calls
 // checkpoint between chunks, and flushes dst. Every byte is written, zeroes
 // included: the destination's extents may hold whatever a former LV left
 // there. The bytes before from were copied by an earlier, interrupted run
 // (see progress.go).
-func copyDevice(ctx context.Context, src, dst string, from, size int64, checkpoint checkpointFunc) error {
+func copyDevice(ctx context.Context, src, dst string, from, size int64, checkpoint Checkpoint) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return fmt.Errorf("copy: %w", err)

@@ -110,12 +110,12 @@ func (m *Manager) copyLV(ctx context.Context, vg string, src lvm.LV, dst string,
 		return fmt.Errorf("activate copy target %s/%s: %w", vg, dst, err)
 	}
 	p := m.progressOf(target, tagCopiedPrefix, src.UUID)
-	from, checkpoint := int64(0), checkpointFunc(func(int64, func() error) error { return nil })
+	from, checkpoint := int64(0), Checkpoint(func(int64, func() error) error { return nil })
 	if src.UUID != "" { // lvm2 always reports one; without it no record could be tied to src
 		from = p.resume(int64(size), sectorSize)
 		checkpoint = func(done int64, flush func() error) error { return p.checkpoint(ctx, done, flush) }
 	}
-	if err := copyDevice(ctx, devicePath(vg, src.Name), devicePath(vg, dst), from, int64(size), checkpoint); err != nil {
+	if err := m.copier.Copy(ctx, devicePath(vg, src.Name), devicePath(vg, dst), from, int64(size), checkpoint); err != nil {
 		return err
 	}
 	p.clear(ctx)

@@ -40,10 +40,11 @@ type Wiper interface {
 
 // Manager carries out volume operations on this node's volume groups.
 type Manager struct {
-	lvm   LVM
-	wiper Wiper
-	node  string
-	vgs   []string
+	lvm    LVM
+	wiper  Wiper
+	copier Copier
+	node   string
+	vgs    []string
 	// maxPublished caps the volumes published (active) at once; 0: none.
 	maxPublished int
 	// overprovision is the thin over-provisioning ratio.
@@ -60,9 +61,13 @@ type Manager struct {
 // once on this node (the attach limit the node advertises); 0 lifts it.
 func (m *Manager) LimitPublished(n int) { m.maxPublished = n }
 
+// SetCopier replaces the copier of data copies (tests give a stand-in for
+// devices that do not exist).
+func (m *Manager) SetCopier(c Copier) { m.copier = c }
+
 // NewManager serves the volume groups vgs of node.
 func NewManager(l LVM, w Wiper, node string, vgs []string) *Manager {
-	return &Manager{lvm: l, wiper: w, node: node, vgs: slices.Clone(vgs), overprovision: DefaultOverprovision,
+	return &Manager{lvm: l, wiper: w, copier: DeviceCopier{}, node: node, vgs: slices.Clone(vgs), overprovision: DefaultOverprovision,
 		wipeChunk: defaultWipeChunk, progressEvery: defaultProgressEvery}
 }
 

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"carve.dev/carve/driver"
@@ -222,5 +223,11 @@ func (r *VolumeReconciler) remove(ctx context.Context, lv *v1alpha1.LogicalVolum
 // SetupWithManager watches LogicalVolumes (the reconciler skips other
 // nodes' ones).
 func (r *VolumeReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).For(&v1alpha1.LogicalVolume{}).Named("logicalvolume").Complete(r)
+	return ctrl.NewControllerManagedBy(mgr).For(&v1alpha1.LogicalVolume{}).Named("logicalvolume").
+		WithOptions(r.controllerOptions()).Complete(r)
+}
+
+// controllerOptions configure the controller's workers.
+func (r *VolumeReconciler) controllerOptions() controller.Options {
+	return controller.Options{}
 }

@@ -31,6 +31,9 @@ type LVM struct {
 	Zeroed []Range
 	// minors numbers the device-mapper devices of activations.
 	minors int
+	// Copied lists the ranges of each Copy, by destination device.
+	Copied   []Range
+	copyGate chan struct{}
 }
 
 // Range is a part of a device: length bytes from offset.
