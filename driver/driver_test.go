@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -249,5 +250,9 @@ func TestCodeOf(t *testing.T) {
 	}
 	if got := codeOf(context.DeadlineExceeded); got != codes.DeadlineExceeded {
 		t.Errorf("deadline -> %v", got)
+	}
+	pending := fmt.Errorf("create: %w", &lvmvol.PendingError{Work: "copy", LV: "vg0/x", Done: 1, Total: 4})
+	if got := codeOf(pending); got != codes.Aborted {
+		t.Errorf("data work pending -> %v, want Aborted (in progress, retry)", got)
 	}
 }

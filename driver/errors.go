@@ -40,6 +40,7 @@ var codeTable = []struct {
 	{errInvalidArgument, codes.InvalidArgument},
 	{errPending, codes.Aborted},
 	{errAbortedToken, codes.Aborted},
+	{lvmvol.ErrDataPending, codes.Aborted},
 	{errUnimplemented, codes.Unimplemented},
 	{errNotFound, codes.NotFound},
 	{errFailedPrecondition, codes.FailedPrecondition},

@@ -6,10 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
-	"time"
-
-	"k8s.io/klog/v2"
 )
 
 // copyChunk is the unit of a data copy: large enough to stream, small
@@ -84,71 +80,6 @@ func seekBoth(in, out *os.File, off int64) error {
 	}
 	_, err := out.Seek(off, io.SeekStart)
 	return err
-}
-
-// copies tracks the background copies of this process (thick snapshots), so
-// that a retry waits for a running copy instead of starting a second one,
-// and a delete can stop it. What a copy has achieved is recorded in LV tags,
-// not here: after a restart the next call finds the copying tag and resumes
-// the copy from its frozen source where its progress record says.
-type copies struct {
-	mu      sync.Mutex
-	running map[string]*copyJob
-}
-
-type copyJob struct {
-	done   chan struct{}
-	err    error
-	cancel context.CancelFunc
-}
-
-// start runs fn in the background under key, with budget to finish,
-// unless a copy of key runs already; either way it returns the job.
-func (c *copies) start(key string, budget time.Duration, fn func(ctx context.Context) error) *copyJob {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if j, ok := c.running[key]; ok {
-		return j
-	}
-	if c.running == nil {
-		c.running = map[string]*copyJob{}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), budget)
-	j := &copyJob{done: make(chan struct{}), cancel: cancel}
-	c.running[key] = j
-	go func() {
-		defer cancel()
-		j.err = fn(ctx)
-		if j.err != nil {
-			klog.ErrorS(j.err, "Background copy failed; the next call retries it", "target", key)
-		}
-		c.mu.Lock()
-		delete(c.running, key)
-		c.mu.Unlock()
-		close(j.done)
-	}()
-	return j
-}
-
-// wait blocks until the job ends or ctx does.
-func (j *copyJob) wait(ctx context.Context) error {
-	select {
-	case <-j.done:
-		return j.err
-	case <-ctx.Done():
-		return fmt.Errorf("waiting for a data copy: %w", ctx.Err())
-	}
-}
-
-// stop cancels the copy of key, if one runs, and waits for it to end.
-func (c *copies) stop(key string) {
-	c.mu.Lock()
-	j, ok := c.running[key]
-	c.mu.Unlock()
-	if ok {
-		j.cancel()
-		<-j.done
-	}
 }
 
 var errFrozenOverflow = errors.New("the source changed more than the frozen point's copy-on-write space could hold")

@@ -92,7 +92,7 @@ func (m *Manager) adopt(ctx context.Context, lv lvm.LV, req CreateRequest) (Volu
 	if lv.HasTag(tagDeleting) {
 		// A deletion was interrupted: finish it, then carve afresh, so that
 		// half-wiped data is never handed out.
-		if err := m.finishDelete(ctx, lv); err != nil {
+		if err := m.removeData(ctx, lv); err != nil {
 			return Volume{}, err
 		}
 		return m.CreateVolume(ctx, req)

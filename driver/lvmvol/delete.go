@@ -32,16 +32,37 @@ func (m *Manager) DeleteVolume(ctx context.Context, id ID) error {
 	if lv.HasCOWSnapshots() {
 		return fmt.Errorf("volume %s is being copied into a snapshot or clone; retry when that is done: %w", id, ErrInUse)
 	}
+	// A copy into the volume (a clone or restore still being made) is
+	// moot: stop it before the wipe, which would otherwise race its writes.
+	// Its frozen point goes with the wipe (finishDelete).
+	m.jobs.stop(jobKey(jobCopyIn, lv.VGName, lv.Name))
 	if !lv.HasTag(tagDeleting) {
 		if err := m.lvm.AddTags(ctx, lv.VGName, lv.Name, tagDeleting); err != nil {
 			return fmt.Errorf("mark %s for deletion: %w", id, err)
 		}
 	}
-	// Detached from the caller's context: a CO that gives up and retries
-	// must not cut a long wipe short every time; its retries are told the
-	// operation is pending (by the driver's per-volume lock) until this one
-	// is done.
-	return m.finishDelete(context.WithoutCancel(ctx), lv)
+	return m.removeData(ctx, lv)
+}
+
+// removeData runs finishDelete of an LV marked deleting in a job (see
+// jobs.go), detached from the caller's context: a CO that gives up and
+// retries must not cut a long wipe short every time. In standalone mode
+// its retries are told the operation is pending (by the driver's
+// per-volume lock) until this one is done; in the agent they join the job.
+func (m *Manager) removeData(ctx context.Context, lv lvm.LV) error {
+	key := jobKey(jobWipe, lv.VGName, lv.Name)
+	j, started := m.jobs.start(key, wipeBytes(lv), runner.DataBudget(int64(lv.Size)), func(ctx context.Context, mt *meter) error {
+		return m.finishDelete(ctx, lv, mt)
+	})
+	return m.awaitData(ctx, key, jobWipe, lv, j, started)
+}
+
+// wipeBytes is what finishDelete zeroes of lv: thin LVs are not wiped.
+func wipeBytes(lv lvm.LV) int64 {
+	if lv.PoolLV != "" {
+		return 0
+	}
+	return int64(lv.Size)
 }
 
 // finishDelete zeroes and removes an LV marked deleting. Thin LVs are not
@@ -50,12 +71,19 @@ func (m *Manager) DeleteVolume(ctx context.Context, id ID) error {
 // zeroing a thin LV would first allocate all of it. The whole delete is
 // bounded by a deadline sized for the LV (each zeroed chunk also by its
 // own); a wipe cut short resumes from its recorded progress next time.
-func (m *Manager) finishDelete(ctx context.Context, lv lvm.LV) error {
+func (m *Manager) finishDelete(ctx context.Context, lv lvm.LV, mt *meter) error {
 	ref := lv.VGName + "/" + lv.Name
 	ctx, cancel := context.WithTimeout(ctx, runner.DataBudget(int64(lv.Size)))
 	defer cancel()
+	if lv.HasTag(tagCopying) {
+		// Its copy was cut short: the frozen point it copied from holds
+		// the source (held active, not deletable) until dropped.
+		if err := m.dropFrozen(ctx, lv.VGName, lv.Name); err != nil {
+			return err
+		}
+	}
 	if lv.PoolLV == "" {
-		if err := m.wipe(ctx, lv); err != nil {
+		if err := m.wipe(ctx, lv, mt); err != nil {
 			return err
 		}
 	}

@@ -95,7 +95,7 @@ func (m *Manager) freeze(ctx context.Context, src lvm.LV, dst string) (lvm.LV, e
 // both as needed, and leaves src inactive afterwards unless it was active
 // (a published volume stays published). It resumes from dst's progress
 // record of this very src (its UUID), and records its own.
-func (m *Manager) copyLV(ctx context.Context, vg string, src lvm.LV, dst string, size uint64) error {
+func (m *Manager) copyLV(ctx context.Context, vg string, src lvm.LV, dst string, size uint64, mt *meter) error {
 	target, err := m.lvm.GetLV(ctx, vg, dst)
 	if err != nil {
 		return fmt.Errorf("copy target %s/%s: %w", vg, dst, err)
@@ -110,10 +110,15 @@ func (m *Manager) copyLV(ctx context.Context, vg string, src lvm.LV, dst string,
 		return fmt.Errorf("activate copy target %s/%s: %w", vg, dst, err)
 	}
 	p := m.progressOf(target, tagCopiedPrefix, src.UUID)
-	from, checkpoint := int64(0), Checkpoint(func(int64, func() error) error { return nil })
+	from, record := int64(0), Checkpoint(func(int64, func() error) error { return nil })
 	if src.UUID != "" { // lvm2 always reports one; without it no record could be tied to src
 		from = p.resume(int64(size), sectorSize)
-		checkpoint = func(done int64, flush func() error) error { return p.checkpoint(ctx, done, flush) }
+		record = func(done int64, flush func() error) error { return p.checkpoint(ctx, done, flush) }
+	}
+	mt.set(from)
+	checkpoint := func(done int64, flush func() error) error {
+		mt.set(done)
+		return record(done, flush)
 	}
 	if err := m.copier.Copy(ctx, devicePath(vg, src.Name), devicePath(vg, dst), from, int64(size), checkpoint); err != nil {
 		return err
@@ -125,12 +130,12 @@ func (m *Manager) copyLV(ctx context.Context, vg string, src lvm.LV, dst string,
 // copyFrozen copies the frozen point of dst into dst, then drops the
 // frozen point. An overflowed COW store means the copy is not a consistent
 // image: the frozen point is dropped and errFrozenOverflow returned.
-func (m *Manager) copyFrozen(ctx context.Context, vg, dst string, size uint64) error {
+func (m *Manager) copyFrozen(ctx context.Context, vg, dst string, size uint64, mt *meter) error {
 	frozen, err := m.lvm.GetLV(ctx, vg, frozenName(dst))
 	if err != nil {
 		return fmt.Errorf("frozen point of %s/%s: %w", vg, dst, err)
 	}
-	if err := m.copyLV(ctx, vg, frozen, dst, size); err != nil {
+	if err := m.copyLV(ctx, vg, frozen, dst, size, mt); err != nil {
 		return err
 	}
 	after, err := m.lvm.GetLV(ctx, vg, frozen.Name)

@@ -49,8 +49,12 @@ type Manager struct {
 	maxPublished int
 	// overprovision is the thin over-provisioning ratio.
 	overprovision float64
-	// copies are this process's background data copies.
-	copies copies
+	// jobs are this process's long data work: copies and wipes (jobs.go).
+	jobs jobs
+	// background: calls that start long data work answer ErrDataPending
+	// after waiting dataGrace, instead of waiting for its end.
+	background bool
+	dataGrace  time.Duration
 	// wipeChunk is the bytes one zeroing command covers; progressEvery
 	// how often long data work records its progress (see progress.go).
 	wipeChunk     int64

@@ -143,10 +143,8 @@ const copyGrace = 3 * time.Second
 // awaitCopy starts (or joins) the copy of snapshot lv, waits up to
 // copyGrace, and reports the snapshot as it then is.
 func (m *Manager) awaitCopy(ctx context.Context, lv lvm.LV) (Snapshot, error) {
-	job := m.startSnapshotCopy(lv)
-	wctx, cancel := context.WithTimeout(ctx, copyGrace)
-	defer cancel()
-	if job.wait(wctx) != nil {
+	key, job := m.startSnapshotCopy(lv)
+	if finished, err := m.jobs.await(ctx, key, job, copyGrace); !finished || err != nil {
 		return m.snapshotOf(lv), nil // still copying, or failed: retried next call
 	}
 	done, err := m.lvm.GetLV(ctx, lv.VGName, lv.Name)
@@ -163,7 +161,7 @@ func (m *Manager) adoptSnapshot(ctx context.Context, lv lvm.LV, name string, src
 		return Snapshot{}, fmt.Errorf("snapshot %q exists with another source: %w", name, ErrNameConflict)
 	}
 	if lv.HasTag(tagDeleting) {
-		if err := m.finishDelete(ctx, lv); err != nil {
+		if err := m.removeData(ctx, lv); err != nil {
 			return Snapshot{}, err
 		}
 		return m.CreateSnapshot(ctx, name, ID{Node: m.node, VG: src.VGName, LV: src.Name})
@@ -174,23 +172,23 @@ func (m *Manager) adoptSnapshot(ctx context.Context, lv lvm.LV, name string, src
 	return m.snapshotOf(lv), nil
 }
 
-func copyKey(vg, lv string) string { return vg + "/" + lv }
-
 // startSnapshotCopy runs steps 3-4 in the background, unless they run.
-func (m *Manager) startSnapshotCopy(lv lvm.LV) *copyJob {
-	return m.copies.start(copyKey(lv.VGName, lv.Name), runner.DataBudget(int64(lv.Size)), func(ctx context.Context) error {
-		return m.finishSnapshotCopy(ctx, lv)
+func (m *Manager) startSnapshotCopy(lv lvm.LV) (string, *job) {
+	key := jobKey(jobSnapshotCopy, lv.VGName, lv.Name)
+	j, _ := m.jobs.start(key, int64(lv.Size), runner.DataBudget(int64(lv.Size)), func(ctx context.Context, mt *meter) error {
+		return m.finishSnapshotCopy(ctx, lv, mt)
 	})
+	return key, j
 }
 
-func (m *Manager) finishSnapshotCopy(ctx context.Context, lv lvm.LV) error {
+func (m *Manager) finishSnapshotCopy(ctx context.Context, lv lvm.LV, mt *meter) error {
 	_, err := m.lvm.GetLV(ctx, lv.VGName, frozenName(lv.Name))
 	switch {
 	case err == nil:
-		err = m.copyFrozen(ctx, lv.VGName, lv.Name, lv.Size)
+		err = m.copyFrozen(ctx, lv.VGName, lv.Name, lv.Size, mt)
 		if errors.Is(err, errFrozenOverflow) {
 			// The image is torn: drop it; the CO's next call starts over.
-			return errors.Join(err, m.finishDelete(ctx, lv))
+			return errors.Join(err, m.finishDelete(ctx, lv, nil))
 		}
 		if err != nil {
 			return err
@@ -269,7 +267,7 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, id ID) error {
 	if err != nil {
 		return err
 	}
-	m.copies.stop(copyKey(id.VG, id.LV))
+	m.jobs.stop(jobKey(jobSnapshotCopy, id.VG, id.LV))
 	if !lv.HasTag(tagDeleting) {
 		if err := m.lvm.AddTags(ctx, id.VG, id.LV, tagDeleting); err != nil {
 			return fmt.Errorf("mark %s for deletion: %w", id, err)
@@ -278,7 +276,7 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, id ID) error {
 	if err := m.dropFrozen(ctx, id.VG, id.LV); err != nil {
 		return err
 	}
-	return m.finishDelete(context.WithoutCancel(ctx), lv)
+	return m.removeData(ctx, lv)
 }
 
 // dropFrozen removes the frozen point of target, if there is one, and

@@ -107,29 +107,39 @@ func (m *Manager) createFromSource(ctx context.Context, req CreateRequest, src l
 	return m.copyIn(ctx, lv, src, req.Source)
 }
 
-// copyIn fills new LV lv from src, drops the copying tag and settles lv.
+// copyIn fills new LV lv from src in a job (see jobs.go), then settles lv.
 func (m *Manager) copyIn(ctx context.Context, lv, src lvm.LV, from *ContentSource) (Volume, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), runner.DataBudget(int64(src.Size)))
-	defer cancel()
+	key := jobKey(jobCopyIn, lv.VGName, lv.Name)
+	j, started := m.jobs.start(key, int64(src.Size), runner.DataBudget(int64(src.Size)), func(ctx context.Context, mt *meter) error {
+		return m.copyData(ctx, lv, src, from, mt)
+	})
+	if err := m.awaitData(ctx, key, jobCopyIn, lv, j, started); err != nil {
+		return Volume{}, err
+	}
+	return m.settleNew(ctx, lv.VGName, lv.Name)
+}
+
+// copyData copies src into lv, then drops lv's copying tag.
+func (m *Manager) copyData(ctx context.Context, lv, src lvm.LV, from *ContentSource, mt *meter) error {
 	var err error
 	switch from.Kind {
 	case SourceSnapshot:
 		if err = m.waitSnapshotReady(ctx, src); err == nil {
-			err = m.copyLV(ctx, lv.VGName, src, lv.Name, src.Size)
+			err = m.copyLV(ctx, lv.VGName, src, lv.Name, src.Size, mt)
 		}
 	default:
 		if _, err = m.freeze(ctx, src, lv.Name); err == nil {
-			err = m.copyFrozen(ctx, lv.VGName, lv.Name, src.Size)
+			err = m.copyFrozen(ctx, lv.VGName, lv.Name, src.Size, mt)
 		}
 	}
 	if err != nil {
-		return Volume{}, fmt.Errorf("copy %s %s into %s/%s: %w", from.Kind, from.ID, lv.VGName, lv.Name, err)
+		return fmt.Errorf("copy %s %s into %s/%s: %w", from.Kind, from.ID, lv.VGName, lv.Name, err)
 	}
 	if err := m.lvm.RemoveTags(ctx, lv.VGName, lv.Name, tagCopying); err != nil {
-		return Volume{}, err
+		return err
 	}
 	klog.InfoS("Created volume from source by copy", "lv", lv.VGName+"/"+lv.Name, "source", from.Kind+" "+from.ID.String(), "bytes", src.Size)
-	return m.settleNew(ctx, lv.VGName, lv.Name)
+	return nil
 }
 
 // waitSnapshotReady waits for a thick snapshot still being copied.
@@ -137,7 +147,11 @@ func (m *Manager) waitSnapshotReady(ctx context.Context, snap lvm.LV) error {
 	if !snap.HasTag(tagCopying) {
 		return nil
 	}
-	return m.startSnapshotCopy(snap).wait(ctx)
+	key, j := m.startSnapshotCopy(snap)
+	if _, err := m.jobs.await(ctx, key, j, -1); err != nil {
+		return err
+	}
+	return ctx.Err()
 }
 
 // settleNew re-reads a new LV and finishes its creation.

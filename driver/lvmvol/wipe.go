@@ -65,13 +65,13 @@ func (w ZeroWiper) Flush(ctx context.Context, device string) error {
 
 // wipe zeroes a thick LV over its whole length and leaves it inactive. It
 // resumes where an interrupted wipe recorded its progress (see progress.go).
-func (m *Manager) wipe(ctx context.Context, lv lvm.LV) error {
+func (m *Manager) wipe(ctx context.Context, lv lvm.LV, mt *meter) error {
 	ref := lv.VGName + "/" + lv.Name
 	if err := m.lvm.Activate(ctx, lv.VGName, lv.Name); err != nil {
 		return fmt.Errorf("activate %s to wipe it: %w", ref, err)
 	}
 	start := time.Now()
-	if err := m.zero(ctx, lv); err != nil {
+	if err := m.zero(ctx, lv, mt); err != nil {
 		return fmt.Errorf("wipe %s: %w", ref, err)
 	}
 	klog.InfoS("Wiped logical volume", "lv", ref, "bytes", lv.Size, "duration", time.Since(start))
@@ -82,11 +82,12 @@ func (m *Manager) wipe(ctx context.Context, lv lvm.LV) error {
 }
 
 // zero zeroes lv chunk by chunk from its recorded progress on.
-func (m *Manager) zero(ctx context.Context, lv lvm.LV) error {
+func (m *Manager) zero(ctx context.Context, lv lvm.LV, mt *meter) error {
 	dev, size := devicePath(lv.VGName, lv.Name), int64(lv.Size)
 	p := m.progressOf(lv, tagWipedPrefix, "")
 	flush := func() error { return m.wiper.Flush(ctx, dev) }
 	for done := p.resume(size, sectorSize); done < size; {
+		mt.set(done)
 		n := min(m.wipeChunk, size-done)
 		if err := m.wiper.Zero(ctx, dev, done, n); err != nil {
 			return fmt.Errorf("at byte %d of %d: %w", done, size, err)

@@ -34,6 +34,13 @@ type LVM struct {
 	// Copied lists the ranges of each Copy, by destination device.
 	Copied   []Range
 	copyGate chan struct{}
+	made     int // LVs made so far, for their UUIDs
+}
+
+// uuid names a new LV uniquely, as lvm2 does. f.mu is held.
+func (f *LVM) uuid() string {
+	f.made++
+	return fmt.Sprintf("fake-uuid-%d", f.made)
 }
 
 // Range is a part of a device: length bytes from offset.
@@ -157,7 +164,7 @@ func (f *LVM) CreateLV(_ context.Context, o lvm.CreateLVOptions) (lvm.LV, error)
 		return lvm.LV{}, fmt.Errorf("lvcreate %s/%s: %w", o.VG, o.Name, lvm.ErrAlreadyExists)
 	}
 	size := lvm.RoundUp(o.Size, vg.ExtentSize)
-	lv := &lvm.LV{Name: o.Name, VGName: o.VG, Size: size, Tags: slices.Clone(o.Tags),
+	lv := &lvm.LV{Name: o.Name, VGName: o.VG, UUID: f.uuid(), Size: size, Tags: slices.Clone(o.Tags),
 		Path: "/dev/" + o.VG + "/" + o.Name, Layout: "linear", ExtentSize: vg.ExtentSize}
 	f.activate(lv)
 	if o.ThinPool != "" {

@@ -64,7 +64,7 @@ func (f *LVM) CreateThinSnapshot(_ context.Context, vg, origin, name string, tag
 	if _, ok := f.lvs[vg][name]; ok {
 		return lvm.LV{}, fmt.Errorf("lvcreate %s/%s: %w", vg, name, lvm.ErrAlreadyExists)
 	}
-	lv := &lvm.LV{Name: name, VGName: vg, Size: o.Size, PoolLV: o.PoolLV, Origin: origin, Tags: tags,
+	lv := &lvm.LV{Name: name, VGName: vg, UUID: f.uuid(), Size: o.Size, PoolLV: o.PoolLV, Origin: origin, Tags: tags,
 		Layout: "thin,sparse", Attr: "Vwi---tz-k"}
 	f.lvs[vg][name] = lv
 	return *lv, nil
@@ -87,7 +87,7 @@ func (f *LVM) CreateCOWSnapshot(_ context.Context, vg, origin, name string, cowS
 	}
 	f.vgs[vg].Free -= size
 	o.Attr = "owi-a-----"
-	lv := &lvm.LV{Name: name, VGName: vg, Size: size, Origin: origin, Tags: tags, Active: true, Attr: "swi-a-s---"}
+	lv := &lvm.LV{Name: name, VGName: vg, UUID: f.uuid(), Size: size, Origin: origin, Tags: tags, Active: true, Attr: "swi-a-s---"}
 	f.lvs[vg][name] = lv
 	return *lv, nil
 }

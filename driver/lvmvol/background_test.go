@@ -1,0 +1,255 @@
+package lvmvol_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"carve.dev/carve/driver/lvmvol"
+	"carve.dev/carve/driver/lvmvol/lvmfake"
+)
+
+// backgroundManager is the node agent's Manager over the fake: long data
+// work in the background after a short grace, copies by the fake.
+func backgroundManager(t *testing.T, f *lvmfake.LVM) *lvmvol.Manager {
+	t.Helper()
+	m := lvmvol.NewManager(f, f, node, []string{vg})
+	m.SetCopier(f)
+	m.BackgroundDataWork(20 * time.Millisecond)
+	return m
+}
+
+func cloneReq(name string, of lvmvol.ID) lvmvol.CreateRequest {
+	r := req(name, 8*mib)
+	r.Source = &lvmvol.ContentSource{Kind: lvmvol.SourceVolume, ID: of}
+	return r
+}
+
+// pending asserts that err says data work runs, of that kind.
+func pending(t *testing.T, what string, err error, work string) {
+	t.Helper()
+	var p *lvmvol.PendingError
+	if !errors.Is(err, lvmvol.ErrDataPending) || !errors.As(err, &p) || p.Work != work {
+		t.Fatalf("%s: %v, want a pending %s", what, err, work)
+	}
+}
+
+// until calls fn until it stops answering ErrDataPending.
+func until(t *testing.T, fn func() error) error {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if err := fn(); !errors.Is(err, lvmvol.ErrDataPending) {
+			return err
+		}
+	}
+	t.Fatal("data work still pending after 5 s")
+	return nil
+}
+
+// A clone by copy answers at once that its copy runs; a retry joins the
+// running copy instead of starting a second; once the copy is done, the
+// next call settles the volume.
+func TestBackgroundCopyRetryJoins(t *testing.T) {
+	f := lvmfake.New(100*mib, vg)
+	m := backgroundManager(t, f)
+	src, err := m.CreateVolume(ctx, req("pvc-src", 8*mib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := f.HoldCopies()
+	defer release()
+	start := time.Now()
+	_, err = m.CreateVolume(ctx, cloneReq("pvc-clone", src.ID))
+	pending(t, "clone while its copy runs", err, "copy")
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("the call waited %v for a copy it should leave in the background", took)
+	}
+	id := lvmvol.ID{Node: node, VG: vg, LV: "pvc-clone"}
+	if _, err := m.GetVolume(ctx, id); !errors.Is(err, lvmvol.ErrVolumeNotFound) {
+		t.Errorf("a volume still being copied is visible: %v", err)
+	}
+	_, err = m.CreateVolume(ctx, cloneReq("pvc-clone", src.ID))
+	pending(t, "retry while the copy runs", err, "copy")
+	if n := len(f.CopiedRanges()); n != 1 {
+		t.Fatalf("%d copies after a retry, want the retry to join the first", n)
+	}
+
+	release()
+	var vol lvmvol.Volume
+	err = until(t, func() (err error) {
+		vol, err = m.CreateVolume(ctx, cloneReq("pvc-clone", src.ID))
+		return err
+	})
+	if err != nil || vol.ID != id || vol.Published {
+		t.Fatalf("clone after its copy: %+v, %v", vol, err)
+	}
+	if n := len(f.CopiedRanges()); n != 1 {
+		t.Errorf("%d copies, want 1", n)
+	}
+	if _, ok := f.LV(vg, "pvc-clone-frz"); ok {
+		t.Error("frozen point left after the copy")
+	}
+	if lv, _ := f.LV(vg, "pvc-src"); lv.Active || lv.HasTag("carve.dev/held") {
+		t.Errorf("source still held after the copy: %+v", lv)
+	}
+}
+
+// Deleting a volume whose copy runs stops the copy, drops the frozen point
+// (releasing the source) and removes the LV.
+func TestDeleteStopsACopyIntoTheVolume(t *testing.T) {
+	f := lvmfake.New(100*mib, vg)
+	m := backgroundManager(t, f)
+	src, err := m.CreateVolume(ctx, req("pvc-src", 8*mib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := f.HoldCopies()
+	defer release()
+	_, err = m.CreateVolume(ctx, cloneReq("pvc-clone", src.ID))
+	pending(t, "clone", err, "copy")
+	id := lvmvol.ID{Node: node, VG: vg, LV: "pvc-clone"}
+	// The copy is held until the test ends: the delete must stop it.
+	if err := until(t, func() error { return m.DeleteVolume(ctx, id) }); err != nil {
+		t.Fatalf("delete during a copy: %v", err)
+	}
+	if _, ok := f.LV(vg, "pvc-clone"); ok {
+		t.Error("LV left after delete")
+	}
+	if _, ok := f.LV(vg, "pvc-clone-frz"); ok {
+		t.Error("frozen point left after the delete stopped the copy")
+	}
+	if lv, _ := f.LV(vg, "pvc-src"); lv.Active || lv.HasTag("carve.dev/held") {
+		t.Errorf("source still held: %+v", lv)
+	}
+	if err := m.DeleteVolume(ctx, src.ID); err != nil {
+		t.Errorf("delete the source after its clone went: %v", err)
+	}
+}
+
+// dying is a copier whose first copy records progress halfway and then
+// fails, as a process killed mid-copy would leave it; later ones copy.
+type dying struct {
+	*lvmfake.LVM
+	mu   sync.Mutex
+	died bool
+}
+
+func (d *dying) Copy(ctx context.Context, src, dst string, from, size int64, checkpoint lvmvol.Checkpoint) error {
+	d.mu.Lock()
+	first := !d.died
+	d.died = true
+	d.mu.Unlock()
+	if !first {
+		return d.LVM.Copy(ctx, src, dst, from, size, checkpoint)
+	}
+	if err := checkpoint(size/2, func() error { return nil }); err != nil {
+		return err
+	}
+	return errors.New("killed")
+}
+
+// A failed copy is reported once (not retried silently for ever); the
+// next call, even by a new process, resumes where the progress record
+// says.
+func TestFailedCopyIsReportedThenResumedByANewManager(t *testing.T) {
+	f := lvmfake.New(100*mib, vg)
+	m := backgroundManager(t, f)
+	m.SetDataWorkSteps(4*mib, 0) // record progress at every checkpoint
+	m.SetCopier(&dying{LVM: f})
+	src, err := m.CreateVolume(ctx, req("pvc-src", 8*mib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = until(t, func() error {
+		_, err := m.CreateVolume(ctx, cloneReq("pvc-clone", src.ID))
+		return err
+	})
+	if err == nil || errors.Is(err, lvmvol.ErrDataPending) {
+		t.Fatalf("a failed copy: %v, want its error", err)
+	}
+
+	restarted := backgroundManager(t, f)
+	var vol lvmvol.Volume
+	err = until(t, func() (err error) {
+		vol, err = restarted.CreateVolume(ctx, cloneReq("pvc-clone", src.ID))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("resumed copy: %v", err)
+	}
+	copied := f.CopiedRanges()
+	if len(copied) != 1 || copied[0].Offset != 4*mib {
+		t.Errorf("copies %+v, want one resumed at 4 MiB", copied)
+	}
+	if lv, _ := f.LV(vg, vol.ID.LV); lv.HasTag("carve.dev/copying") {
+		t.Errorf("clone still marked copying: %+v", lv)
+	}
+}
+
+// gatedWiper zeroes through the fake once released.
+type gatedWiper struct {
+	*lvmfake.LVM
+	gate  chan struct{}
+	mu    sync.Mutex
+	calls int
+}
+
+func (w *gatedWiper) Zero(ctx context.Context, device string, offset, length int64) error {
+	w.mu.Lock()
+	w.calls++
+	w.mu.Unlock()
+	select {
+	case <-w.gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return w.LVM.Zero(ctx, device, offset, length)
+}
+
+// A delete whose wipe takes long answers that the wipe runs; retries, and a
+// create of the same name, join it; the LV goes once it is done.
+func TestBackgroundWipe(t *testing.T) {
+	f := lvmfake.New(100*mib, vg)
+	w := &gatedWiper{LVM: f, gate: make(chan struct{})}
+	m := lvmvol.NewManager(f, w, node, []string{vg})
+	m.BackgroundDataWork(20 * time.Millisecond)
+	vol, err := m.CreateVolume(ctx, req("pvc-1", 8*mib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending(t, "delete", m.DeleteVolume(ctx, vol.ID), "wipe")
+	pending(t, "delete again", m.DeleteVolume(ctx, vol.ID), "wipe")
+	_, err = m.CreateVolume(ctx, req("pvc-1", 8*mib))
+	pending(t, "create of a name being deleted", err, "wipe")
+	w.mu.Lock()
+	calls := w.calls
+	w.mu.Unlock()
+	if calls != 1 {
+		t.Fatalf("%d wipes started, want one joined by the retries", calls)
+	}
+	close(w.gate)
+	if err := until(t, func() error { return m.DeleteVolume(ctx, vol.ID) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.LV(vg, "pvc-1"); ok {
+		t.Error("LV left after the wipe")
+	}
+}
+
+// Standalone mode (no BackgroundDataWork) still makes a clone in one call.
+func TestBlockingCloneCompletesInOneCall(t *testing.T) {
+	f := lvmfake.New(100*mib, vg)
+	m := lvmvol.NewManager(f, f, node, []string{vg})
+	m.SetCopier(f)
+	src, err := m.CreateVolume(ctx, req("pvc-src", 8*mib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := f.HoldCopies()
+	go func() { time.Sleep(100 * time.Millisecond); release() }()
+	if vol, err := m.CreateVolume(ctx, cloneReq("pvc-clone", src.ID)); err != nil || vol.ID.LV != "pvc-clone" {
+		t.Fatalf("standalone clone: %+v, %v; want it made in one call", vol, err)
+	}
+}

@@ -1,0 +1,222 @@
+package lvmvol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"carve.dev/carve/lvm"
+)
+
+// Background data work.
+//
+// Copies (into a thick snapshot, a clone, a restored volume) and wipes take
+// time in proportion to the volume: hours for a large one. They run as jobs
+// of this process, keyed by what they do and the LV they write, so that:
+//   - a retry joins the running job instead of starting a second one;
+//   - a delete can stop a copy into the LV it deletes;
+//   - a caller need not wait: with BackgroundDataWork set, a call that
+//     starts long work waits a short grace (small volumes finish in one
+//     call) and otherwise answers ErrDataPending; the caller calls again.
+//
+// What a job has achieved is recorded in LV tags, never only here (see
+// progress.go): after a restart the jobs are gone, and the next call finds
+// the copying or deleting tag and starts a job anew, which resumes from the
+// recorded progress. A job that failed is kept until a caller has been
+// told its error (await), so that a failure is reported once instead of
+// being retried silently for ever; the call after that starts afresh.
+type jobs struct {
+	mu  sync.Mutex
+	all map[string]*job
+}
+
+// Kinds of jobs, part of their key: a wipe of an LV must not be mistaken
+// for a copy into it.
+const (
+	jobSnapshotCopy = "snapshot-copy"
+	jobCopyIn       = "copy"
+	jobWipe         = "wipe"
+)
+
+func jobKey(kind, vg, lv string) string { return kind + ":" + vg + "/" + lv }
+
+type job struct {
+	done   chan struct{}
+	err    error // set before done is closed
+	cancel context.CancelFunc
+	meter  meter
+}
+
+// meter counts the bytes of a job done so far (read while it runs).
+type meter struct {
+	done, total atomic.Int64
+}
+
+// set records done bytes; a nil meter is fine.
+func (m *meter) set(done int64) {
+	if m != nil {
+		m.done.Store(done)
+	}
+}
+
+// start returns the job of key: the one running, or one that failed and
+// whose error no caller has been told yet; otherwise it starts fn in the
+// background, bounded by budget, and started is true.
+func (js *jobs) start(key string, total int64, budget time.Duration, fn func(ctx context.Context, m *meter) error) (j *job, started bool) {
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	if j, ok := js.all[key]; ok {
+		return j, false
+	}
+	if js.all == nil {
+		js.all = map[string]*job{}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	j = &job{done: make(chan struct{}), cancel: cancel}
+	j.meter.total.Store(total)
+	js.all[key] = j
+	go js.run(ctx, key, j, fn)
+	return j, true
+}
+
+// run does the work, then forgets a job that succeeded; a failed one stays
+// until await reports it (or stop drops it).
+func (js *jobs) run(ctx context.Context, key string, j *job, fn func(ctx context.Context, m *meter) error) {
+	defer j.cancel()
+	err := fn(ctx, &j.meter)
+	switch {
+	case err != nil && errors.Is(ctx.Err(), context.Canceled):
+		klog.InfoS("Background data work stopped", "job", key)
+	case err != nil:
+		klog.ErrorS(err, "Background data work failed; its caller is told, and the call after retries", "job", key)
+	}
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	j.err = err
+	if err == nil {
+		js.forget(key, j)
+	}
+	close(j.done)
+}
+
+// forget drops j under key, if it is still the job there. js.mu is held.
+func (js *jobs) forget(key string, j *job) {
+	if js.all[key] == j {
+		delete(js.all, key)
+	}
+}
+
+// await waits for j up to wait (< 0: until it ends), or until ctx ends.
+// finished tells whether it ended; a failed job is then forgotten, its
+// error returned, so that the next start runs it afresh.
+func (js *jobs) await(ctx context.Context, key string, j *job, wait time.Duration) (finished bool, err error) {
+	var timeout <-chan time.Time
+	if wait >= 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-j.done:
+	default:
+		select {
+		case <-j.done:
+		case <-timeout:
+			return false, nil
+		case <-ctx.Done():
+			return false, nil
+		}
+	}
+	js.mu.Lock()
+	js.forget(key, j)
+	js.mu.Unlock()
+	return true, j.err
+}
+
+// stop cancels the job of key, if there is one, and waits for it to end.
+func (js *jobs) stop(key string) {
+	js.mu.Lock()
+	j, ok := js.all[key]
+	js.mu.Unlock()
+	if !ok {
+		return
+	}
+	j.cancel()
+	<-j.done
+	js.mu.Lock()
+	js.forget(key, j)
+	js.mu.Unlock()
+}
+
+// ErrDataPending: long data work (a copy, a wipe) on the volume runs in the
+// background; the call is to be made again later (CSI: ABORTED, an
+// operation on the volume is in progress). Only a Manager with
+// BackgroundDataWork set answers it.
+var ErrDataPending = errors.New("data work in progress")
+
+// PendingError tells which work runs and how far it has got; it is
+// ErrDataPending.
+type PendingError struct {
+	// Work is "copy" or "wipe".
+	Work string
+	// LV is the LV written, vg/lv.
+	LV string
+	// Done of Total bytes are done.
+	Done, Total int64
+}
+
+func (e *PendingError) Error() string {
+	return fmt.Sprintf("%s of %s runs in the background: %s of %s done (%d%%)", e.Work, e.LV,
+		lvm.FormatSize(uint64(max(e.Done, 0))), lvm.FormatSize(uint64(max(e.Total, 0))), e.Percent())
+}
+
+// Percent done, rounded down.
+func (e *PendingError) Percent() int64 {
+	if e.Total <= 0 {
+		return 0
+	}
+	return min(100, e.Done*100/e.Total)
+}
+
+// Is makes a PendingError ErrDataPending.
+func (e *PendingError) Is(target error) bool { return target == ErrDataPending }
+
+// BackgroundDataWork makes CreateVolume (when it must copy data into the
+// new volume) and DeleteVolume (when it must wipe) wait at most grace for
+// that work, then answer a *PendingError while the work goes on; the next
+// call of the same volume joins the work, or returns its outcome. Without
+// it (standalone mode) those calls return only when the work is done: CSI
+// expects CreateVolume of a clone to succeed in one call, and the driver's
+// per-volume lock answers ABORTED to the CO's retries meanwhile. The node
+// agent sets it, so that a copy of hours does not hold one of its workers.
+func (m *Manager) BackgroundDataWork(grace time.Duration) {
+	m.background, m.dataGrace = true, max(grace, 0)
+}
+
+// awaitData waits for job j (started or joined as key) as the Manager is
+// configured; unfinished, it answers a *PendingError about work on lv.
+// Only the call that started the job waits the grace: a retry that finds
+// it running answers at once, so that it holds no caller's worker.
+func (m *Manager) awaitData(ctx context.Context, key, work string, lv lvm.LV, j *job, started bool) error {
+	// Standalone: the work goes on however long, and so does the call
+	// (the CO giving up must not cut a copy or wipe short each time).
+	wait := time.Duration(-1)
+	if !m.background {
+		ctx = context.WithoutCancel(ctx)
+	} else {
+		wait = 0
+		if started {
+			wait = m.dataGrace
+		}
+	}
+	finished, err := m.jobs.await(ctx, key, j, wait)
+	if !finished {
+		return &PendingError{Work: work, LV: lv.VGName + "/" + lv.Name, Done: j.meter.done.Load(), Total: j.meter.total.Load()}
+	}
+	return err
+}
