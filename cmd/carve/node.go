@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"time"
@@ -26,6 +27,7 @@ func runNode(args []string) error {
 		regSocket   string
 		kubeletPath string
 		reportEvery time.Duration
+		workers     int
 	)
 	fs := flag.NewFlagSet("node", flag.ContinueOnError)
 	c.register(fs)
@@ -34,6 +36,8 @@ func runNode(args []string) error {
 		"kubelet plugin registration socket")
 	fs.StringVar(&kubeletPath, "kubelet-csi-path", "", "the CSI socket's path as kubelet sees it (default: the --endpoint path)")
 	fs.DurationVar(&reportEvery, "storage-report-interval", 30*time.Second, "how often NodeStorage is refreshed")
+	fs.IntVar(&workers, "agent-workers", agent.DefaultWorkers,
+		"LogicalVolumes (and, apart, LogicalVolumeSnapshots) reconciled at once; one volume is never reconciled twice at once")
 	klog.InitFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -41,7 +45,14 @@ func runNode(args []string) error {
 	if err := lf.validate(); err != nil {
 		return err
 	}
+	if workers < 1 {
+		return fmt.Errorf("--agent-workers %d: must be at least 1", workers)
+	}
 	vols, node := lf.build()
+	// Copies into clones and restores, and wipes, may take hours: the
+	// agent leaves them in the background so that they hold no worker
+	// (CSI calls in standalone mode wait for them instead).
+	vols.BackgroundDataWork(agent.DataGrace)
 	if lf.maxVolumes > 0 {
 		klog.InfoS("Attach limit advertised to the scheduler", "maxVolumes", lf.maxVolumes)
 	}
@@ -53,7 +64,7 @@ func runNode(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := addAgent(mgr, direct, lf, vols, reportEvery); err != nil {
+	if err := addAgent(mgr, direct, lf, vols, reportEvery, workers); err != nil {
 		return err
 	}
 	srv := driver.NewServer(driver.NewIdentity(version, false, vols), nil, node)
@@ -79,15 +90,15 @@ func runNode(args []string) error {
 // addAgent registers the reconcilers (on the manager's cached client) and
 // the storage reporter (on the direct one: it reads back the NodeStorage it
 // may have just created, which the cache may not show yet).
-func addAgent(mgr manager.Manager, direct client.Client, lf localFlags, vols *lvmvol.Manager, every time.Duration) error {
+func addAgent(mgr manager.Manager, direct client.Client, lf localFlags, vols *lvmvol.Manager, every time.Duration, workers int) error {
 	c := mgr.GetClient()
 	// Events of the events.k8s.io API, as carve-node; those about the
 	// cluster-scoped resources land in the default namespace.
 	rec := mgr.GetEventRecorder("carve-node")
-	if err := (&agent.VolumeReconciler{Client: c, Node: lf.nodeID, Volumes: vols, Events: rec}).SetupWithManager(mgr); err != nil {
+	if err := (&agent.VolumeReconciler{Client: c, Node: lf.nodeID, Volumes: vols, Events: rec, Workers: workers}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := (&agent.SnapshotReconciler{Client: c, Node: lf.nodeID, Snapshots: vols, Events: rec}).SetupWithManager(mgr); err != nil {
+	if err := (&agent.SnapshotReconciler{Client: c, Node: lf.nodeID, Snapshots: vols, Events: rec, Workers: workers}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return mgr.Add(&agent.StorageReporter{Client: direct, Node: lf.nodeID, Space: vols.Space, Overprovision: lf.overprov, Interval: every,

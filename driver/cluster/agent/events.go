@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -9,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"carve.dev/carve/driver"
+	"carve.dev/carve/driver/lvmvol"
 )
 
 // ConditionReady is the condition the agent keeps on its resources: True
@@ -25,6 +27,11 @@ const (
 	ReasonUnpublished = "Unpublished"
 	ReasonDeleted     = "Deleted"
 	ReasonFailed      = "Failed"
+	// ReasonCopying and ReasonWiping: long data work runs in the
+	// background (the Ready condition's reason meanwhile; a Normal event
+	// when it starts).
+	ReasonCopying = "Copying"
+	ReasonWiping  = "Wiping"
 )
 
 // emit records an event when there is a recorder (tests may have none).
@@ -42,6 +49,40 @@ func readyCondition(conds *[]metav1.Condition, generation int64, opErr error) {
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, driver.CodeOf(opErr).String(), opErr.Error()
 	}
 	meta.SetStatusCondition(conds, c)
+}
+
+// pendingOf returns the data work err says runs, or nil.
+func pendingOf(err error) *lvmvol.PendingError {
+	var p *lvmvol.PendingError
+	if errors.As(err, &p) {
+		return p
+	}
+	return nil
+}
+
+func pendingReason(p *lvmvol.PendingError) string {
+	if p.Work == "wipe" {
+		return ReasonWiping
+	}
+	return ReasonCopying
+}
+
+// pendingMessage says how far the work has got, in steps of 10%: each
+// change of the message is a status write, which triggers a reconcile of
+// its own, so a finer one would make the agent busy-poll a fast copy.
+func pendingMessage(p *lvmvol.PendingError) string {
+	return fmt.Sprintf("%s of %s runs in the background: %d%% done", p.Work, p.LV, p.Percent()/10*10)
+}
+
+// pendingCondition sets Ready False for data work that runs and tells
+// whether the reason changed (the work started, or changed kind).
+func pendingCondition(conds *[]metav1.Condition, generation int64, p *lvmvol.PendingError) bool {
+	reason := pendingReason(p)
+	old := meta.FindStatusCondition(*conds, ConditionReady)
+	changed := old == nil || old.Reason != reason
+	meta.SetStatusCondition(conds, metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse,
+		Reason: reason, Message: pendingMessage(p), ObservedGeneration: generation})
+	return changed
 }
 
 // failed emits the Warning event of a failed operation.

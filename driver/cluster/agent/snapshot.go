@@ -36,6 +36,9 @@ type SnapshotReconciler struct {
 	Snapshots Snapshots
 	// Events, when set, records what the agent did and what failed.
 	Events events.EventRecorder
+	// Workers is how many snapshots are reconciled at once; 0 means
+	// DefaultWorkers.
+	Workers int
 }
 
 // Reconcile takes (or resumes) the snapshot, or deletes it.
@@ -52,7 +55,7 @@ func (r *SnapshotReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, r.report(ctx, &s, lvmvol.Snapshot{}, err)
 	}
 	if !s.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.remove(ctx, &s, source)
+		return outcome(r.remove(ctx, &s, source))
 	}
 	if controllerutil.AddFinalizer(&s, SnapshotFinalizer) {
 		if err := r.Client.Update(ctx, &s); err != nil {
@@ -61,7 +64,7 @@ func (r *SnapshotReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	}
 	snap, err := r.Snapshots.CreateSnapshot(ctx, s.Spec.Name, source)
 	if err := r.report(ctx, &s, snap, err); err != nil {
-		return ctrl.Result{}, err
+		return outcome(err) // a wipe of a half-deleted snapshot may run on
 	}
 	if !snap.Ready {
 		return ctrl.Result{RequeueAfter: copyPoll}, nil
@@ -90,6 +93,9 @@ func (r *SnapshotReconciler) remove(ctx context.Context, s *v1alpha1.LogicalVolu
 }
 
 func (r *SnapshotReconciler) report(ctx context.Context, s *v1alpha1.LogicalVolumeSnapshot, snap lvmvol.Snapshot, opErr error) error {
+	if p := pendingOf(opErr); p != nil {
+		return r.reportPending(ctx, s, p)
+	}
 	st := &s.Status
 	wasReady := st.ReadyToUse
 	readyCondition(&st.Conditions, s.Generation, opErr)
@@ -116,7 +122,23 @@ func (r *SnapshotReconciler) report(ctx context.Context, s *v1alpha1.LogicalVolu
 	return opErr
 }
 
+// reportPending says in the status that a wipe runs (no Error: the
+// controller keeps waiting); it returns the pending error once the status
+// says so.
+func (r *SnapshotReconciler) reportPending(ctx context.Context, s *v1alpha1.LogicalVolumeSnapshot, p *lvmvol.PendingError) error {
+	s.Status.Error = nil
+	started := pendingCondition(&s.Status.Conditions, s.Generation, p)
+	if err := r.Client.Status().Update(ctx, s); err != nil {
+		return fmt.Errorf("update status of %s: %w", s.Name, err)
+	}
+	if started {
+		emit(r.Events, s, "Normal", pendingReason(p), "Snapshot", "%s", pendingMessage(p))
+	}
+	return p
+}
+
 // SetupWithManager watches LogicalVolumeSnapshots.
 func (r *SnapshotReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).For(&v1alpha1.LogicalVolumeSnapshot{}).Named("logicalvolumesnapshot").Complete(r)
+	return ctrl.NewControllerManagedBy(mgr).For(&v1alpha1.LogicalVolumeSnapshot{}).Named("logicalvolumesnapshot").
+		WithOptions(workers(r.Workers)).Complete(r)
 }

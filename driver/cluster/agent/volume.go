@@ -9,12 +9,27 @@
 // removed by the agent (no data is lost to a deleted object); a resource
 // whose LV vanished after it was Ready is reported Failed, never silently
 // recreated blank.
+//
+// Concurrency: each reconciler runs Workers reconciles at once, and
+// controller-runtime never hands one resource to two workers at a time, so
+// calls of one volume stay serialized (as the driver's per-volume lock
+// does in standalone mode) while different volumes proceed side by side.
+// What the workers share is safe for that: the lvmvol.Manager (standalone
+// mode calls it concurrently for different volumes already; its only
+// mutable state, the data jobs, is under a mutex, and everything else
+// lives in LVM, whose commands lock the VG themselves), the cached client
+// and the event recorder (both made for concurrent use). Long data work
+// (copies into clones and restores, wipes) runs in the Manager's
+// background jobs (lvmvol.Manager.BackgroundDataWork): a reconcile that
+// finds it running reports the resource Copying or Wiping and looks again
+// after dataPoll, so a copy of hours holds no worker.
 package agent
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -40,6 +55,21 @@ type Volumes interface {
 	UnpublishVolume(ctx context.Context, id lvmvol.ID, node string) error
 }
 
+// DefaultWorkers is how many resources of a kind the agent reconciles at
+// once unless told otherwise (carve node --agent-workers).
+const DefaultWorkers = 4
+
+// DataGrace is how long a reconcile waits for the long data work it
+// starts before it leaves the work in the background
+// (lvmvol.Manager.BackgroundDataWork): small volumes are done in one
+// reconcile, and a worker is held no longer than this.
+const DataGrace = 3 * time.Second
+
+// dataPoll is how soon a volume whose data is still being copied or wiped
+// in the background is looked at again (nothing else would trigger a
+// reconcile).
+const dataPoll = 5 * time.Second
+
 // VolumeReconciler reconciles the LogicalVolumes of one node.
 type VolumeReconciler struct {
 	Client  client.Client
@@ -47,6 +77,9 @@ type VolumeReconciler struct {
 	Volumes Volumes
 	// Events, when set, records what the agent did and what failed.
 	Events events.EventRecorder
+	// Workers is how many volumes are reconciled at once; 0 means
+	// DefaultWorkers.
+	Workers int
 }
 
 // Reconcile makes the LV of one LogicalVolume match its spec.
@@ -59,7 +92,7 @@ func (r *VolumeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, nil
 	}
 	if !lv.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.remove(ctx, &lv)
+		return outcome(r.remove(ctx, &lv))
 	}
 	if controllerutil.AddFinalizer(&lv, Finalizer) {
 		if err := r.Client.Update(ctx, &lv); err != nil {
@@ -67,7 +100,18 @@ func (r *VolumeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		}
 	}
 	vol, err := r.apply(ctx, &lv)
-	return ctrl.Result{}, r.report(ctx, &lv, vol, err)
+	return outcome(r.report(ctx, &lv, vol, err))
+}
+
+// outcome: long data work still running is no failure (its state is in
+// the status already): the resource is looked at again after dataPoll,
+// without the growing backoff of a failure. Anything else is returned for
+// controller-runtime to retry with backoff.
+func outcome(err error) (ctrl.Result, error) {
+	if errors.Is(err, lvmvol.ErrDataPending) {
+		return ctrl.Result{RequeueAfter: dataPoll}, nil
+	}
+	return ctrl.Result{}, err
 }
 
 // volumeID is the CSI ID the resource's LV has (or will have).
@@ -149,6 +193,9 @@ func createRequest(s v1alpha1.LogicalVolumeSpec) (lvmvol.CreateRequest, error) {
 // report writes the outcome into the status; a failure is returned so that
 // controller-runtime retries with backoff.
 func (r *VolumeReconciler) report(ctx context.Context, lv *v1alpha1.LogicalVolume, vol lvmvol.Volume, opErr error) error {
+	if p := pendingOf(opErr); p != nil {
+		return r.reportPending(ctx, lv, p)
+	}
 	st := &lv.Status
 	before := *st.DeepCopy()
 	st.ObservedGeneration = lv.Generation
@@ -173,6 +220,25 @@ func (r *VolumeReconciler) report(ctx context.Context, lv *v1alpha1.LogicalVolum
 	}
 	r.events(lv, before, opErr)
 	return opErr
+}
+
+// reportPending says in the status that data work runs: not Ready yet,
+// and no failure either (no Error, so the controller keeps waiting). It
+// returns the pending error only once the status says so.
+func (r *VolumeReconciler) reportPending(ctx context.Context, lv *v1alpha1.LogicalVolume, p *lvmvol.PendingError) error {
+	st := &lv.Status
+	st.ObservedGeneration, st.Error = lv.Generation, nil
+	if st.VolumeID == "" {
+		st.Phase = v1alpha1.PhasePending
+	}
+	started := pendingCondition(&st.Conditions, lv.Generation, p)
+	if err := r.Client.Status().Update(ctx, lv); err != nil {
+		return fmt.Errorf("update status of %s: %w", lv.Name, err)
+	}
+	if started {
+		emit(r.Events, lv, "Normal", pendingReason(p), "Reconcile", "%s", pendingMessage(p))
+	}
+	return p
 }
 
 // events tells what changed, once the status says so.
@@ -205,6 +271,7 @@ func healthOf(ps []lvmvol.Problem) []v1alpha1.HealthProblem {
 
 // remove deletes the LV (wiped, as in standalone mode), then lets the
 // resource go by dropping the finalizer, in that order.
+// A wipe that runs on is reported (Wiping) and its ErrDataPending returned.
 func (r *VolumeReconciler) remove(ctx context.Context, lv *v1alpha1.LogicalVolume) error {
 	if !controllerutil.ContainsFinalizer(lv, Finalizer) {
 		return nil
@@ -229,5 +296,14 @@ func (r *VolumeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // controllerOptions configure the controller's workers.
 func (r *VolumeReconciler) controllerOptions() controller.Options {
-	return controller.Options{}
+	return workers(r.Workers)
+}
+
+// workers runs n reconciles at once (0: DefaultWorkers); see the package
+// comment for why that is safe.
+func workers(n int) controller.Options {
+	if n <= 0 {
+		n = DefaultWorkers
+	}
+	return controller.Options{MaxConcurrentReconciles: n}
 }

@@ -29,6 +29,12 @@ const mib = 1 << 20
 // background as its watch would, and the controller's backend.
 func cluster(t *testing.T) (*Backend, *lvmfake.LVM) {
 	t.Helper()
+	return clusterWith(t, nil)
+}
+
+// clusterWith is cluster with the node's Manager configured by setup.
+func clusterWith(t *testing.T, setup func(*lvmvol.Manager, *lvmfake.LVM)) (*Backend, *lvmfake.LVM) {
+	t.Helper()
 	s := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(s); err != nil {
 		t.Fatal(err)
@@ -36,6 +42,9 @@ func cluster(t *testing.T) (*Backend, *lvmfake.LVM) {
 	c := fake.NewClientBuilder().WithScheme(s).WithStatusSubresource(&v1alpha1.LogicalVolume{}, &v1alpha1.NodeStorage{}, &v1alpha1.LogicalVolumeSnapshot{}).Build()
 	f := lvmfake.New(100*mib, "vg0")
 	m := lvmvol.NewManager(f, f, "node-a", []string{"vg0"})
+	if setup != nil {
+		setup(m, f)
+	}
 	r := &agent.VolumeReconciler{Client: c, Node: "node-a", Volumes: m}
 	sr := &agent.SnapshotReconciler{Client: c, Node: "node-a", Snapshots: m}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -257,5 +266,32 @@ func TestRefusedVolumeIsRetriedAfresh(t *testing.T) {
 	}
 	if _, err := b.CreateVolume(ctx, req("pvc-tight", 20*mib)); err != nil {
 		t.Fatalf("retry after space was freed: %v", err)
+	}
+}
+
+// While the node copies a clone's data, CreateVolume keeps waiting and,
+// when its deadline comes first, answers ABORTED (in progress: the CO
+// retries), never a failure; the retry after the copy gets the volume.
+func TestCreateWaitsOutABackgroundCopy(t *testing.T) {
+	var release func()
+	b, _ := clusterWith(t, func(m *lvmvol.Manager, f *lvmfake.LVM) {
+		m.BackgroundDataWork(10 * time.Millisecond)
+		m.SetCopier(f)
+		release = f.HoldCopies()
+	})
+	defer release()
+	src, err := b.CreateVolume(within(t), req("pvc-src", 8*mib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := req("pvc-clone", 8*mib)
+	r.Source = &lvmvol.ContentSource{Kind: lvmvol.SourceVolume, ID: src.ID}
+	short, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err = b.CreateVolume(short, r)
+	wantCode(t, "create while the node copies", err, codes.Aborted)
+	release()
+	if vol, err := b.CreateVolume(within(t), r); err != nil || vol.ID.LV != "pvc-clone" {
+		t.Fatalf("create after the copy: %+v, %v", vol, err)
 	}
 }
