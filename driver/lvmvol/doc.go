@@ -42,7 +42,10 @@
 // deadline sized for its bytes (runner.DataBudget), never by the per-command
 // timeout (--command-timeout) that bounds lvm's metadata commands. A wipe or
 // delete also runs detached from the caller's context, so a CO that gives
-// up does not cut it short.
+// up does not cut it short. Copies and wipes run as background jobs of the
+// Manager (jobs.go): retries join them, a delete stops a copy into its LV,
+// and with BackgroundDataWork (the node agent) a call does not wait for
+// them but answers ErrDataPending until they are done.
 //  2. lvcreate runs with --zero y --wipesignatures y, so even extents freed
 //     outside Carve never carry a filesystem signature into a new volume; the
 //     node therefore never mistakes stale data for a filesystem to mount.
