@@ -91,7 +91,7 @@ func copying(ctx context.Context, name string) (bool, error) {
 func throttleNode(t *testing.T, rate int64) (undo func()) {
 	t.Helper()
 	pid := strings.TrimSpace(vmOut(t, "sh", "-c",
-		`for p in /proc/[0-9]*; do [ "$(cat "$p/comm" 2>/dev/null)" = carve ] && echo "${p#/proc/}"; done`))
+		`for p in /proc/[0-9]*; do [ "$(cat "$p/comm" 2>/dev/null)" = carve ] && echo "${p#/proc/}"; done; true`))
 	if _, err := strconv.Atoi(pid); err != nil {
 		t.Fatalf("carve node's pid in the VM: %q, want one", pid)
 	}
