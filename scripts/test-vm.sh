@@ -6,6 +6,7 @@
 # VM runs them from the repository (the guest sees the host's /).
 #
 # usage: scripts/test-vm.sh [go test flags for every suite, e.g. -test.run X]
+#        scripts/test-vm.sh --build-only   (build the binaries, boot nothing)
 # Logs of carve processes land in _output/vmtest/logs.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,6 +24,8 @@ for s in "${suites[@]}"; do
 	[[ " $runs " =~ \ ${s%%:*}[:\ ] ]] || continue
 	go test -tags vmtest -c -o "$out/${s%%:*}.test" "${s#*:}"
 done
+
+[[ ${1:-} == --build-only ]] && exit 0
 
 echo "== booting the VM"
 CARVE_BIN="$repo/$out/carve" CARVE_TEST_LOGS="$repo/$out/logs" \
