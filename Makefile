@@ -8,6 +8,10 @@ export GOFLAGS ?= -buildvcs=false
 # installed) compiled client-go, grpc and the rest a second time, minutes cold.
 export CGO_ENABLED = 0
 
+# Carve's image reference, as deploy/'s manifests and the Helm chart name it
+# (deploy_test.go checks that they agree).
+IMAGE     ?= carvedev/carve:v0.1.0
+
 CONTROLLER_GEN ?= $(shell go env GOPATH)/bin/controller-gen
 CONTROLLER_GEN_VERSION := v0.23.0
 
@@ -23,7 +27,7 @@ build: ## the carve binary, static
 # packages once instead of twice at the same time.
 test: ## every test: unit tests on the host beside the real-LVM suites in one VM boot, then cluster mode end to end
 	scripts/test-vm.sh --build-only
-	$(MAKE) --no-print-directory -j2 --output-sync=line test-unit test-vm
+	$(MAKE) --no-print-directory -j2 test-unit test-vm
 	$(MAKE) --no-print-directory e2e
 
 test-unit: ## gofmt and go vet clean, then unit tests, real loop-device mounts (as root), fuzz seeds

@@ -180,8 +180,9 @@ func checkRBAC(t *testing.T, objs []object, ns string) {
 	}
 }
 
-// checkImages: no registry host in any image (they are placeholders set
-// by kustomize images: or Helm's imageRegistry).
+// checkImages lists the images of the pod specs; with allowRegistry false
+// (the base as written: placeholder names that kustomize's images: turn
+// into references) none may name a registry.
 func checkImages(t *testing.T, objs []object, allowRegistry bool) []string {
 	t.Helper()
 	var images []string

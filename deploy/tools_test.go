@@ -51,6 +51,9 @@ func TestKustomizeBuild(t *testing.T) {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			objs := parseDocs(t, dir, run(t, kubectl, "kustomize", dir))
 			checkAll(t, objs, namespace, kubeletDir)
+			if dir == "kubernetes/base" {
+				checkTestedImages(t, objs)
+			}
 			for _, kind := range []string{"CustomResourceDefinition", "Namespace", "ConfigMap"} {
 				if !slices.ContainsFunc(objs, func(o object) bool { return o.Kind == kind }) {
 					t.Errorf("no %s in the output", kind)
@@ -85,7 +88,7 @@ func TestHelmChart(t *testing.T) {
 	t.Run("defaults", func(t *testing.T) {
 		objs := helmTemplate(t, helm, "--include-crds")
 		checkAll(t, objs, namespace, kubeletDir)
-		checkImages(t, objs, false)
+		checkTestedImages(t, objs)
 		examples := loadDir(t, "kubernetes/examples")
 		for _, o := range examples {
 			if _, ok := find(objs, o.Kind, o.Name); !ok {
@@ -132,7 +135,7 @@ func TestHelmChart(t *testing.T) {
 		if f["volume-groups"] != "nvme,ssd" || f["thin-overprovision-ratio"] != "2.5" || f["max-volumes"] != "20" {
 			t.Errorf("values not passed to carve node: %q", c.Args)
 		}
-		if c.Image != "mirror/sig/carve:latest" {
+		if c.Image != "mirror/sig/carve:v0.1.0" {
 			t.Errorf("imageRegistry not applied: %q", c.Image)
 		}
 		if ds.Spec.Template.Spec.NodeSelector["lvm.carve.dev/storage-node"] != "true" {

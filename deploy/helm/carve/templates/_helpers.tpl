@@ -7,11 +7,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
-{{/* An image reference: (dict "root" $ "repository" R "tag" T). */}}
+{{/* An image reference: (dict "root" $ "repository" R "tag" T); imageRegistry replaces R's registry and path. */}}
 {{- define "carve.image" -}}
 {{- $reg := .root.Values.imageRegistry | default "" | trimSuffix "/" -}}
 {{- if $reg -}}
-{{ printf "%s/%s:%s" $reg .repository (toString .tag) }}
+{{ printf "%s/%s:%s" $reg (base .repository) (toString .tag) }}
 {{- else -}}
 {{ printf "%s:%s" .repository (toString .tag) }}
 {{- end -}}
