@@ -3,6 +3,10 @@
 # blkdiscard). The node plugin runs privileged with the host's /dev, /run/lvm
 # and /etc/lvm mounted (see deploy/).
 FROM golang:1.26-bookworm AS build
+# Empty unless given: Go's defaults. `make image` (scripts/image/build.sh)
+# passes GOPROXY=off with the machine's module cache mounted at /go/pkg/mod.
+ARG GOPROXY
+ARG GOFLAGS
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
@@ -15,7 +19,7 @@ FROM debian:bookworm-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       lvm2 thin-provisioning-tools e2fsprogs xfsprogs btrfs-progs util-linux mount \
- && rm -rf /var/lib/apt/lists/* \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/apt /var/log/dpkg.log \
  # No udev in the container: let lvm2 create device nodes itself and never
  # wait for udev events that will not come.
  && sed -i -e 's/^\(\s*\)# *udev_sync = 1/\1udev_sync = 0/' \

@@ -12,41 +12,57 @@ export CGO_ENABLED = 0
 # (deploy_test.go checks that they agree).
 IMAGE     ?= carvedev/carve:v0.1.0
 
+# With TAG_OUTPUT set (make test's parallel run), a recipe line ending in
+# $(TAG) prefixes its output lines with the target's name; pipefail keeps
+# the command's exit status.
+SHELL       := /bin/bash
+.SHELLFLAGS := -o pipefail -c
+TAG          = $(if $(TAG_OUTPUT),2>&1 | sed -u 's/^/[$@] /')
+
 CONTROLLER_GEN ?= $(shell go env GOPATH)/bin/controller-gen
 CONTROLLER_GEN_VERSION := v0.23.0
 
-.PHONY: all build test test-unit test-vm test-vm-full e2e demo lint fuzz bench generate clean
+.PHONY: all build image test test-unit test-vm test-vm-full e2e demo lint fuzz bench generate clean
 
 all: build
 
 build: ## the carve binary, static
 	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o bin/carve ./cmd/carve
 
-# The VM is single-core (TCG), so the host's other core runs the unit tests
-# beside it. Building the VM's test binaries first compiles the shared
-# packages once instead of twice at the same time.
-test: ## every test: unit tests on the host beside the real-LVM suites in one VM boot, then cluster mode end to end
+image: ## Carve's image as an OCI archive (_output/image/carve.tar): the Dockerfile built by buildah, no daemon, no registry; then its checks
+	IMAGE=$(IMAGE) VERSION=$(VERSION) scripts/image/build.sh _output/image/carve.tar $(TAG)
+	CARVE_IMAGE_ARCHIVE=$(CURDIR)/_output/image/carve.tar $(GO) test -tags image -count=1 -v ./test/image $(TAG)
+	@echo "== $@ passed at $$(date -u +%T)"
+
+# make test runs its suites side by side: the real-LVM VM and the e2e's VM
+# are each single-core (TCG), the e2e starts its cluster once the
+# Kubernetes build it waits for is done, and the unit tests and the image
+# build (mostly package downloads) take the rest.
+# The VM's test binaries are built first, so that the shared packages
+# compile once rather than three times at once. Each output line carries
+# its suite's name.
+test: ## every test: unit tests, the real-LVM suites in one VM boot and cluster mode end to end, side by side
 	scripts/test-vm.sh --build-only
-	$(MAKE) --no-print-directory -j2 test-unit test-vm
-	$(MAKE) --no-print-directory e2e
+	$(MAKE) --no-print-directory -j4 TAG_OUTPUT=1 test-unit test-vm e2e image
 
 test-unit: ## gofmt and go vet clean, then unit tests, real loop-device mounts (as root), fuzz seeds
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
-	$(GO) vet ./...
-	$(GO) vet -tags vmtest ./...
-	$(GO) vet -tags e2e ./...
-	$(GO) test -count=1 ./...
+	$(GO) vet ./... $(TAG)
+	$(GO) vet -tags vmtest ./... $(TAG)
+	$(GO) vet -tags e2e ./... $(TAG)
+	$(GO) vet -tags image ./test/image $(TAG)
+	$(GO) test -count=1 ./... $(TAG)
 	@echo "== $@ passed at $$(date -u +%T)"
 
 test-vm: ## lvm package, CSI lifecycle and csi-sanity on real LVM inside a QEMU VM (block and thin sanity: only what they add to the mount run)
-	scripts/test-vm.sh
+	scripts/test-vm.sh $(TAG)
 	@echo "== $@ passed at $$(date -u +%T)"
 
 test-vm-full: ## test-vm with every csi-sanity configuration's whole suite
 	CARVE_SANITY_FULL=1 scripts/test-vm.sh
 
 e2e: ## cluster mode on real Kubernetes components: control plane + sidecars on the host, kubelet + carve node in the VM
-	scripts/e2e.sh
+	scripts/e2e.sh $(TAG)
 	@echo "== $@ passed at $$(date -u +%T)"
 
 demo: ## carve standalone on a real VG: one volume through the whole CSI lifecycle
@@ -57,6 +73,7 @@ lint: ## gofmt, go vet (also with the vmtest tag), golangci-lint
 	$(GO) vet ./...
 	$(GO) vet -tags vmtest ./...
 	$(GO) vet -tags e2e ./...
+	$(GO) vet -tags image ./test/image
 	golangci-lint run ./...
 
 fuzz: ## each fuzz target for 30 s

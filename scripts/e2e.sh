@@ -13,7 +13,6 @@ cd "$repo"
 out=$repo/_output/e2e
 
 scripts/vm/setup.sh
-scripts/k8s/build.sh
 # shellcheck source-path=SCRIPTDIR source=k8s/versions.sh
 source scripts/k8s/versions.sh
 
@@ -21,11 +20,15 @@ source scripts/k8s/versions.sh
 if [[ -d $out/cluster ]]; then scripts/k8s/cluster.sh down "$out/cluster" || true; fi
 rm -rf "$out" && mkdir -p "$out/logs"
 
+# Ours first: in CI the Kubernetes build is still running in the
+# background, and build.sh below waits for it.
 export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:--buildvcs=false}"
 echo "== building carve, vmexec and the e2e test"
 go build -o "$out/bin/carve" ./cmd/carve
 go build -o "$out/bin/vmexec" ./test/e2e/vmexec
 go test -tags e2e -c -o "$out/bin/e2e.test" ./test/e2e
+
+scripts/k8s/build.sh
 
 echo "== running the e2e test"
 cd test/e2e
