@@ -15,13 +15,17 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"carve.dev/carve/test/e2e/svcproxy"
 )
 
 // Exec is the body of POST /exec.
@@ -56,7 +60,14 @@ type server struct {
 func main() {
 	addr := flag.String("listen", ":7070", "address to serve on")
 	logDir := flag.String("log-dir", "/tmp", "where started processes log")
+	proxy := flag.String("proxy", "", "LISTEN=TARGET: forward TCP connections from LISTEN to TARGET "+
+		"(the kubernetes Service's ClusterIP to the apiserver: the cluster has no kube-proxy)")
 	flag.Parse()
+	if *proxy != "" {
+		if err := serveProxy(*proxy); err != nil {
+			log.Fatal(err)
+		}
+	}
 	s := &server{logDir: *logDir, procs: map[string]*exec.Cmd{}, done: map[string]chan struct{}{}, quit: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
@@ -204,4 +215,24 @@ func (s *server) stopAll() {
 		case <-time.After(20 * time.Second):
 		}
 	}
+}
+
+// serveProxy listens on LISTEN of "LISTEN=TARGET" and forwards in the
+// background for the VM's life.
+func serveProxy(spec string) error {
+	listen, target, ok := strings.Cut(spec, "=")
+	if !ok || listen == "" || target == "" {
+		return fmt.Errorf("--proxy %q: want LISTEN=TARGET", spec)
+	}
+	l, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("--proxy: %w", err)
+	}
+	log.Printf("forwarding %s to %s", listen, target)
+	go func() {
+		if err := svcproxy.Serve(context.Background(), l, target); err != nil {
+			log.Printf("proxy %s: %v", listen, err)
+		}
+	}()
+	return nil
 }
