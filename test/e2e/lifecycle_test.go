@@ -79,7 +79,7 @@ func TestProvisionAttachStagePublish(t *testing.T) {
 			t.Fatalf("%s is not mounted in the VM (%v)", m, err)
 		}
 	}
-	writeData(t, pub, "greeting", "written by life-1")
+	writeData(t, p1, "greeting", "written by life-1")
 
 	// Deleting the pod unpublishes, unstages and detaches, in that order.
 	if err := h.kc.Delete(ctx, p1); err != nil {
@@ -95,7 +95,7 @@ func TestProvisionAttachStagePublish(t *testing.T) {
 
 	// A second pod on the same claim reads the data back.
 	p2 := runPod(t, "life-2", "life")
-	if got := readData(t, publishPath(p2, pvName), "greeting"); got != "written by life-1" {
+	if got := readData(t, p2, "greeting"); got != "written by life-1" {
 		t.Errorf("second pod reads %q", got)
 	}
 	deletePod(t, "life-2")

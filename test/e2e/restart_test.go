@@ -31,7 +31,7 @@ func TestRestartsConverge(t *testing.T) {
 
 	p1 := waitRunning(t, "restart-1", 5*time.Minute)
 	pvName := boundClaim(t, "restart").Spec.VolumeName
-	writeData(t, publishPath(p1, pvName), "state", "survives restarts")
+	writeData(t, p1, "state", "survives restarts")
 
 	// In use: restart both gracefully, then tear down and come back.
 	restartBoth(t, false)
@@ -41,7 +41,7 @@ func TestRestartsConverge(t *testing.T) {
 		return va == nil && err == nil, err
 	})
 	p2 := runPod(t, "restart-2", "restart")
-	if got := readData(t, publishPath(p2, pvName), "state"); got != "survives restarts" {
+	if got := readData(t, p2, "state"); got != "survives restarts" {
 		t.Errorf("after restarts the volume holds %q", got)
 	}
 	deletePod(t, "restart-2")
@@ -49,27 +49,31 @@ func TestRestartsConverge(t *testing.T) {
 	checkNoLeaks(t)
 }
 
-// restartBoth restarts carve controller (on the host) and carve node (in
-// the VM); crash kills them with SIGKILL.
+// restartBoth restarts carve controller (on the host node) and carve node
+// (on the VM node): their containers are killed, SIGKILL with crash as in
+// a power cut, SIGTERM otherwise, and kubelet restarts them in their pods
+// (restartPolicy Always), as on a real node. It waits until both are
+// ready again.
 func restartBoth(t *testing.T, crash bool) {
 	t.Helper()
-	if err := h.restartProc("controller-carve", crash); err != nil {
-		t.Fatal(err)
+	sig := "SIGTERM"
+	if crash {
+		sig = "SIGKILL"
 	}
-	if err := h.vm.stop("carve-node", crash); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.vm.start("carve-node", h.nodeArgv, h.nodeEnv); err != nil {
-		t.Fatal(err)
-	}
+	ctrl := carvePod(t, "controller", hostNode)
+	node := carvePod(t, "node", vmNode)
+	ctrlRestarts, nodeRestarts := restarts(ctrl, "carve"), restarts(node, "carve")
+	killContainer(t, ctrl, "carve", sig)
+	killContainer(t, node, "carve", sig)
+	wait(t, "carve controller and carve node restarted", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		c, n := carvePod(t, "controller", hostNode), carvePod(t, "node", vmNode)
+		return restarts(c, "carve") > ctrlRestarts && restarts(n, "carve") > nodeRestarts && podReady(c) && podReady(n), nil
+	})
 	if err := h.waitPlugin(vmNode); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// checkNoLeaks: every LV in the VG (but the thin pool) and every
-// LogicalVolume belongs to a PV, and no VolumeAttachment is left of a PV
-// that is gone.
 func checkNoLeaks(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
