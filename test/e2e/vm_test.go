@@ -81,7 +81,9 @@ func (x *harness) startVM() error {
 	}
 	cmd := exec.Command(filepath.Join(x.repo, "scripts/vm/run.sh"), "--disks", "2", "--disk-size", "4G",
 		"--mem", "3G", "--timeout", "5400", "--forward", "6443", "--expose", fmt.Sprint(vmexecPrt),
-		"--share", x.work, "--",
+		// The Kubernetes binaries may live under a HOME in /tmp (a cold CI
+		// run), which the guest's own /tmp hides.
+		"--share", x.work, "--view", x.kbin, "--",
 		"bash", filepath.Join(x.repo, "test/e2e/node-vm.sh"), x.work, x.kbin, x.vmexec)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
