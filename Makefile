@@ -2,7 +2,10 @@
 GO        ?= go
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
-export GOFLAGS ?= -buildvcs=false
+# -trimpath everywhere: builds and tests then share the build cache with
+# make image's build stage (the Dockerfile builds with -trimpath, from this
+# machine's caches), which otherwise compiles everything again.
+export GOFLAGS ?= -buildvcs=false -trimpath
 # One cgo setting for every build and test: carve is static, and the VM and
 # e2e builds use CGO_ENABLED=0. A unit run with cgo (the default where gcc is
 # installed) compiled client-go, grpc and the rest a second time, minutes cold.
@@ -14,15 +17,16 @@ IMAGE     ?= carvedev/carve:v0.1.0
 
 # With TAG_OUTPUT set (make test's parallel run), a recipe line ending in
 # $(TAG) prefixes its output lines with the target's name; pipefail keeps
-# the command's exit status.
+# the command's exit status. $(BG) runs a command at low priority there.
 SHELL       := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 TAG          = $(if $(TAG_OUTPUT),2>&1 | sed -u 's/^/[$@] /')
+BG           = $(if $(TAG_OUTPUT),nice -n 10)
 
 CONTROLLER_GEN ?= $(shell go env GOPATH)/bin/controller-gen
 CONTROLLER_GEN_VERSION := v0.23.0
 
-.PHONY: all build image test test-unit test-vm test-vm-full e2e demo lint fuzz bench generate clean
+.PHONY: all build image test vm-then-unit test-unit test-vm test-vm-full e2e demo lint fuzz bench generate clean
 
 all: build
 
@@ -30,20 +34,26 @@ build: ## the carve binary, static
 	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o bin/carve ./cmd/carve
 
 image: ## Carve's image as an OCI archive (_output/image/carve.tar): the Dockerfile built by buildah, no daemon, no registry; then its checks
-	IMAGE=$(IMAGE) VERSION=$(VERSION) scripts/image/build.sh _output/image/carve.tar $(TAG)
-	CARVE_IMAGE_ARCHIVE=$(CURDIR)/_output/image/carve.tar $(GO) test -tags image -count=1 -v ./test/image $(TAG)
+	IMAGE=$(IMAGE) VERSION=$(VERSION) $(BG) scripts/image/build.sh _output/image/carve.tar $(TAG)
+	CARVE_IMAGE_ARCHIVE=$(CURDIR)/_output/image/carve.tar $(BG) $(GO) test -tags image -count=1 -v ./test/image $(TAG)
 	@echo "== $@ passed at $$(date -u +%T)"
 
-# make test runs its suites side by side: the real-LVM VM and the e2e's VM
-# are each single-core (TCG), the e2e starts its cluster once the
-# Kubernetes build it waits for is done, and the unit tests and the image
-# build (mostly package downloads) take the rest.
-# The VM's test binaries are built first, so that the shared packages
-# compile once rather than three times at once. Each output line carries
-# its suite's name.
-test: ## every test: unit tests, the real-LVM suites in one VM boot and cluster mode end to end, side by side
+# make test runs in three lanes, side by side: the real-LVM VM suites and
+# then the unit tests; the e2e (which starts its cluster once the
+# Kubernetes build it waits for is done); the image build, niced. Each VM
+# is single-core (TCG) and the VM suites are the longest chain: starved of
+# their core by everything at once they ran 3-5 times slower, so the unit
+# tests wait for them and use the core they free. The VM's test binaries
+# are built first, so that the shared packages compile once rather than
+# several times at once. Each output line carries its lane's target.
+test: ## every test: unit tests, the real-LVM suites in one VM boot, cluster mode end to end and the image, in three lanes
 	scripts/test-vm.sh --build-only
-	$(MAKE) --no-print-directory -j4 TAG_OUTPUT=1 test-unit test-vm e2e image
+	$(MAKE) --no-print-directory -j3 TAG_OUTPUT=1 vm-then-unit e2e image
+
+# make test's first lane.
+vm-then-unit:
+	$(MAKE) --no-print-directory test-vm
+	$(MAKE) --no-print-directory test-unit
 
 test-unit: ## gofmt and go vet clean, then unit tests, real loop-device mounts (as root), fuzz seeds
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

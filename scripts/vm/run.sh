@@ -9,6 +9,10 @@
 #   --mem M            guest memory, as for qemu -m (default 2G)
 #   --timeout SECONDS  kill the VM after this long (default 1800)
 #   --share DIR        mount host DIR writable at the same path (repeatable)
+#   --view DIR         make host DIR visible (read-only, writes stay in the
+#                      guest) where the guest's own /tmp or /run would hide
+#                      it, e.g. binaries under a HOME in /tmp (repeatable;
+#                      the working dir and COMMAND's dir always are)
 #   --forward PORT     let the guest reach the host's 127.0.0.1:PORT at
 #                      10.0.2.100:PORT (repeatable). QEMU's user-mode network
 #                      with restrict=on: the guest reaches nothing else.
@@ -38,6 +42,7 @@ timeout_s=1800
 console=0
 verbose=0
 shares=()
+views=()
 forwards=()
 exposes=()
 while [[ $# -gt 0 ]]; do
@@ -47,6 +52,7 @@ while [[ $# -gt 0 ]]; do
     --mem) mem=${2:?--mem needs a value}; shift 2 ;;
     --timeout) timeout_s=${2:?--timeout needs a value}; shift 2 ;;
     --share) shares+=("${2:?--share needs a value}"); shift 2 ;;
+    --view) views+=("${2:?--view needs a value}"); shift 2 ;;
     --forward) forwards+=("${2:?--forward needs a port}"); shift 2 ;;
     --expose) exposes+=("${2:?--expose needs a port}"); shift 2 ;;
     --console) console=1; shift ;;
@@ -108,6 +114,10 @@ if [[ ${#vm_shares[@]} -gt 0 ]]; then
 fi
 
 candidates=("$cwd")
+for v in "${views[@]}"; do
+  [[ -d $v ]] || vm_die "--view $v: not a directory"
+  candidates+=("$(cd -- "$v" && pwd -P)")
+done
 if [[ $1 == */* && -e $1 ]]; then
   candidates+=("$(cd -- "$(dirname -- "$1")" && pwd -P)")
 fi

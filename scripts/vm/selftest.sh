@@ -80,9 +80,11 @@ snapshot_check() {
 }
 
 in_vm() {
-  local results=$1
+  local results=$1 view=$2
   echo "selftest: guest up"
   step "environment (hostname, env, devices)" check_env
+  # The guest's own /tmp hides the host's; --view shows a host dir there.
+  step "--view dir under /tmp visible" grep -qx seen "$view/file"
   step "lvm version" lvm version
   step "pvcreate /dev/vda /dev/vdb" pvcreate -q /dev/vda /dev/vdb
   step "vgcreate" vgcreate -q $VG /dev/vda /dev/vdb
@@ -116,9 +118,10 @@ on_host() {
   t1=$(now_ms)
   printf '%-48s%6d ms\n' setup.sh $((t1 - t0))
 
-  results=$(mktemp -d)
+  results=$(mktemp -d) view=$(mktemp -d)
+  echo seen >"$view/file"
   # shellcheck disable=SC2064 # expand now: results is local
-  trap "rm -rf -- '$results'" EXIT
+  trap "rm -rf -- '$results' '$view'" EXIT
   t0=$(now_ms)
   # Boot time: from starting run.sh to the guest's first line, as seen here.
   while IFS= read -r line; do
@@ -127,8 +130,8 @@ on_host() {
     else
       printf '%s\n' "$line"
     fi
-  done < <("$(dirname -- "$SELF")/run.sh" --timeout 600 --share "$results" -- \
-    bash "$SELF" --in-vm "$results" 2>&1 || echo "run.sh exit status $?")
+  done < <("$(dirname -- "$SELF")/run.sh" --timeout 600 --share "$results" --view "$view" -- \
+    bash "$SELF" --in-vm "$results" "$view" 2>&1 || echo "run.sh exit status $?")
   t1=$(now_ms)
   printf '%-48s%6d ms\n' 'whole VM run' $((t1 - t0))
 
@@ -142,7 +145,7 @@ on_host() {
 }
 
 if [[ ${1:-} == --in-vm ]]; then
-  in_vm "${2:?}"
+  in_vm "${2:?}" "${3:?}"
 else
   on_host
 fi

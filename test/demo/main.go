@@ -12,6 +12,7 @@ import (
 	"crypto/sha256"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -110,8 +111,11 @@ func startCarve(bin, sock string, env []string, logPath string) (func(), error) 
 		_ = cmd.Wait()
 		_ = logf.Close()
 	}
+	// A dial, not the socket file: the file exists from bind(), before
+	// carve listens.
 	for range 300 {
-		if _, err := os.Stat(sock); err == nil {
+		if c, err := net.DialTimeout("unix", sock, time.Second); err == nil {
+			_ = c.Close()
 			return stop, nil
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -103,7 +103,9 @@ func (x *harness) startVM() error {
 	}
 	cmd := exec.Command(filepath.Join(x.repo, "scripts/vm/run.sh"), "--disks", "2", "--disk-size", "4G",
 		"--mem", "4G", "--timeout", "5400", "--forward", "6443", "--expose", fmt.Sprint(vmexecPrt),
-		"--share", x.work, "--",
+		// The Kubernetes binaries may live under a HOME in /tmp (a cold CI
+		// run), which the guest's own /tmp hides.
+		"--share", x.work, "--view", x.kbin, "--",
 		"bash", filepath.Join(x.repo, "test/e2e/node-vm.sh"), x.work, x.kbin, x.vmexec)
 	// The pod network's kernel modules, beside the storage ones.
 	cmd.Env = append(os.Environ(), "CARVE_VM_MODULES=dm_snapshot dm_thin_pool dm_mirror raid1 dm_raid loop bridge veth overlay")

@@ -5,6 +5,7 @@ package testenv
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -117,11 +118,16 @@ func StartCarveIn(t *testing.T, cgroup string, args ...string) string {
 	return "unix://" + sock
 }
 
+// waitForSocket waits until carve accepts connections on sock. The
+// socket file alone is not enough: it exists from bind(), and a client
+// dialing before listen() is refused (seen on a loaded machine, where the
+// window is long enough to hit).
 func waitForSocket(t *testing.T, sock string, cmd *exec.Cmd) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		if fi, err := os.Stat(sock); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		if c, err := net.DialTimeout("unix", sock, time.Second); err == nil {
+			_ = c.Close()
 			return
 		}
 		if cmd.ProcessState != nil {
@@ -129,7 +135,7 @@ func waitForSocket(t *testing.T, sock string, cmd *exec.Cmd) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("carve did not open %s within 30 s", sock)
+	t.Fatalf("carve did not accept connections on %s within 30 s", sock)
 }
 
 // logDir is where process logs go: $CARVE_TEST_LOGS (a share the VM harness
