@@ -121,7 +121,18 @@ echo "$pid" >"$cg/cgroup.procs"`
 			return
 		}
 		done = true
-		if _, err := h.vm.sh("sh", "-c", `echo "$1" >"/sys/fs/cgroup$2/cgroup.procs" && rmdir "$3"`, "sh", pid, home, cg); err != nil {
+		// Every process in the slow cgroup goes back: carve node and the
+		// copy it may be running right now (forked while throttled). New
+		// forks can race the move, so until the cgroup is empty.
+		script := `home=/sys/fs/cgroup$1 cg=$2
+for _ in $(seq 100); do
+	for p in $(cat "$cg/cgroup.procs"); do echo "$p" >"$home/cgroup.procs" 2>/dev/null || true; done
+	rmdir "$cg" 2>/dev/null && exit 0
+	sleep 0.1
+done
+echo "$cg still holds: $(cat "$cg/cgroup.procs")" >&2
+exit 1`
+		if _, err := h.vm.sh("sh", "-c", script, "sh", home, cg); err != nil {
 			t.Errorf("unthrottle carve node: %v", err)
 		}
 	}
