@@ -26,12 +26,12 @@ BG           = $(if $(TAG_OUTPUT),nice -n 10)
 CONTROLLER_GEN ?= $(shell go env GOPATH)/bin/controller-gen
 CONTROLLER_GEN_VERSION := v0.23.0
 
-.PHONY: all build image test vm-then-unit test-unit test-vm test-vm-full e2e demo lint fuzz bench generate clean
+.PHONY: all build image test vm-then-unit vet test-unit test-vm test-vm-full e2e demo lint fuzz bench generate clean
 
 all: build
 
 build: ## the carve binary, static
-	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o bin/carve ./cmd/carve
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/carve ./cmd/carve
 
 image: ## Carve's image as an OCI archive (_output/image/carve.tar): the Dockerfile built by buildah, no daemon, no registry; then its checks
 	IMAGE=$(IMAGE) VERSION=$(VERSION) $(BG) scripts/image/build.sh _output/image/carve.tar $(TAG)
@@ -55,12 +55,14 @@ vm-then-unit:
 	$(MAKE) --no-print-directory test-vm
 	$(MAKE) --no-print-directory test-unit
 
-test-unit: ## gofmt and go vet clean, then unit tests, real loop-device mounts (as root), fuzz seeds
+vet: ## gofmt and go vet clean, with every build tag
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./... $(TAG)
 	$(GO) vet -tags vmtest ./... $(TAG)
 	$(GO) vet -tags e2e ./... $(TAG)
 	$(GO) vet -tags image ./test/image $(TAG)
+
+test-unit: vet ## vet, then unit tests, real loop-device mounts (as root), fuzz seeds
 	$(GO) test -count=1 ./... $(TAG)
 	@echo "== $@ passed at $$(date -u +%T)"
 
@@ -78,12 +80,7 @@ e2e: ## cluster mode on real Kubernetes components: control plane + sidecars on 
 demo: ## carve standalone on a real VG: one volume through the whole CSI lifecycle
 	scripts/demo.sh
 
-lint: ## gofmt, go vet (also with the vmtest tag), golangci-lint
-	@test -z "$$(gofmt -l .)" || { gofmt -l .; exit 1; }
-	$(GO) vet ./...
-	$(GO) vet -tags vmtest ./...
-	$(GO) vet -tags e2e ./...
-	$(GO) vet -tags image ./test/image
+lint: vet ## vet, then golangci-lint
 	golangci-lint run ./...
 
 fuzz: ## each fuzz target for 30 s

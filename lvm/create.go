@@ -29,6 +29,12 @@ type CreateLVOptions struct {
 	// ThinPool names a thin pool of the same VG: the LV is a thin volume
 	// in it (-V Size --thinpool), taking space only as it is written.
 	ThinPool string
+
+	// ExtentSize is the VG's extent size when the caller has just read the
+	// VG (0: CreateLV reads it). It only rounds sizes the way lvm2 will, so
+	// a value gone stale cannot make a wrong LV; passing it saves a vgs,
+	// which costs as much as the lvcreate on a slow node.
+	ExtentSize uint64
 }
 
 // Bounds that keep size arithmetic far from overflow; lvm2's own limits
@@ -118,11 +124,15 @@ func (c *Client) CreateLV(ctx context.Context, o CreateLVOptions) (LV, error) {
 	if err := o.validate(); err != nil {
 		return LV{}, err
 	}
-	vg, err := c.GetVG(ctx, o.VG)
-	if err != nil {
-		return LV{}, fmt.Errorf("lvcreate %s/%s: %w", o.VG, o.Name, err)
+	extent := o.ExtentSize
+	if extent == 0 {
+		vg, err := c.GetVG(ctx, o.VG)
+		if err != nil {
+			return LV{}, fmt.Errorf("lvcreate %s/%s: %w", o.VG, o.Name, err)
+		}
+		extent = vg.ExtentSize
 	}
-	args, err := o.createArgs(vg.ExtentSize)
+	args, err := o.createArgs(extent)
 	if err != nil {
 		return LV{}, err
 	}

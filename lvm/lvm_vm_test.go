@@ -238,6 +238,11 @@ func TestVMLifecycle(t *testing.T) {
 	})
 
 	t.Run("remove", func(t *testing.T) {
+		// Active, not open: lvremove --yes deactivates it itself
+		// (DeleteVolume relies on that after its wipe).
+		if !getLV(t, c, "vol1").Active {
+			t.Fatal("vol1 should be active before the remove")
+		}
 		if err := c.RemoveLV(ctx, vmVG, "vol1"); err != nil {
 			t.Fatal(err)
 		}

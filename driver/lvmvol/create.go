@@ -65,7 +65,7 @@ func (m *Manager) CreateVolume(ctx context.Context, req CreateRequest) (Volume, 
 	if req.Source != nil {
 		return m.createFromSource(ctx, req, src, name, size, vg)
 	}
-	opts := req.Type.options(req.VG, name, size, createTags(req))
+	opts := req.Type.options(vg, name, size, createTags(req))
 	if err := m.checkRoom(ctx, vg, opts, req.Type); err != nil {
 		return Volume{}, fmt.Errorf("volume %q: %w", req.Name, err)
 	}

@@ -54,5 +54,5 @@ func (m *Manager) checkGrowth(ctx context.Context, lv lvm.LV, t Type, delta uint
 	if err != nil {
 		return err
 	}
-	return m.checkRoom(ctx, vg, t.options(lv.VGName, lv.Name, delta, nil), t)
+	return m.checkRoom(ctx, vg, t.options(vg, lv.Name, delta, nil), t)
 }

@@ -223,7 +223,7 @@ func TestDelete(t *testing.T) {
 	if _, ok := f.LV(vg, "pvc-1"); ok {
 		t.Error("LV still there after delete")
 	}
-	want := []string{"GetLV", "AddTags", "Activate", "Wipe", "Deactivate", "RemoveLV"}
+	want := []string{"GetLV", "AddTags", "Activate", "Wipe", "RemoveLV"}
 	if !slices.Equal(f.Calls, want) {
 		t.Errorf("delete steps %v, want %v (mark, wipe, then remove)", f.Calls, want)
 	}

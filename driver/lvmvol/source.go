@@ -96,7 +96,7 @@ func (m *Manager) createFromSource(ctx context.Context, req CreateRequest, src l
 		klog.InfoS("Created thin volume from source", "name", req.Name, "lv", vg.Name+"/"+name, "source", src.Name)
 		return m.settleNew(ctx, vg.Name, name)
 	}
-	opts := req.Type.options(vg.Name, name, size, append(tags, tagCopying))
+	opts := req.Type.options(vg, name, size, append(tags, tagCopying))
 	if err := m.checkRoom(ctx, vg, opts, req.Type); err != nil {
 		return Volume{}, fmt.Errorf("volume %q: %w", req.Name, err)
 	}

@@ -19,8 +19,8 @@ type Type struct {
 // IsThin tells a thin volume.
 func (t Type) IsThin() bool { return t.ThinPool != "" }
 
-func (t Type) options(vg, name string, size uint64, tags []string) lvm.CreateLVOptions {
-	return lvm.CreateLVOptions{VG: vg, Name: name, Size: size, Tags: tags,
+func (t Type) options(vg lvm.VG, name string, size uint64, tags []string) lvm.CreateLVOptions {
+	return lvm.CreateLVOptions{VG: vg.Name, Name: name, Size: size, Tags: tags, ExtentSize: vg.ExtentSize,
 		Stripes: t.Stripes, StripeSize: t.StripeSize, Mirrors: t.Mirrors, ThinPool: t.ThinPool}
 }
 
