@@ -24,6 +24,11 @@ source scripts/k8s/versions.sh
 
 image=${CARVE_E2E_IMAGE:-$repo/_output/image/carve.tar}
 [[ -s $image ]] || { echo "e2e: $image missing: run make image (make e2e does)" >&2; exit 1; }
+# A run killed half-way ends with its namespaces, all but the host node's
+# loop device: detach it, or its VG would clash with the next one's.
+losetup -l -n -O NAME,BACK-FILE | while read -r dev file _; do
+	[[ $file == "$out/host/pv.img" ]] && losetup -d "$dev"
+done || true
 rm -rf "$out" && mkdir -p "$out/logs"
 
 # Ours first: in CI the Kubernetes build is still running in the

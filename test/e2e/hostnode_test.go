@@ -87,7 +87,14 @@ func (x *harness) hostMounts(dir string) error {
 			return err
 		}
 	}
-	for _, dst := range []string{"/run/lvm", "/run/lock/lvm", "/run/containerd", "/run/netns"} {
+	tmpfs := []string{"/run/lvm", "/run/lock/lvm", "/run/containerd", "/run/netns"}
+	// The node DaemonSet mounts /lib/modules (a hostPath of type
+	// Directory, for modprobe); a container running these tests may have
+	// none, where an empty one stands in.
+	if !fileExists("/lib/modules") {
+		tmpfs = append(tmpfs, "/lib/modules")
+	}
+	for _, dst := range tmpfs {
 		if err := x.mountOver("tmpfs", dst, 0); err != nil {
 			return err
 		}

@@ -7,7 +7,7 @@
 #
 # usage: node-vm.sh WORKDIR K8S_BIN VMEXEC
 # WORKDIR (a writable share) holds from the test: kubelet.yaml,
-# containerd.toml, cni/ (the pod network), images/*.tar and
+# containerd.toml, vm-cni/ (the pod network), vm-images/*.tar and
 # cluster/guest.kubeconfig; it receives logs/.
 set -euo pipefail
 work=$1 kbin=$2 vmexec=$3
@@ -54,7 +54,7 @@ step "containerd started"
 
 # Images: no registry, no pull. Names as the CRI looks them up (the test
 # wrote each archive's normalized reference beside it).
-for f in "$work"/images/*.tar; do
+for f in "$work"/vm-images/*.tar; do
 	ctr -a "$sock" -n k8s.io images import "$f" >>"$logs/images.log" 2>&1
 	ref=$(<"${f%.tar}.ref")
 	name=$(<"${f%.tar}.name")

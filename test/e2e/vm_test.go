@@ -94,7 +94,7 @@ func (x *harness) startVM() error {
 	for _, n := range vmImages {
 		imgs[n] = x.images[n]
 	}
-	if err := stageImages(filepath.Join(x.work, "images"), imgs); err != nil {
+	if err := stageImages(filepath.Join(x.work, "vm-images"), imgs); err != nil {
 		return err
 	}
 	log, err := os.Create(filepath.Join(x.logs, "vm.log"))
