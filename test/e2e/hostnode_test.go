@@ -81,6 +81,8 @@ func (x *harness) hostMounts(dir string) error {
 	binds := map[string]string{
 		"/var/lib/kubelet": filepath.Join(dir, "kubelet"),
 		"/etc/lvm":         filepath.Join(dir, "lvm"),
+		// Containers' logs, kept with the test's logs.
+		"/var/log/pods": filepath.Join(x.logs, "host-pods"),
 	}
 	for dst, src := range binds {
 		if err := x.mountOver(src, dst, syscall.MS_BIND); err != nil {

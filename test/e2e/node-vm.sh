@@ -38,6 +38,9 @@ mkdir -p /var/lib/kubelet/plugins_registry /var/lib/kubelet/plugins
 # plain filesystem under them.
 mkdir -p /var/lib/carve-containerd
 mount -t tmpfs -o mode=0700 tmpfs /var/lib/carve-containerd
+# Containers' logs land with the test's logs on the host.
+mkdir -p /var/log/pods "$logs/vm-pods"
+mount --bind "$logs/vm-pods" /var/log/pods
 
 # The cluster has no kube-proxy: the kubernetes Service's ClusterIP is an
 # address of this node, where vmexec forwards to the apiserver (QEMU's
