@@ -73,7 +73,16 @@ echo /sbin/carve-modprobe >/proc/sys/kernel/modprobe
 hostname carve-vm
 ip link set lo up
 
-chroot $r /bin/bash /run/carve-vm/job/guest.sh || echo "carve-vm init: stage 2 exited with status $?" >/dev/console
+# Put the new root over the initramfs' own, as switch_root does on a real
+# machine, rather than only chroot into it: a mount namespace entered with
+# setns (nsenter, `runc exec` into a container) is rooted at what is mounted
+# over its root, and runc's pivot_root needs a root that is not the
+# initramfs. PID 1 keeps the initramfs as its root (busybox, poweroff); its
+# working directory, which the kernel's threads share, is the new root
+# (see carve-modprobe in setup.sh).
+cd $r || fail "cannot enter the new root"
+mount --move . / || fail "cannot move the new root over the initramfs"
+chroot . /bin/bash /run/carve-vm/job/guest.sh || echo "carve-vm init: stage 2 exited with status $?" >/dev/console
 sync
 poweroff -f
 # poweroff -f returns before the machine is off; PID 1 must not exit first,

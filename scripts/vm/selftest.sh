@@ -85,6 +85,10 @@ in_vm() {
   step "environment (hostname, env, devices)" check_env
   # The guest's own /tmp hides the host's; --view shows a host dir there.
   step "--view dir under /tmp visible" grep -qx seen "$view/file"
+  # setns into a mount namespace roots the caller at what is mounted over
+  # the namespace's root (runc exec relies on it): the job's root, not
+  # the initramfs.
+  step "setns lands in the job's root" nsenter --mount=/proc/self/ns/mnt test -d /run/carve-vm/job
   step "lvm version" lvm version
   step "pvcreate /dev/vda /dev/vdb" pvcreate -q /dev/vda /dev/vdb
   step "vgcreate" vgcreate -q $VG /dev/vda /dev/vdb

@@ -192,8 +192,11 @@ build_initramfs() {
   chmod 755 -- "$staging/init"
   # The kernel runs request_module() helpers (e.g. ext4 on first mount) in the
   # initramfs' root, not in the chroot the job runs in: point it at a wrapper
-  # that runs the host's modprobe inside the chroot, where the modules are.
-  printf '#!/bin/sh\nexec /bin/busybox chroot /newroot /sbin/modprobe "$@"\n' \
+  # that runs the host's modprobe inside the job's root, where the modules
+  # are. That root is mounted over the initramfs' / (init.sh), out of reach
+  # of paths from the initramfs, but it is the helper's working directory:
+  # kernel threads share init's, and init moved it there.
+  printf '#!/bin/sh\nexec /bin/busybox chroot . /sbin/modprobe "$@"\n' \
     >"$staging/sbin/carve-modprobe"
   chmod 755 -- "$staging/sbin/carve-modprobe"
   local -A seen=()
