@@ -19,24 +19,25 @@ import (
 )
 
 // Issue 15: a clone's copy must not hold up other volumes of its node.
-// A 2 GiB thick claim is cloned while carve node may read the VG's disks
-// at only 16 MiB/s (a cgroup throttle; the VM's own disks would copy 2 GiB
-// in seconds), so the copy takes about two minutes; meanwhile another
-// claim's pod on the same node must be provisioned, attached, staged and
-// published, i.e. Running, while the clone's LogicalVolume is still
+// A 1 GiB thick claim is cloned while carve node may read the VG's disks
+// at only 8 MiB/s (a cgroup throttle; unthrottled, the emulated VM copies
+// 1 GiB in about half a minute), so the copy would take two minutes;
+// meanwhile another claim's pod on the same node (which took about half a
+// minute) must be provisioned, attached, staged and published, i.e.
+// Running, while the clone's LogicalVolume is still
 // Copying. Only reads are throttled: the other volume's lvm commands and
 // mkfs mostly write, and their few reads wait behind at most one 4 MiB
 // read of the copy. Then the throttle goes, and the clone runs with the
 // source's data.
 func TestPublishWhileACloneCopies(t *testing.T) {
 	ctx := context.Background()
-	create(t, pvc("copysrc", "carve-thick", "2Gi"))
+	create(t, pvc("copysrc", "carve-thick", "1Gi"))
 	p := runPod(t, "copysrc-1", "copysrc")
 	writeData(t, p, "state", "cloned")
 
-	unthrottle := throttleNode(t, 16*mi)
+	unthrottle := throttleNode(t, 8*mi)
 	defer unthrottle()
-	clone := pvc("copyclone", "carve-thick", "2Gi")
+	clone := pvc("copyclone", "carve-thick", "1Gi")
 	clone.Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "copysrc"}
 	create(t, clone)
 	create(t, pod("copyclone-1", "copyclone"))
