@@ -4,12 +4,15 @@ package e2e
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"carve.dev/carve/driver/cluster/api/v1alpha1"
 )
@@ -119,4 +122,94 @@ func checkNoLeaks(t *testing.T) {
 			t.Errorf("VolumeAttachment %s of a PV that is gone", va.Name)
 		}
 	}
+}
+
+// carve node's pod is deleted while a workload writes to its volume, and
+// the DaemonSet makes a new one: the workload's writes go on (the mounts
+// belong to the node, not to carve node's pod), none is lost, and the new
+// pod unpublishes and unstages the volume cleanly when the workload goes.
+func TestNodePodReplacedUnderWrites(t *testing.T) {
+	ctx := context.Background()
+	create(t, pvc("steady", "carve-thick", "64Mi"))
+	// Appends 1, 2, 3... to /data/log, each line synced, 5 a second.
+	writer := func(p *corev1.Pod) {
+		p.Spec.Containers[0].Command = []string{"sh", "-c",
+			`i=0; while :; do i=$((i+1)); echo $i >>/data/log; sync /data/log; sleep 0.2; done`}
+	}
+	p := runPodWith(t, "steady-1", "steady", writer)
+	pvName := boundClaim(t, "steady").Spec.VolumeName
+	lines := func() int {
+		t.Helper()
+		return checkSequence(t, readData(t, p, "log"))
+	}
+	wait(t, "the writer under way", time.Minute, func(context.Context) (bool, error) { return lines() > 5, nil })
+
+	old := carvePod(t, "node", vmNode)
+	if err := h.kc.Delete(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	before := lines()
+	var fresh *corev1.Pod
+	wait(t, "a new carve node pod on "+vmNode+", ready", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		var pods corev1.PodList
+		if err := h.kc.List(ctx, &pods, client.InNamespace(driverNS),
+			client.MatchingLabels{"app.kubernetes.io/component": "node"}); err != nil {
+			return false, err
+		}
+		for i := range pods.Items {
+			q := &pods.Items[i]
+			if q.Spec.NodeName == vmNode && q.UID != old.UID && q.DeletionTimestamp == nil && podReady(q) {
+				fresh = q
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	t.Logf("carve node pod %s replaced by %s; the writer wrote %d lines, then %d", old.Name, fresh.Name, before, lines())
+	if err := h.waitPlugin(vmNode); err != nil {
+		t.Fatal(err)
+	}
+	after := lines()
+	wait(t, "the writer still writing", time.Minute, func(context.Context) (bool, error) { return lines() > after, nil })
+
+	deletePod(t, "steady-1")
+	wait(t, "unstaged and detached by the new carve node", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		va, err := volumeAttachment(ctx, pvName)
+		return va == nil && err == nil, err
+	})
+	var pv corev1.PersistentVolume
+	if err := get(ctx, pvName, &pv); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := mounted(stagingPath(pv.Spec.CSI.VolumeHandle)); m || err != nil {
+		t.Errorf("staging path still mounted after detach (%v)", err)
+	}
+	r := runPod(t, "steady-2", "steady")
+	if n := checkSequence(t, readData(t, r, "log")); n <= after {
+		t.Errorf("the volume holds %d lines, the writer had written more than %d", n, after)
+	}
+	deletePod(t, "steady-2")
+	deleteClaim(t, "steady")
+}
+
+// checkSequence checks that log holds the lines 1, 2, 3... with none
+// missing or repeated, but for a last line cut short by a read during a
+// write, and returns how many whole lines it holds.
+func checkSequence(t *testing.T, log string) int {
+	t.Helper()
+	lines := strings.Split(log, "\n")
+	n := 0
+	for i, l := range lines {
+		if l == "" && i == len(lines)-1 {
+			break
+		}
+		if l != strconv.Itoa(n+1) {
+			if i == len(lines)-1 {
+				break // the line being written
+			}
+			t.Fatalf("line %d of the writer's log is %q, want %d", i+1, l, n+1)
+		}
+		n++
+	}
+	return n
 }
