@@ -2,13 +2,14 @@
 GO        ?= go
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
-# -trimpath everywhere: builds and tests then share the build cache with
-# make image's build stage (the Dockerfile builds with -trimpath, from this
-# machine's caches), which otherwise compiles everything again.
-export GOFLAGS ?= -buildvcs=false -trimpath
-# One cgo setting for every build and test: carve is static, and the VM and
-# e2e builds use CGO_ENABLED=0. A unit run with cgo (the default where gcc is
-# installed) compiled client-go, grpc and the rest a second time, minutes cold.
+# One set of Go flags and one cgo setting for every build and test, the
+# image's build stage and the Kubernetes build (scripts/goenv.sh says why):
+# they then share the build cache. A unit run with cgo (the default where gcc
+# is installed) compiled client-go, grpc and the rest a second time.
+ifeq ($(origin GOFLAGS),undefined)
+GOFLAGS := $(shell . scripts/goenv.sh && echo "$$CARVE_GOFLAGS")
+endif
+export GOFLAGS
 export CGO_ENABLED = 0
 
 # Carve's image reference, as deploy/'s manifests and the Helm chart name it

@@ -6,7 +6,8 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 out=_output/demo
 mkdir -p "$out"
-export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:--buildvcs=false}"
+# shellcheck source=goenv.sh
+source scripts/goenv.sh
 go build -o "$out/carve" ./cmd/carve
 go build -o "$out/demo" ./test/demo
 exec scripts/vm/run.sh --disks 1 --disk-size 2G -- "$out/demo" --disk /dev/vda --carve "$repo/$out/carve"

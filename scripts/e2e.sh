@@ -33,7 +33,8 @@ rm -rf "$out" && mkdir -p "$out/logs"
 
 # Ours first: in CI the Kubernetes build is still running in the
 # background, and build.sh below waits for it.
-export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:--buildvcs=false}"
+# shellcheck source=goenv.sh
+source scripts/goenv.sh
 echo "== building carve, vmexec and the e2e test"
 go build -o "$out/bin/carve" ./cmd/carve
 go build -o "$out/bin/vmexec" ./test/e2e/vmexec

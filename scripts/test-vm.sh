@@ -14,7 +14,8 @@ cd "$repo"
 out=_output/vmtest
 rm -rf "$out" && mkdir -p "$out/logs"
 
-export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:--buildvcs=false}"
+# shellcheck source=goenv.sh
+source scripts/goenv.sh
 echo "== building carve and the vmtest suites"
 go build -o "$out/carve" ./cmd/carve
 runs=${CARVE_SUITES:-"lvm lifecycle sanity:^TestSanityMount\$ sanity:^TestSanityBlock\$ sanity:^TestSanityThin\$ nodesafety"}

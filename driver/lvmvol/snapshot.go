@@ -127,8 +127,8 @@ func (m *Manager) createThickSnapshot(ctx context.Context, name string, src lvm.
 	if _, err := m.freeze(ctx, src, lvName); err != nil {
 		return Snapshot{}, err
 	}
-	lv, err := m.lvm.CreateLV(ctx, lvm.CreateLVOptions{VG: src.VGName, Name: lvName, Size: src.Size,
-		Tags: append(tags, tagCopying), ExtentSize: vg.ExtentSize})
+	// A thick snapshot is a plain linear LV (the zero Type) of the source's size.
+	lv, err := m.lvm.CreateLV(ctx, Type{}.options(vg, lvName, src.Size, append(tags, tagCopying)))
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("snapshot %q of %s: %w", name, src.Name, err)
 	}

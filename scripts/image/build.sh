@@ -23,6 +23,10 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd -P)
 cd "$repo"
+# The build stage compiles with the machine's build cache mounted, and with
+# the flags of every other build here it finds carve compiled already.
+# shellcheck source=../goenv.sh
+source scripts/goenv.sh
 out=${1:-_output/image/carve.tar}
 image=${IMAGE:?IMAGE is not set: run make image}
 version=${VERSION:-dev}
@@ -116,7 +120,7 @@ log "building $image from the Dockerfile"
 buildah bud "${bud[@]}" --layers=false \
 	--volume "$(go env GOMODCACHE):/go/pkg/mod" \
 	--volume "$(go env GOCACHE):/root/.cache/go-build" \
-	--build-arg GOPROXY=off --build-arg GOFLAGS=-mod=mod \
+	--build-arg GOPROXY=off --build-arg "GOFLAGS=-mod=mod $GOFLAGS" \
 	--build-arg "VERSION=$version" \
 	-t "$image" -f Dockerfile .
 

@@ -16,13 +16,16 @@ here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
 # shellcheck source-path=SCRIPTDIR source=versions.sh
 source "$here/versions.sh"
 
-# One setting for every build: flipping CGO_ENABLED (or any of these) between
-# builds recompiles every shared package, which costs minutes per binary.
+# One setting for every build, Carve's own (scripts/goenv.sh): flipping
+# CGO_ENABLED or a flag between builds recompiles every shared package, and
+# with Carve's the packages both graphs hold at the same version (client-go,
+# apimachinery, grpc, ...) compile once for both. A caller's GOFLAGS does
+# not apply: the binaries' stamp assumes these.
 # GOTOOLCHAIN=local: a module asking for a newer Go fails loudly instead of
 # fetching a toolchain. GOPROXY is left as configured.
-# -dwarf=false: the linker drops debug info anyway (-w); not generating it
-# saves compile time.
-export CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS='-buildvcs=false -trimpath -gcflags=all=-dwarf=false'
+# shellcheck source=../goenv.sh
+GOFLAGS='' source "$here/../goenv.sh"
+export GOTOOLCHAIN=local
 ldflags_base='-s -w'
 
 # The version strings Kubernetes' own build stamps in; without them the
@@ -188,6 +191,21 @@ func main() {
 EOF
 }
 
+# shared_drift: the modules whose packages both Carve (its tests, every
+# build tag) and the kube graph compile, at different versions. Each one
+# (and everything above it, client-go included) is compiled twice in a cold
+# run; go.mod should pin the kube graph's version (scripts/goenv.sh).
+shared_drift() {
+  local repo=$here/../.. fmt tags
+  [[ -f $repo/go.mod ]] || return 0
+  fmt='{{if not .Standard}}{{with .Module}}{{.Path}} {{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}{{end}}{{end}}'
+  join <(for tags in "" vmtest e2e image; do
+      (cd "$repo" && go list -deps -test -tags "$tags" -f "$fmt" ./...)
+    done | grep -v '^carve.dev/' | sort -u) \
+    <(cd "$K8S_DIR/src/kube" && go list -deps -f "$fmt" "${kube_pkgs[@]}" "${local_pkgs[@]}" "${sidecar_pkgs[@]}" | sort -u) |
+    awk '$2 != $3 { print "  " $1 ": carve " $2 ", kube graph " $3 }' | sort -u
+}
+
 total=$SECONDS
 log "cache $K8S_DIR"
 # One build at a time per cache: a second run (e.g. make e2e while CI's
@@ -219,6 +237,9 @@ build_all() {
     "$ATTACHER_MODULE@$ATTACHER_VERSION" "$RESIZER_MODULE@$RESIZER_VERSION" \
     "$SNAPSHOTTER_MODULE@$SNAPSHOTTER_VERSION" "$SNAPSHOT_CRD_MODULE@$SNAPSHOT_CRD_VERSION" \
     -- "${kube_pkgs[@]}" "${local_pkgs[@]}" "${sidecar_pkgs[@]}"
+  local drift
+  drift=$(shared_drift) || drift="  (could not compare: go list failed)"
+  [[ -z $drift ]] || log "warning: compiled twice, Carve's go.mod and the kube graph differ on:"$'\n'"$drift"
   build kube "$k8s_ldflags" "${kube_pkgs[@]}"
   build kube "" "${local_pkgs[@]}"
   build kube "-X main.version=$ATTACHER_VERSION" "$ATTACHER_MODULE/cmd/csi-attacher"
@@ -231,7 +252,7 @@ build_all() {
 # One stamp for the set: the pins are in the key already; this adds the
 # recipe (this script, the pins file) and the Go version, so changing
 # either rebuilds.
-fingerprint=$({ cat "$here/build.sh" "$here/versions.sh"; go env GOVERSION; } | sha256sum | cut -c1-16)
+fingerprint=$({ cat "$here/build.sh" "$here/versions.sh" "$here/../goenv.sh"; go env GOVERSION; } | sha256sum | cut -c1-16)
 stale=0
 for p in "${all_pkgs[@]}"; do [[ -x $K8S_BIN/${p##*/} ]] || stale=1; done
 [[ -f $K8S_DIR/stamps/bin && $(<"$K8S_DIR/stamps/bin") == "$fingerprint" ]] || stale=1

@@ -24,11 +24,10 @@ import (
 // 1 GiB in about half a minute), so the copy would take two minutes;
 // meanwhile another claim's pod on the same node (which took about half a
 // minute) must be provisioned, attached, staged and published, i.e.
-// Running, while the clone's LogicalVolume is still
-// Copying. Only reads are throttled: the other volume's lvm commands and
-// mkfs mostly write, and their few reads wait behind at most one 4 MiB
-// read of the copy. Then the throttle goes, and the clone runs with the
-// source's data.
+// Running, while the clone's LogicalVolume is still Copying. Only reads
+// are throttled: the other volume's lvm commands and mkfs mostly write,
+// and their few reads wait behind at most one 4 MiB read of the copy.
+// Then the throttle goes, and the clone runs with the source's data.
 func TestPublishWhileACloneCopies(t *testing.T) {
 	ctx := context.Background()
 	create(t, pvc("copysrc", "carve-thick", "1Gi"))
