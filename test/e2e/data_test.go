@@ -21,6 +21,7 @@ const mi = 1 << 20
 // Scenario 4: PVC resize while the pod runs. The PV and PVC report the new
 // size; the LV and the filesystem grew; the data is still there.
 func TestResize(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	create(t, pvc("grow", "carve-thick", "256Mi"))
 	p := runPod(t, "grow-1", "grow")
@@ -77,8 +78,9 @@ func TestResize(t *testing.T) {
 // the snapshot's data, not what was written after. Thick volumes are
 // copied; thin ones get thin snapshots.
 func TestSnapshotRestore(t *testing.T) {
+	t.Parallel()
 	for _, class := range []string{"carve-thick", "carve-thin"} {
-		t.Run(class, func(t *testing.T) { snapshotRestore(t, class) })
+		t.Run(class, func(t *testing.T) { t.Parallel(); snapshotRestore(t, class) })
 	}
 }
 

@@ -9,6 +9,11 @@
 // as rendered, from the images Carve and the sidecars are published as
 // (imported, never pulled), and workload containers write and read the
 // data themselves.
+//
+// Scenarios that change what the others see (a full VG, killed or replaced
+// Carve pods, a throttled node) run one at a time; those that touch only
+// their own claims call t.Parallel and so run together after them, their
+// pods starting side by side on the VM node as a busy node's do.
 package e2e
 
 import (
@@ -105,6 +110,7 @@ func setUp() (*harness, error) {
 		{"VM node", x.startVM},
 		{"snapshot add-on", x.installSnapshotAddon},
 		{"Carve", x.installCarve},
+		{"containers only", x.checkContainerised},
 	}
 	for _, s := range steps {
 		t := time.Now()

@@ -185,3 +185,80 @@ func (x *harness) uninstall() {
 		}
 	}
 }
+
+// The processes that must run only inside containers: Carve and the
+// sidecars. The harness starts none of them.
+var containerised = map[string]bool{"carve": true, "csi-provisioner": true, "csi-attacher": true,
+	"csi-resizer": true, "csi-snapshotter": true, "snapshot-contr": true} // comm is cut at 15 bytes
+
+// checkContainerised logs `kubectl get pods -A -o wide` and checks that
+// every pod runs with each container started from an imported image, and
+// that on both nodes every Carve and sidecar process lives in a mount
+// namespace of its own (a container's), none in the node's.
+func (x *harness) checkContainerised() error {
+	out, err := x.kubectl("get", "pods", "-A", "-o", "wide")
+	if err != nil {
+		return err
+	}
+	logf("pods:\n%s", out)
+	var pods corev1.PodList
+	if err := x.kc.List(context.Background(), &pods); err != nil {
+		return err
+	}
+	for _, p := range pods.Items {
+		for _, c := range p.Status.ContainerStatuses {
+			if c.State.Running == nil || c.ImageID == "" {
+				return fmt.Errorf("pod %s/%s container %s: not running from an image (%+v, image ID %q)",
+					p.Namespace, p.Name, c.Name, c.State, c.ImageID)
+			}
+		}
+	}
+	host, err := processesOutsideContainers("/proc", "/proc/self/ns/mnt")
+	if err != nil {
+		return err
+	}
+	// The same walk in the VM, in its shell: name, then whether the
+	// process shares PID 1's mount namespace.
+	vmOut, err := x.vm.sh("sh", "-c", `self=$(readlink /proc/1/ns/mnt)
+for p in /proc/[0-9]*; do
+	c=$(cat $p/comm 2>/dev/null) && n=$(readlink $p/ns/mnt 2>/dev/null) || continue
+	[ "$n" = "$self" ] && echo "$c"
+done; exit 0`)
+	if err != nil {
+		return err
+	}
+	for _, c := range strings.Fields(vmOut) {
+		if containerised[c] {
+			host = append(host, c+" (VM node)")
+		}
+	}
+	if len(host) > 0 {
+		return fmt.Errorf("processes outside containers: %v", host)
+	}
+	return nil
+}
+
+// processesOutsideContainers lists the containerised commands among the
+// processes of procDir that share the mount namespace ns.
+func processesOutsideContainers(procDir, ns string) ([]string, error) {
+	self, err := os.Readlink(ns)
+	if err != nil {
+		return nil, err
+	}
+	dirs, err := filepath.Glob(filepath.Join(procDir, "[0-9]*"))
+	if err != nil {
+		return nil, err
+	}
+	var found []string
+	for _, d := range dirs {
+		comm, err1 := os.ReadFile(filepath.Join(d, "comm"))
+		mnt, err2 := os.Readlink(filepath.Join(d, "ns", "mnt"))
+		if err1 != nil || err2 != nil {
+			continue // gone meanwhile
+		}
+		if c := strings.TrimSpace(string(comm)); containerised[c] && mnt == self {
+			found = append(found, c+" (host node, "+filepath.Base(d)+")")
+		}
+	}
+	return found, nil
+}

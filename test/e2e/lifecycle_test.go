@@ -16,6 +16,7 @@ import (
 // attach through a VolumeAttachment, stage and publish by kubelet, data
 // across two pods, and the way back in order.
 func TestProvisionAttachStagePublish(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	create(t, pvc("life", "carve-thick", "256Mi"))
 	// WaitForFirstConsumer: nothing happens before a pod uses the claim.
