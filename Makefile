@@ -74,7 +74,7 @@ test-vm: ## lvm package, CSI lifecycle and csi-sanity on real LVM inside a QEMU 
 test-vm-full: ## test-vm with every csi-sanity configuration's whole suite
 	CARVE_SANITY_FULL=1 scripts/test-vm.sh
 
-e2e: ## cluster mode on real Kubernetes components: control plane + sidecars on the host, kubelet + carve node in the VM
+e2e: image ## cluster mode on real Kubernetes components, Carve's image as pods under containerd on a host node and a VM node
 	scripts/e2e.sh $(TAG)
 	@echo "== $@ passed at $$(date -u +%T)"
 

@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# make e2e: Carve in cluster mode on real Kubernetes components.
+# make e2e: Carve in cluster mode on real Kubernetes components, installed
+# from deploy/ as real pods under containerd.
 # Builds (or takes from the cache) etcd, Kubernetes, the CSI sidecars and
-# snapshot-controller (scripts/k8s/build.sh), carve, and the test; then the
-# test (test/e2e) starts a loopback control plane, the controller side on
-# the host and a VM node with kubelet and carve node on real LVM.
+# snapshot-controller (scripts/k8s/build.sh) and their images
+# (scripts/k8s/images.sh), and the test; Carve's image is make image's.
+# The test (test/e2e) then starts a loopback control plane, a node on the
+# host (containerd, kubelet; the controller Deployment runs there) and a
+# VM node on real LVM, all inside network, mount and PID namespaces of its
+# own: nothing it starts, mounts or configures outlives it or reaches the
+# machine's network.
 #
 # usage: scripts/e2e.sh [test binary flags, e.g. -test.run 'TestE2E/resize']
+# Env: CARVE_E2E_IMAGE (default _output/image/carve.tar, from make image).
 # Logs of every component land in _output/e2e/logs.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd -P)
@@ -16,8 +22,13 @@ scripts/vm/setup.sh
 # shellcheck source-path=SCRIPTDIR source=k8s/versions.sh
 source scripts/k8s/versions.sh
 
-# A run killed half-way may have left its control plane up.
-if [[ -d $out/cluster ]]; then scripts/k8s/cluster.sh down "$out/cluster" || true; fi
+image=${CARVE_E2E_IMAGE:-$repo/_output/image/carve.tar}
+[[ -s $image ]] || { echo "e2e: $image missing: run make image (make e2e does)" >&2; exit 1; }
+# A run killed half-way ends with its namespaces, all but the host node's
+# loop device: detach it, or its VG would clash with the next one's.
+losetup -l -n -O NAME,BACK-FILE | while read -r dev file _; do
+	[[ $file == "$out/host/pv.img" ]] && losetup -d "$dev"
+done || true
 rm -rf "$out" && mkdir -p "$out/logs"
 
 # Ours first: in CI the Kubernetes build is still running in the
@@ -28,11 +39,28 @@ echo "== building carve, vmexec and the e2e test"
 go build -o "$out/bin/carve" ./cmd/carve
 go build -o "$out/bin/vmexec" ./test/e2e/vmexec
 go test -tags e2e -c -o "$out/bin/e2e.test" ./test/e2e
+go build -o "$out/bin/pause" ./test/e2e/pause
 
 scripts/k8s/build.sh
+scripts/k8s/images.sh "$out/images" "$out/bin/pause"
 
-echo "== running the e2e test"
+echo "== running the e2e test in its own network, mount and PID namespaces"
+# In there: lo up, with the kubernetes Service's ClusterIP on it (the
+# harness forwards it to the apiserver: the cluster has no kube-proxy); /
+# shared within the namespace (mount propagation for kubelet and carve
+# node). bash as PID 1 reaps orphans (containerd's shims) and waits for
+# the test; when it exits, the kernel ends whatever is left.
+# -test.parallel: the scenarios that run side by side wait on the VM, not
+# on the host's CPUs (the default would be 2 at a time here).
 cd test/e2e
-CARVE_E2E_WORK=$out CARVE_E2E_K8S_BIN=$K8S_BIN CARVE_E2E_K8S_CRD=$K8S_CRD \
-CARVE_E2E_CARVE=$out/bin/carve CARVE_E2E_VMEXEC=$out/bin/vmexec \
-	"$out/bin/e2e.test" -test.v -test.timeout 60m "$@"
+exec env CARVE_E2E_WORK="$out" CARVE_E2E_K8S_BIN="$K8S_BIN" CARVE_E2E_K8S_CRD="$K8S_CRD" \
+	CARVE_E2E_K8S_ADDONS="$K8S_DIR/addons" \
+	CARVE_E2E_CARVE_IMAGE="$image" CARVE_E2E_IMAGES="$out/images" CARVE_E2E_VMEXEC="$out/bin/vmexec" \
+	unshare --net --mount --pid --fork --mount-proc --propagation private -- bash -c '
+		set -e
+		ip link set lo up
+		ip addr add 10.0.0.1/32 dev lo
+		mount --make-rshared /
+		"$@" &
+		wait $!
+	' e2e-namespaces "$out/bin/e2e.test" -test.v -test.timeout 60m -test.parallel 8 "$@"

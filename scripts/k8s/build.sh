@@ -285,5 +285,22 @@ else
   printf '%-24s copied %3ds %d files\n' "snapshot CRDs" $((SECONDS - s)) "$n"
 fi
 
+# snapshot-controller's own manifests (RBAC and Deployment), the add-on as
+# its project ships it; the e2e applies them with its image set to the
+# version built here.
+addons_fp="$SNAPSHOTTER_MODULE@$SNAPSHOTTER_VERSION snapshot-controller"
+if [[ -f $K8S_DIR/stamps/addons && $(<"$K8S_DIR/stamps/addons") == "$addons_fp" ]]; then
+  printf '%-24s cached\n' "snapshot-controller yaml"
+else
+  src=$(gorun mod download -json "$SNAPSHOTTER_MODULE@$SNAPSHOTTER_VERSION" | jq -r .Dir)/deploy/kubernetes/snapshot-controller
+  mkdir -p "$K8S_DIR/addons/snapshot-controller"
+  for f in rbac-snapshot-controller.yaml setup-snapshot-controller.yaml; do
+    [[ -f $src/$f ]] || die "$f is not in $src"
+    install -m 0644 "$src/$f" "$K8S_DIR/addons/snapshot-controller/"
+  done
+  printf '%s' "$addons_fp" >"$K8S_DIR/stamps/addons"
+  printf '%-24s copied\n' "snapshot-controller yaml"
+fi
+
 log "done in $((SECONDS - total))s"
 echo "$K8S_BIN"

@@ -32,7 +32,7 @@ func TestPublishWhileACloneCopies(t *testing.T) {
 	ctx := context.Background()
 	create(t, pvc("copysrc", "carve-thick", "1Gi"))
 	p := runPod(t, "copysrc-1", "copysrc")
-	writeData(t, publishPath(p, boundClaim(t, "copysrc").Spec.VolumeName), "state", "cloned")
+	writeData(t, p, "state", "cloned")
 
 	unthrottle := throttleNode(t, 8*mi)
 	defer unthrottle()
@@ -57,7 +57,7 @@ func TestPublishWhileACloneCopies(t *testing.T) {
 
 	unthrottle()
 	p2 := waitRunning(t, "copyclone-1", 8*time.Minute)
-	if got := readData(t, publishPath(p2, boundClaim(t, "copyclone").Spec.VolumeName), "state"); got != "cloned" {
+	if got := readData(t, p2, "state"); got != "cloned" {
 		t.Errorf("the clone holds %q", got)
 	}
 	for _, name := range []string{"copybusy", "copyclone", "copysrc"} {

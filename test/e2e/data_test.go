@@ -21,14 +21,14 @@ const mi = 1 << 20
 // Scenario 4: PVC resize while the pod runs. The PV and PVC report the new
 // size; the LV and the filesystem grew; the data is still there.
 func TestResize(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	create(t, pvc("grow", "carve-thick", "256Mi"))
 	p := runPod(t, "grow-1", "grow")
 	claim := boundClaim(t, "grow")
 	pvName := claim.Spec.VolumeName
-	pub := publishPath(p, pvName)
-	before := fsSize(t, pub)
-	writeData(t, pub, "keep", "kept across resize")
+	before := fsSize(t, p)
+	writeData(t, p, "keep", "kept across resize")
 
 	patch := client.MergeFrom(claim.DeepCopy())
 	claim.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("512Mi")
@@ -65,9 +65,9 @@ func TestResize(t *testing.T) {
 	}
 	// kubelet grows the mounted filesystem (NodeExpandVolume) online.
 	wait(t, "filesystem grown", 2*time.Minute, func(context.Context) (bool, error) {
-		return fsSize(t, pub) > before+200*mi, nil
+		return fsSize(t, p) > before+200*mi, nil
 	})
-	if got := readData(t, pub, "keep"); got != "kept across resize" {
+	if got := readData(t, p, "keep"); got != "kept across resize" {
 		t.Errorf("after resize the file holds %q", got)
 	}
 	deletePod(t, "grow-1")
@@ -78,8 +78,9 @@ func TestResize(t *testing.T) {
 // the snapshot's data, not what was written after. Thick volumes are
 // copied; thin ones get thin snapshots.
 func TestSnapshotRestore(t *testing.T) {
+	t.Parallel()
 	for _, class := range []string{"carve-thick", "carve-thin"} {
-		t.Run(class, func(t *testing.T) { snapshotRestore(t, class) })
+		t.Run(class, func(t *testing.T) { t.Parallel(); snapshotRestore(t, class) })
 	}
 }
 
@@ -88,9 +89,7 @@ func snapshotRestore(t *testing.T, class string) {
 	src, snap, dst := class+"-src", class+"-snap", class+"-restored"
 	create(t, pvc(src, class, "256Mi"))
 	p := runPod(t, src+"-1", src)
-	srcPV := boundClaim(t, src).Spec.VolumeName
-	pub := publishPath(p, srcPV)
-	writeData(t, pub, "state", "before the snapshot")
+	writeData(t, p, "state", "before the snapshot")
 
 	vs := volumeSnapshot(snap, src)
 	if err := h.kc.Create(ctx, vs); err != nil {
@@ -103,18 +102,17 @@ func snapshotRestore(t *testing.T, class string) {
 		ready, _, _ := unstructured.NestedBool(vs.Object, "status", "readyToUse")
 		return ready, nil
 	})
-	writeData(t, pub, "state", "after the snapshot")
+	writeData(t, p, "state", "after the snapshot")
 
 	restore := pvc(dst, class, "384Mi")
 	group := "snapshot.storage.k8s.io"
 	restore.Spec.DataSource = &corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "VolumeSnapshot", Name: snap}
 	create(t, restore)
 	p2 := runPod(t, dst+"-1", dst)
-	dstPV := boundClaim(t, dst).Spec.VolumeName
-	if got := readData(t, publishPath(p2, dstPV), "state"); got != "before the snapshot" {
+	if got := readData(t, p2, "state"); got != "before the snapshot" {
 		t.Errorf("restored volume holds %q", got)
 	}
-	if got := fsSize(t, publishPath(p2, dstPV)); got < 300*mi {
+	if got := fsSize(t, p2); got < 300*mi {
 		t.Errorf("restored filesystem is %d bytes; the claim asked for 384Mi", got)
 	}
 

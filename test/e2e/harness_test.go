@@ -1,12 +1,19 @@
 //go:build e2e
 
-// Package e2e runs Carve in cluster mode on real Kubernetes components
-// (scripts/e2e.sh builds them and runs this): a loopback control plane, the
-// CSI sidecars, snapshot-controller and `carve controller` on the host, and
-// in a QEMU VM on real LVM a real kubelet (fake CRI: pods run no
-// containers) beside `carve node`. Carve's own containers run as processes
-// with the arguments, environment and service accounts of deploy/'s
-// rendered manifests.
+// Package e2e runs Carve in cluster mode on real Kubernetes components, the
+// way a user runs it (scripts/e2e.sh builds everything and runs this): a
+// loopback control plane; a node on the host (containerd, runc, kubelet)
+// where the controller Deployment and snapshot-controller run as pods; a
+// QEMU VM node on real LVM (containerd, runc, kubelet) where the node
+// DaemonSet's pod and the workloads run. deploy/'s manifests are applied
+// as rendered, from the images Carve and the sidecars are published as
+// (imported, never pulled), and workload containers write and read the
+// data themselves.
+//
+// Scenarios that change what the others see (a full VG, killed or replaced
+// Carve pods, a throttled node) run one at a time; those that touch only
+// their own claims call t.Parallel and so run together after them, their
+// pods starting side by side on the VM node as a busy node's do.
 package e2e
 
 import (
@@ -40,17 +47,17 @@ const (
 type harness struct {
 	repo, work, logs string
 	kbin, crdDir     string
-	carve, vmexec    string
+	addons, vmexec   string
 	adminKC          string
 	kc               client.Client
-	r                *rendered
 	procs            map[string]*proc
 	vm               *vm
-	// carve node's command in the VM, for restarts
-	nodeArgv, nodeEnv []string
-	loop              string   // the host node's PV
-	hostLVMEnv        []string // its private LVM configuration
-	removeKubeletRoot bool     // the host had no /var/lib/kubelet before
+	// images: name -> OCI archive (carve, the sidecars, pause, busybox)
+	images     map[string]string
+	loop       string   // the host node's PV
+	hostLVMEnv []string // its private LVM configuration
+	madeDirs   []string // mount points made on the machine, removed at teardown
+	stopProxy  func()   // the kubernetes Service's forwarder
 }
 
 var h *harness
@@ -84,8 +91,11 @@ func setUp() (*harness, error) {
 		return nil, err
 	}
 	x := &harness{repo: repo, work: env("CARVE_E2E_WORK"), kbin: env("CARVE_E2E_K8S_BIN"),
-		crdDir: env("CARVE_E2E_K8S_CRD"), carve: env("CARVE_E2E_CARVE"), vmexec: env("CARVE_E2E_VMEXEC"),
+		crdDir: env("CARVE_E2E_K8S_CRD"), addons: env("CARVE_E2E_K8S_ADDONS"), vmexec: env("CARVE_E2E_VMEXEC"),
 		procs: map[string]*proc{}}
+	if x.images, err = imageArchives(env("CARVE_E2E_CARVE_IMAGE"), env("CARVE_E2E_IMAGES")); err != nil {
+		return x, err
+	}
 	x.logs = filepath.Join(x.work, "logs")
 	x.adminKC = filepath.Join(x.work, "cluster", "admin.kubeconfig")
 	if err := os.MkdirAll(x.logs, 0o755); err != nil {
@@ -96,12 +106,11 @@ func setUp() (*harness, error) {
 		fn   func() error
 	}{
 		{"control plane", x.clusterUp},
-		{"manifests", x.applyManifests},
-		{"snapshot-controller", x.startSnapshotController},
+		{"host node", x.startHostNode},
 		{"VM node", x.startVM},
-		{"controller pod", x.startController},
-		{"node pod", x.startNode},
-		{"second node", x.startHostNode},
+		{"snapshot add-on", x.installSnapshotAddon},
+		{"Carve", x.installCarve},
+		{"containers only", x.checkContainerised},
 	}
 	for _, s := range steps {
 		t := time.Now()
@@ -148,67 +157,15 @@ func (x *harness) kubectl(args ...string) (string, error) {
 	return string(out), nil
 }
 
-// applyManifests applies the snapshot CRDs (the cluster's snapshot add-on)
-// and deploy/'s manifests rendered through test/e2e/overlay.
-func (x *harness) applyManifests() error {
-	if _, err := x.kubectl("apply", "--server-side", "-f", x.crdDir); err != nil {
-		return err
-	}
-	if _, err := x.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all"); err != nil {
-		return err
-	}
-	r, err := render(x.kubectlPath(), filepath.Join(x.repo, "test/e2e/overlay"))
-	if err != nil {
-		return err
-	}
-	x.r = r
-	path := filepath.Join(x.work, "rendered.yaml")
-	if err := os.WriteFile(path, r.applied, 0o644); err != nil {
-		return err
-	}
-	if _, err := x.kubectl("apply", "--server-side", "-f", path); err != nil {
-		return err
-	}
-	_, err = x.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
-	return err
-}
-
-func (x *harness) startSnapshotController() error {
-	return x.startProc("snapshot-controller", []string{filepath.Join(x.kbin, "snapshot-controller"),
-		"--kubeconfig=" + x.adminKC, "--leader-election=false", "--v=2"}, nil)
-}
-
-// serviceAccountKubeconfig writes a kubeconfig for a service account of
-// deploy/'s RBAC, reaching the apiserver at server, so that Carve and the
-// sidecars run with exactly the permissions the manifests grant.
-func (x *harness) serviceAccountKubeconfig(sa, server, path string) error {
-	token, err := x.kubectl("create", "token", sa, "-n", driverNS, "--duration=6h")
-	if err != nil {
-		return err
-	}
-	ca, err := os.ReadFile(filepath.Join(x.work, "cluster/pki/ca.crt"))
-	if err != nil {
-		return err
-	}
-	cfg := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: e2e
-  cluster: {server: %q, certificate-authority-data: %q}
-users:
-- name: %s
-  user: {token: %q}
-contexts:
-- name: e2e
-  context: {cluster: e2e, user: %s}
-current-context: e2e
-`, server, b64(ca), sa, strings.TrimSpace(token), sa)
-	return writeFile(path, []byte(cfg))
-}
-
+// tearDown goes in order: Carve's pods first (kubelets stop them and
+// unmount what they mounted), then the nodes, then the control plane.
+// Whatever still runs after ends with the test's PID namespace.
 func (x *harness) tearDown() {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	if x.kc != nil {
+		x.uninstall()
+	}
 	if x.vm != nil {
 		x.vm.shutdown(ctx)
 	}

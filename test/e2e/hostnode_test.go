@@ -5,10 +5,12 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,33 +18,36 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"carve.dev/carve/lvm"
+	"carve.dev/carve/test/e2e/svcproxy"
 )
 
-// The second node, carve-host: a kubelet (fake CRI) and carve node on the
-// host itself, whose VG "e2e" is a 64 MiB loop device. The host kernel
-// has no device-mapper, so no LV could ever be activated there, but lvm2
-// reads and reports the VG. Every test volume is larger than that VG, so
-// capacity tracking must keep pods off this node: that is what it shows.
+// The second node, carve-host: containerd, runc and a kubelet on the host
+// itself, where the controller Deployment and snapshot-controller run, and
+// a carve node pod (the DaemonSet's) whose VG "e2e" is a 64 MiB loop
+// device. The host kernel has no device-mapper, so no LV could ever be
+// activated there, but lvm2 reads and reports the VG. Every test volume is
+// larger than that VG, so capacity tracking must keep pods off this node:
+// that is what it shows.
 //
-// carve node runs with the DaemonSet's container spec, but the node is not
-// labelled for the DaemonSet: a DaemonSet pod there would make kubelet
-// create its hostPath directories on the machine running the test.
+// The test runs in network, mount and PID namespaces of its own
+// (scripts/e2e.sh), so this node's paths are the standard ones
+// (/var/lib/kubelet, /etc/lvm, /run/lvm, /run/containerd), each a mount of
+// a directory of the test's over the machine's, seen by nothing outside;
+// its pod network is a bridge in the test's network namespace; and
+// whatever the test leaves running dies with its PID namespace.
 const (
 	hostNode   = "carve-host"
 	hostVGSize = 64 << 20
-
-	kubeletDefaultRoot = "/var/lib/kubelet"
+	// The kubernetes Service's ClusterIP (first of the service range).
+	serviceIP = "10.0.0.1"
 )
 
 func (x *harness) startHostNode() error {
 	dir := filepath.Join(x.work, "host")
-	root := filepath.Join(dir, "kubelet")
-	for _, d := range []string{root, filepath.Join(root, "plugins_registry"), filepath.Join(root, "plugins", driverName)} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
-		}
+	if err := x.hostMounts(dir); err != nil {
+		return err
 	}
-	lvmEnv, err := lvm.WritePrivateConfig(filepath.Join(dir, "lvm"))
+	lvmEnv, err := lvm.WritePrivateConfig("/etc/lvm")
 	if err != nil {
 		return err
 	}
@@ -50,59 +55,162 @@ func (x *harness) startHostNode() error {
 	if err := x.hostVG(dir, lvmEnv); err != nil {
 		return err
 	}
-
-	// kubelet makes /var/lib/kubelet/device-plugins whatever its root dir
-	// is; if the machine had no /var/lib/kubelet, remove it afterwards.
-	if _, err := os.Stat(kubeletDefaultRoot); os.IsNotExist(err) {
-		x.removeKubeletRoot = true
-	}
-	sock := filepath.Join(dir, "cri.sock")
-	if err := x.startProc("host-fake-cri", []string{filepath.Join(x.kbin, "fake-cri"), "--endpoint=unix://" + sock}, nil); err != nil {
+	if err := x.startServiceProxy(); err != nil {
 		return err
 	}
-	cfg := kubeletConfig(filepath.Join(x.work, "cluster/pki/ca.crt"), "unix://"+sock) +
-		// Its own ports and pod log dir: nothing of this kubelet outside dir.
-		fmt.Sprintf("port: 10350\nhealthzPort: 10358\npodLogsDir: %q\n", filepath.Join(dir, "pod-logs"))
+	sock, err := x.startHostContainerd(dir)
+	if err != nil {
+		return err
+	}
+	cfg := kubeletConfig(filepath.Join(x.work, "cluster/pki/ca.crt"), "unix://"+sock)
 	if err := os.WriteFile(filepath.Join(dir, "kubelet.yaml"), []byte(cfg), 0o644); err != nil {
 		return err
 	}
 	if err := x.startProc("host-kubelet", []string{filepath.Join(x.kbin, "kubelet"),
 		"--config=" + filepath.Join(dir, "kubelet.yaml"), "--kubeconfig=" + x.adminKC,
-		"--hostname-override=" + hostNode, "--root-dir=" + root, "--cert-dir=" + filepath.Join(dir, "pki"),
-		"--v=2"}, nil); err != nil {
+		"--hostname-override=" + hostNode, "--node-labels=lvm.carve.dev/storage-node=true",
+		"--root-dir=/var/lib/kubelet", "--cert-dir=" + filepath.Join(dir, "pki"), "--v=2"}, nil); err != nil {
 		return err
 	}
-	if err := x.waitNodeReady(hostNode); err != nil {
-		return err
-	}
+	return x.waitNodeReady(hostNode)
+}
 
-	// The DaemonSet's carve container, its host paths under this kubelet's
-	// root instead of /var/lib/kubelet.
-	spec := x.r.node.Spec.Template.Spec
-	mounts := map[string]string{}
-	for _, vol := range spec.Volumes {
-		if vol.HostPath != nil {
-			p := vol.HostPath.Path
-			if rest, ok := strings.CutPrefix(p, "/var/lib/kubelet"); ok {
-				p = root + rest
-			}
-			mounts[vol.Name] = p
+// hostMounts gives this node the standard paths of a node, each a mount
+// (in the test's own mount namespace) of a directory under dir or a tmpfs.
+func (x *harness) hostMounts(dir string) error {
+	binds := map[string]string{
+		"/var/lib/kubelet": filepath.Join(dir, "kubelet"),
+		"/etc/lvm":         filepath.Join(dir, "lvm"),
+		// Containers' logs, kept with the test's logs.
+		"/var/log/pods": filepath.Join(x.logs, "host-pods"),
+	}
+	for dst, src := range binds {
+		if err := x.mountOver(src, dst, syscall.MS_BIND); err != nil {
+			return err
 		}
 	}
-	kc := filepath.Join(dir, "carve-node.kubeconfig")
-	if err := x.serviceAccountKubeconfig(spec.ServiceAccountName, "https://127.0.0.1:6443", kc); err != nil {
+	tmpfs := []string{"/run/lvm", "/run/lock/lvm", "/run/containerd", "/run/netns"}
+	// The node DaemonSet mounts /lib/modules (a hostPath of type
+	// Directory, for modprobe); a container running these tests may have
+	// none, where an empty one stands in.
+	if !fileExists("/lib/modules") {
+		tmpfs = append(tmpfs, "/lib/modules")
+	}
+	for _, dst := range tmpfs {
+		if err := x.mountOver("tmpfs", dst, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mountOver mounts src (a directory to bind, or "tmpfs") at dst. A dst the
+// machine lacks is made, and removed again at teardown.
+func (x *harness) mountOver(src, dst string, flags uintptr) error {
+	if _, err := os.Stat(dst); os.IsNotExist(err) {
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return err
+		}
+		x.madeDirs = append(x.madeDirs, dst)
+	}
+	fstype := ""
+	if src == "tmpfs" {
+		fstype = "tmpfs"
+	} else if err := os.MkdirAll(src, 0o755); err != nil {
 		return err
 	}
-	pe := podEnv{namespace: driverNS, nodeName: hostNode, mounts: mounts, kubeconfig: kc,
-		bins: map[string]string{"carve": x.carve}}
-	argv, envv, err := containerCommand(&spec.Containers[0], x.r, pe)
+	if err := syscall.Mount(src, dst, fstype, flags, ""); err != nil {
+		return fmt.Errorf("mount %s on %s: %w", src, dst, err)
+	}
+	return nil
+}
+
+// startServiceProxy makes the kubernetes Service's ClusterIP answer in
+// this namespace (scripts/e2e.sh put it on lo): pods of the host node reach
+// the apiserver there, as pods do through kube-proxy elsewhere.
+func (x *harness) startServiceProxy() error {
+	l, err := net.Listen("tcp", serviceIP+":443")
+	if err != nil {
+		return fmt.Errorf("the kubernetes Service's address: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	x.stopProxy = cancel
+	go func() {
+		if err := svcproxy.Serve(ctx, l, "127.0.0.1:6443"); err != nil {
+			logf("service proxy: %v", err)
+		}
+	}()
+	return nil
+}
+
+// startHostContainerd starts this node's containerd and imports the images
+// its pods run; it returns the CRI socket.
+func (x *harness) startHostContainerd(dir string) (string, error) {
+	state := filepath.Join(dir, "containerd-state")
+	cni := filepath.Join(dir, "cni")
+	if err := os.MkdirAll(cni, 0o755); err != nil {
+		return "", err
+	}
+	conf := cniConfig("carve-host0", "10.244.0.0/24", filepath.Join(dir, "cni-ipam"))
+	if err := os.WriteFile(filepath.Join(cni, "10-carve-e2e.conflist"), []byte(conf), 0o644); err != nil {
+		return "", err
+	}
+	cfgPath := filepath.Join(dir, "containerd.toml")
+	cfg := containerdConfig(filepath.Join(dir, "containerd"), state, cni)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		return "", err
+	}
+	if err := x.startProc("host-containerd", []string{"containerd", "--config", cfgPath}, nil); err != nil {
+		return "", err
+	}
+	sock := filepath.Join(state, "containerd.sock")
+	if err := x.waitFor("host containerd", time.Minute, func(context.Context) (bool, error) {
+		_, err := os.Stat(sock)
+		return err == nil, nil
+	}); err != nil {
+		return "", err
+	}
+	images := filepath.Join(dir, "images")
+	if err := stageImages(images, x.images); err != nil {
+		return "", err
+	}
+	return sock, importImages(sock, images)
+}
+
+// importImages imports every archive of dir (stageImages) into the
+// runtime's k8s.io namespace under the name the CRI looks it up by.
+func importImages(sock, dir string) error {
+	archives, err := filepath.Glob(filepath.Join(dir, "*.tar"))
 	if err != nil {
 		return err
 	}
-	if err := x.startProc("host-carve-node", argv, append(envv, lvmEnv...)); err != nil {
-		return err
+	ctr := func(args ...string) error {
+		out, err := exec.Command("ctr", append([]string{"-a", sock, "-n", "k8s.io"}, args...)...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, out)
+		}
+		return nil
 	}
-	return x.waitPlugin(hostNode)
+	for _, a := range archives {
+		if err := ctr("images", "import", a); err != nil {
+			return err
+		}
+		base := strings.TrimSuffix(a, ".tar")
+		name, err := os.ReadFile(base + ".name")
+		if err != nil {
+			return err
+		}
+		ref, err := os.ReadFile(base + ".ref")
+		if err != nil {
+			return err
+		}
+		if string(name) != string(ref) {
+			if err := ctr("images", "tag", "--force", string(name), string(ref)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // hostVG makes VG e2e on a loop device of hostVGSize.
@@ -129,20 +237,22 @@ func (x *harness) hostVG(dir string, lvmEnv []string) error {
 	return nil
 }
 
-// stopHostNode stops the host node's processes and undoes what kubelet
-// mounted under its root (it bind-mounts the root onto itself, and
-// projected volumes are tmpfs mounts), then frees the loop device.
+// stopHostNode stops the host node: kubelet first (its pods were deleted
+// with the manifests), then every container left and containerd; the
+// mounts go with the test's mount namespace. It frees the loop device and
+// removes directories it made on the machine.
 func (x *harness) stopHostNode() {
-	for _, name := range []string{"host-carve-node", "host-kubelet", "host-fake-cri"} {
-		x.stopProc(name, false)
+	x.stopProc("host-kubelet", false)
+	if sock := filepath.Join(x.work, "host", "containerd-state", "containerd.sock"); fileExists(sock) {
+		x.killContainers(sock)
 	}
-	root := filepath.Join(x.work, "host", "kubelet")
-	if out, err := exec.Command("umount", "-R", root).CombinedOutput(); err != nil && !strings.Contains(string(out), "not mounted") {
-		logf("umount -R %s: %v: %s", root, err, out)
+	x.stopProc("host-containerd", false)
+	if x.stopProxy != nil {
+		x.stopProxy()
 	}
-	if x.removeKubeletRoot {
-		_ = os.RemoveAll(filepath.Join(kubeletDefaultRoot, "device-plugins"))
-		_ = os.Remove(kubeletDefaultRoot) // only if empty: never anything else's
+	for i := len(x.madeDirs) - 1; i >= 0; i-- {
+		_ = syscall.Unmount(x.madeDirs[i], syscall.MNT_DETACH)
+		_ = os.Remove(x.madeDirs[i]) // only if empty: never anything else's
 	}
 	if x.loop != "" {
 		if out, err := exec.Command("losetup", "-d", x.loop).CombinedOutput(); err != nil {
@@ -150,6 +260,22 @@ func (x *harness) stopHostNode() {
 		}
 	}
 }
+
+// killContainers ends every task containerd still runs and removes it.
+func (x *harness) killContainers(sock string) {
+	out, err := exec.Command("ctr", "-a", sock, "-n", "k8s.io", "tasks", "ls", "-q").Output()
+	if err != nil {
+		logf("ctr tasks ls: %v", errText(err))
+		return
+	}
+	for _, id := range strings.Fields(string(out)) {
+		for _, args := range [][]string{{"tasks", "kill", "-s", "SIGKILL", id}, {"tasks", "delete", "-f", id}, {"containers", "rm", id}} {
+			_ = exec.Command("ctr", append([]string{"-a", sock, "-n", "k8s.io"}, args...)...).Run()
+		}
+	}
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 func (x *harness) waitNodeReady(node string) error {
 	return x.waitFor("node "+node+" Ready", 3*time.Minute, func(ctx context.Context) (bool, error) {

@@ -61,13 +61,14 @@ func pvc(name, class, size string) *corev1.PersistentVolumeClaim {
 	}
 }
 
-// pod is a pod that mounts claim at /data. The fake CRI runs no
-// container: the test reads and writes through the mount kubelet made.
+// pod is a busybox pod that mounts claim at /data and waits; the test
+// works inside its container (inContainer).
 func pod(name, claim string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS},
 		Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{Name: "app", Image: "busybox", Command: []string{"sleep", "inf"},
+			Containers: []corev1.Container{{Name: "app", Image: busyboxRef, ImagePullPolicy: corev1.PullNever,
+				Command:      []string{"sleep", "86400"},
 				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
 			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
 				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}},
@@ -220,23 +221,6 @@ func mounted(path string) (bool, error) {
 	return false, nil
 }
 
-// writeData writes content to file under dir in the VM and syncs it.
-func writeData(t *testing.T, dir, file, content string) {
-	t.Helper()
-	if _, err := h.vm.sh("sh", "-c", `printf %s "$1" >"$2/$3" && sync "$2/$3"`, "sh", content, dir, file); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func readData(t *testing.T, dir, file string) string {
-	t.Helper()
-	out, err := h.vm.sh("cat", dir+"/"+file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // volumeAttachment finds the VolumeAttachment of pv on node, nil if none.
 func volumeAttachment(ctx context.Context, pv string) (*storagev1.VolumeAttachment, error) {
 	var list storagev1.VolumeAttachmentList
@@ -249,21 +233,6 @@ func volumeAttachment(ctx context.Context, pv string) (*storagev1.VolumeAttachme
 		}
 	}
 	return nil, nil
-}
-
-// fsSize is the size of the filesystem mounted at path in the VM.
-func fsSize(t *testing.T, path string) int64 {
-	t.Helper()
-	out, err := h.vm.sh("df", "-B1", "--output=size", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := strings.Fields(out)
-	n, err := strconv.ParseInt(f[len(f)-1], 10, 64)
-	if err != nil {
-		t.Fatalf("df %s: %q", path, out)
-	}
-	return n
 }
 
 // waitEvent waits for an event about name with reason whose message

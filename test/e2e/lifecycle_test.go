@@ -16,6 +16,7 @@ import (
 // attach through a VolumeAttachment, stage and publish by kubelet, data
 // across two pods, and the way back in order.
 func TestProvisionAttachStagePublish(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	create(t, pvc("life", "carve-thick", "256Mi"))
 	// WaitForFirstConsumer: nothing happens before a pod uses the claim.
@@ -79,7 +80,7 @@ func TestProvisionAttachStagePublish(t *testing.T) {
 			t.Fatalf("%s is not mounted in the VM (%v)", m, err)
 		}
 	}
-	writeData(t, pub, "greeting", "written by life-1")
+	writeData(t, p1, "greeting", "written by life-1")
 
 	// Deleting the pod unpublishes, unstages and detaches, in that order.
 	if err := h.kc.Delete(ctx, p1); err != nil {
@@ -95,7 +96,7 @@ func TestProvisionAttachStagePublish(t *testing.T) {
 
 	// A second pod on the same claim reads the data back.
 	p2 := runPod(t, "life-2", "life")
-	if got := readData(t, publishPath(p2, pvName), "greeting"); got != "written by life-1" {
+	if got := readData(t, p2, "greeting"); got != "written by life-1" {
 		t.Errorf("second pod reads %q", got)
 	}
 	deletePod(t, "life-2")

@@ -1,43 +1,80 @@
 #!/usr/bin/env bash
 # Guest side of the e2e test (runs as scripts/vm/run.sh's COMMAND): the
-# node "carve-vm". Makes the volume group on the scratch disks, starts the
-# fake CRI runtime and a real kubelet, then serves vmexec until the host
-# test shuts it down. carve node itself is started by the test through
-# vmexec, with the arguments of the rendered DaemonSet.
+# node "carve-vm", a node as a user has it. Makes the volume group on the
+# scratch disks, starts containerd (with runc and CNI) and a real kubelet,
+# imports the images, then serves vmexec until the host test shuts it down.
+# carve node runs as the DaemonSet's pod, started by kubelet.
 #
 # usage: node-vm.sh WORKDIR K8S_BIN VMEXEC
-# WORKDIR (a writable share) holds kubelet.yaml from the test and the
-# cluster's cluster/guest.kubeconfig, and receives logs/.
+# WORKDIR (a writable share) holds from the test: kubelet.yaml,
+# containerd.toml, vm-cni/ (the pod network), vm-images/*.tar and
+# cluster/guest.kubeconfig; it receives logs/.
 set -euo pipefail
 work=$1 kbin=$2 vmexec=$3
 logs=$work/logs
 mkdir -p "$logs"
 log() { printf 'node-vm: %s\n' "$*" >&2; }
+t0=$SECONDS
+step() { log "$* (${SECONDS}s)"; }
 
 # The VG and thin pool the e2e overlay names (deploy/kubernetes base +
 # test/e2e/overlay). The thin pool zeroes new blocks, as Carve requires.
 pvcreate -q /dev/vda /dev/vdb
 vgcreate -q e2e /dev/vda /dev/vdb
 lvcreate -q --type thin-pool --zero y -L 1G -n thinpool e2e
-log "VG e2e ready: $(vgs --noheadings -o vg_size,vg_free e2e)"
+step "VG e2e ready: $(vgs --noheadings -o vg_size,vg_free e2e)"
 
-# kubelet wants cgroups; the guest has none mounted.
+# What a systemd host gives kubelet and the runtime: cgroups, and / as a
+# shared mount, without which the DaemonSet's Bidirectional mount of
+# /var/lib/kubelet cannot propagate carve's mounts back to kubelet.
 mountpoint -q /sys/fs/cgroup || mount -t cgroup2 none /sys/fs/cgroup
+mount --make-rshared /
+# Its own kubelet dir: the host's / seen through 9p may have the host
+# node's there (the test binds one over /var/lib/kubelet in its namespace).
+mkdir -p /var/lib/kubelet
+mount -t tmpfs -o mode=0755 tmpfs /var/lib/kubelet
 mkdir -p /var/lib/kubelet/plugins_registry /var/lib/kubelet/plugins
+# The guest's / is an overlay itself: containerd's overlay snapshots need a
+# plain filesystem under them.
+mkdir -p /var/lib/carve-containerd
+mount -t tmpfs -o mode=0700 tmpfs /var/lib/carve-containerd
+# Containers' logs land with the test's logs on the host.
+mkdir -p /var/log/pods "$logs/vm-pods"
+mount --bind "$logs/vm-pods" /var/log/pods
+
+# The cluster has no kube-proxy: the kubernetes Service's ClusterIP is an
+# address of this node, where vmexec forwards to the apiserver (QEMU's
+# guestfwd at 10.0.2.100).
+ip addr add 10.0.0.1/32 dev lo
+sysctl -qw net.ipv4.ip_forward=1
 
 pids=()
-"$kbin/fake-cri" >>"$logs/fake-cri.log" 2>&1 &
+containerd --config "$work/containerd.toml" >>"$logs/containerd.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 50); do [[ -S /run/carve-fake-cri/cri.sock ]] && break; sleep 0.1; done
+sock=/run/carve-containerd/containerd.sock
+for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.1; done
+step "containerd started"
+
+# Images: no registry, no pull. Names as the CRI looks them up (the test
+# wrote each archive's normalized reference beside it).
+for f in "$work"/vm-images/*.tar; do
+	ctr -a "$sock" -n k8s.io images import "$f" >>"$logs/images.log" 2>&1
+	ref=$(<"${f%.tar}.ref")
+	name=$(<"${f%.tar}.name")
+	[[ $ref == "$name" ]] || ctr -a "$sock" -n k8s.io images tag --force "$name" "$ref" >>"$logs/images.log"
+done
+step "images imported: $(ctr -a "$sock" -n k8s.io images ls -q | grep -vc '^sha256:')"
+
 "$kbin/kubelet" --config="$work/kubelet.yaml" --kubeconfig="$work/cluster/guest.kubeconfig" \
-  --hostname-override=carve-vm --node-labels=lvm.carve.dev/storage-node=true --root-dir=/var/lib/kubelet --v=2 >>"$logs/kubelet.log" 2>&1 &
+	--hostname-override=carve-vm --node-labels=lvm.carve.dev/storage-node=true --root-dir=/var/lib/kubelet \
+	--v=2 >>"$logs/kubelet.log" 2>&1 &
 pids+=($!)
-log "kubelet and fake-cri started"
+step "kubelet started"
 
 rc=0
-"$vmexec" --listen=:7070 --log-dir="$logs" >>"$logs/vmexec.log" 2>&1 || rc=$?
+"$vmexec" --listen=:7070 --log-dir="$logs" --proxy=10.0.0.1:443=10.0.2.100:6443 >>"$logs/vmexec.log" 2>&1 || rc=$?
 
 kill -TERM "${pids[@]}" 2>/dev/null || true
 wait "${pids[@]}" 2>/dev/null || true
-log "stopped (vmexec exit $rc)"
+log "stopped after $((SECONDS - t0))s (vmexec exit $rc)"
 exit "$rc"

@@ -3,216 +3,131 @@
 package e2e
 
 import (
-	"bytes"
+	"context"
 	"fmt"
-	"net"
-	"os"
 	"os/exec"
-	"regexp"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"testing"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/yaml"
-	sigyaml "sigs.k8s.io/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// rendered is deploy/'s manifests as the e2e overlay renders them
-// (kubectl kustomize): the workloads, whose containers the harness runs as
-// processes (there are no container images here), and everything else,
-// applied as is.
-type rendered struct {
-	controller *appsv1.Deployment
-	node       *appsv1.DaemonSet
-	configMaps map[string]*corev1.ConfigMap
-	applied    []byte // every other document, as one YAML stream
-}
+// Workload pods run busybox (test/e2e's own image) and keep running; the
+// test does its reads and writes inside their containers, through the
+// volume's mount as the application sees it (/data).
 
-func render(kubectl, dir string) (*rendered, error) {
-	out, err := exec.Command(kubectl, "kustomize", dir).Output()
+// execSeq numbers container execs: each needs an ID unique in its task.
+var execSeq atomic.Int64
+
+// inContainer runs argv in the pod's first container (on the VM node,
+// where every workload runs) and returns its stdout.
+func inContainer(t *testing.T, p *corev1.Pod, argv ...string) string {
+	t.Helper()
+	if len(p.Status.ContainerStatuses) == 0 {
+		t.Fatalf("pod %s has no container status", p.Name)
+	}
+	id, ok := strings.CutPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
+	if !ok || id == "" {
+		t.Fatalf("pod %s: container ID %q", p.Name, p.Status.ContainerStatuses[0].ContainerID)
+	}
+	ctr := []string{"ctr", "-a", "/run/carve-containerd/containerd.sock", "-n", "k8s.io", "tasks", "exec",
+		"--exec-id", fmt.Sprintf("e2e-%d", execSeq.Add(1)), id}
+	out, err := h.vm.sh(append(ctr, argv...)...)
 	if err != nil {
-		return nil, fmt.Errorf("kubectl kustomize %s: %w", dir, errText(err))
+		t.Fatalf("in pod %s: %v", p.Name, err)
 	}
-	r := &rendered{configMaps: map[string]*corev1.ConfigMap{}}
-	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
-	for {
-		var raw map[string]any
-		if err := dec.Decode(&raw); err != nil {
-			if err.Error() == "EOF" {
-				break
-			}
-			return nil, fmt.Errorf("rendered manifests: %w", err)
-		}
-		if raw == nil {
-			continue
-		}
-		doc, err := sigyaml.Marshal(raw)
-		if err != nil {
-			return nil, err
-		}
-		switch raw["kind"] {
-		case "Deployment":
-			r.controller = &appsv1.Deployment{}
-			err = sigyaml.Unmarshal(doc, r.controller)
-		case "DaemonSet":
-			r.node = &appsv1.DaemonSet{}
-			err = sigyaml.Unmarshal(doc, r.node)
-		case "ConfigMap":
-			cm := &corev1.ConfigMap{}
-			err = sigyaml.Unmarshal(doc, cm)
-			r.configMaps[cm.Name] = cm
-		}
-		if err != nil {
-			return nil, err
-		}
-		r.applied = append(r.applied, append([]byte("---\n"), doc...)...)
-	}
-	if r.controller == nil || r.node == nil {
-		return nil, fmt.Errorf("rendered manifests lack the controller Deployment or the node DaemonSet")
-	}
-	return r, nil
+	return out
 }
 
-// podEnv is what a real pod would give a container: its names, the
-// volumes' places on the machine that runs the process, and credentials.
-type podEnv struct {
-	podName, namespace, nodeName string
-	mounts                       map[string]string // volume name -> path on this machine
-	kubeconfig                   string
-	bins                         map[string]string // image name -> binary
+// writeData writes content to file on the pod's volume and syncs it.
+func writeData(t *testing.T, p *corev1.Pod, file, content string) {
+	t.Helper()
+	inContainer(t, p, "sh", "-c", `printf %s "$1" >"/data/$2" && sync "/data/$2"`, "sh", content, file)
 }
 
-// containerCommand turns one container of the rendered pod spec into an
-// argv and environment: $(VAR) references expanded as the kubelet does,
-// mount paths mapped to the volumes' places here, listen addresses of
-// declared ports moved to free loopback ports, and the credentials a pod
-// would get from its service account passed as flags.
-func containerCommand(c *corev1.Container, r *rendered, pe podEnv) (argv, env []string, err error) {
-	bin := pe.bins[imageName(c.Image)]
-	if bin == "" {
-		return nil, nil, fmt.Errorf("container %s: no binary for image %q", c.Name, c.Image)
-	}
-	vars := map[string]string{}
-	for _, e := range c.Env {
-		v, err := envValue(e, r, pe)
-		if err != nil {
-			return nil, nil, fmt.Errorf("container %s: %w", c.Name, err)
-		}
-		vars[e.Name] = v
-		env = append(env, e.Name+"="+v)
-	}
-	ports := map[string]bool{}
-	for _, p := range c.Ports {
-		ports[strconv.Itoa(int(p.ContainerPort))] = true
-	}
-	argv = []string{bin}
-	for _, a := range append(append([]string{}, c.Command...), c.Args...) {
-		a = expandVars(a, vars)
-		a = mapMounts(a, c.VolumeMounts, pe.mounts)
-		if a, err = mapPorts(a, ports); err != nil {
-			return nil, nil, fmt.Errorf("container %s: %w", c.Name, err)
-		}
-		argv = append(argv, a)
-	}
-	argv = append(argv, "--kubeconfig="+pe.kubeconfig)
-	for _, a := range argv {
-		if a == "--leader-elect" || a == "--leader-election" {
-			// In a pod, the namespace comes from the service account mount.
-			argv = append(argv, "--leader-election-namespace="+pe.namespace)
-			break
-		}
-	}
-	return argv, env, nil
+func readData(t *testing.T, p *corev1.Pod, file string) string {
+	t.Helper()
+	return inContainer(t, p, "cat", "/data/"+file)
 }
 
-// imageName is an image reference without registry path and tag:
-// "example/sig-storage/csi-attacher:v4.13.0" is "csi-attacher".
-func imageName(ref string) string {
-	ref = ref[strings.LastIndex(ref, "/")+1:]
-	if i := strings.IndexAny(ref, ":@"); i >= 0 {
-		ref = ref[:i]
+// fsSize is the size of the pod's volume's filesystem, as the container
+// sees it (statfs: fragment size times blocks, what df shows).
+func fsSize(t *testing.T, p *corev1.Pod) int64 {
+	t.Helper()
+	out := inContainer(t, p, "stat", "-f", "-c", "%S %b", "/data")
+	f := strings.Fields(out)
+	if len(f) != 2 {
+		t.Fatalf("stat -f /data in %s: %q", p.Name, out)
 	}
-	return ref
+	bs, err1 := strconv.ParseInt(f[0], 10, 64)
+	n, err2 := strconv.ParseInt(f[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("stat -f /data in %s: %q", p.Name, out)
+	}
+	return bs * n
 }
 
-func envValue(e corev1.EnvVar, r *rendered, pe podEnv) (string, error) {
-	switch {
-	case e.ValueFrom == nil:
-		return e.Value, nil
-	case e.ValueFrom.FieldRef != nil:
-		switch e.ValueFrom.FieldRef.FieldPath {
-		case "metadata.name":
-			return pe.podName, nil
-		case "metadata.namespace":
-			return pe.namespace, nil
-		case "spec.nodeName":
-			return pe.nodeName, nil
-		}
-		return "", fmt.Errorf("env %s: field %s not supported by the harness", e.Name, e.ValueFrom.FieldRef.FieldPath)
-	case e.ValueFrom.ConfigMapKeyRef != nil:
-		ref := e.ValueFrom.ConfigMapKeyRef
-		cm := r.configMaps[ref.Name]
-		if cm == nil {
-			return "", fmt.Errorf("env %s: ConfigMap %s is not in the rendered manifests", e.Name, ref.Name)
-		}
-		v, ok := cm.Data[ref.Key]
-		if !ok {
-			return "", fmt.Errorf("env %s: ConfigMap %s has no key %s", e.Name, ref.Name, ref.Key)
-		}
-		return v, nil
+// carvePod is the one pod of Carve's component ("controller", "node") on
+// node.
+func carvePod(t *testing.T, component, node string) *corev1.Pod {
+	t.Helper()
+	var pods corev1.PodList
+	if err := h.kc.List(context.Background(), &pods, client.InNamespace(driverNS),
+		client.MatchingLabels{"app.kubernetes.io/component": component}); err != nil {
+		t.Fatal(err)
 	}
-	return "", fmt.Errorf("env %s: source not supported by the harness", e.Name)
+	var found []*corev1.Pod
+	for i := range pods.Items {
+		if pods.Items[i].Spec.NodeName == node && pods.Items[i].DeletionTimestamp == nil {
+			found = append(found, &pods.Items[i])
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d %s pods on %s, want 1: %s", len(found), component, node, podsState(pods.Items))
+	}
+	return found[0]
 }
 
-var varRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
-
-func expandVars(s string, vars map[string]string) string {
-	return varRef.ReplaceAllStringFunc(s, func(m string) string {
-		if v, ok := vars[m[2:len(m)-1]]; ok {
-			return v
+func containerStatus(p *corev1.Pod, name string) *corev1.ContainerStatus {
+	for i := range p.Status.ContainerStatuses {
+		if p.Status.ContainerStatuses[i].Name == name {
+			return &p.Status.ContainerStatuses[i]
 		}
-		return m // kubelet leaves unknown references as they are
-	})
+	}
+	return nil
 }
 
-// mapMounts rewrites a path under a volume mount (at the start of the
-// argument, after '=' or after unix://) to the volume's place here.
-func mapMounts(a string, mounts []corev1.VolumeMount, places map[string]string) string {
-	for _, m := range mounts {
-		place, ok := places[m.Name]
-		if !ok || place == m.MountPath {
-			continue
+func restarts(p *corev1.Pod, container string) int32 {
+	if s := containerStatus(p, container); s != nil {
+		return s.RestartCount
+	}
+	return -1
+}
+
+// killContainer sends sig to a container's process through its node's
+// containerd, as the machine's own tools would.
+func killContainer(t *testing.T, p *corev1.Pod, container, sig string) {
+	t.Helper()
+	s := containerStatus(p, container)
+	if s == nil {
+		t.Fatalf("pod %s has no container %s", p.Name, container)
+	}
+	id, _ := strings.CutPrefix(s.ContainerID, "containerd://")
+	args := []string{"-n", "k8s.io", "tasks", "kill", "-s", sig, id}
+	if p.Spec.NodeName == vmNode {
+		if _, err := h.vm.sh(append([]string{"ctr", "-a", "/run/carve-containerd/containerd.sock"}, args...)...); err != nil {
+			t.Fatal(err)
 		}
-		re := regexp.MustCompile(`(^|=|unix://)` + regexp.QuoteMeta(m.MountPath) + `(/|$)`)
-		a = re.ReplaceAllString(a, "${1}"+place+"${2}")
+		return
 	}
-	return a
-}
-
-var listenArg = regexp.MustCompile(`^(--[a-z-]+=)(?:0\.0\.0\.0)?:([0-9]+)$`)
-
-// mapPorts moves "--flag=:PORT" of a declared container port to a free
-// port on 127.0.0.1: processes here share one network namespace.
-func mapPorts(a string, ports map[string]bool) (string, error) {
-	m := listenArg.FindStringSubmatch(a)
-	if m == nil || !ports[m[2]] {
-		return a, nil
+	sock := filepath.Join(h.work, "host", "containerd-state", "containerd.sock")
+	if out, err := exec.Command("ctr", append([]string{"-a", sock}, args...)...).CombinedOutput(); err != nil {
+		t.Fatalf("ctr %s: %v: %s", strings.Join(args, " "), err, out)
 	}
-	p, err := freePort()
-	if err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("%s127.0.0.1:%d", m[1], p), nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // errText adds a command's stderr to its error.
@@ -222,7 +137,3 @@ func errText(err error) error {
 	}
 	return err
 }
-
-// writeFile is os.WriteFile with private permissions (kubeconfigs hold
-// credentials).
-func writeFile(path string, data []byte) error { return os.WriteFile(path, data, 0o600) }

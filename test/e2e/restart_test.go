@@ -4,12 +4,15 @@ package e2e
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"carve.dev/carve/driver/cluster/api/v1alpha1"
 )
@@ -31,7 +34,7 @@ func TestRestartsConverge(t *testing.T) {
 
 	p1 := waitRunning(t, "restart-1", 5*time.Minute)
 	pvName := boundClaim(t, "restart").Spec.VolumeName
-	writeData(t, publishPath(p1, pvName), "state", "survives restarts")
+	writeData(t, p1, "state", "survives restarts")
 
 	// In use: restart both gracefully, then tear down and come back.
 	restartBoth(t, false)
@@ -41,7 +44,7 @@ func TestRestartsConverge(t *testing.T) {
 		return va == nil && err == nil, err
 	})
 	p2 := runPod(t, "restart-2", "restart")
-	if got := readData(t, publishPath(p2, pvName), "state"); got != "survives restarts" {
+	if got := readData(t, p2, "state"); got != "survives restarts" {
 		t.Errorf("after restarts the volume holds %q", got)
 	}
 	deletePod(t, "restart-2")
@@ -49,27 +52,31 @@ func TestRestartsConverge(t *testing.T) {
 	checkNoLeaks(t)
 }
 
-// restartBoth restarts carve controller (on the host) and carve node (in
-// the VM); crash kills them with SIGKILL.
+// restartBoth restarts carve controller (on the host node) and carve node
+// (on the VM node): their containers are killed, SIGKILL with crash as in
+// a power cut, SIGTERM otherwise, and kubelet restarts them in their pods
+// (restartPolicy Always), as on a real node. It waits until both are
+// ready again.
 func restartBoth(t *testing.T, crash bool) {
 	t.Helper()
-	if err := h.restartProc("controller-carve", crash); err != nil {
-		t.Fatal(err)
+	sig := "SIGTERM"
+	if crash {
+		sig = "SIGKILL"
 	}
-	if err := h.vm.stop("carve-node", crash); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.vm.start("carve-node", h.nodeArgv, h.nodeEnv); err != nil {
-		t.Fatal(err)
-	}
+	ctrl := carvePod(t, "controller", hostNode)
+	node := carvePod(t, "node", vmNode)
+	ctrlRestarts, nodeRestarts := restarts(ctrl, "carve"), restarts(node, "carve")
+	killContainer(t, ctrl, "carve", sig)
+	killContainer(t, node, "carve", sig)
+	wait(t, "carve controller and carve node restarted", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		c, n := carvePod(t, "controller", hostNode), carvePod(t, "node", vmNode)
+		return restarts(c, "carve") > ctrlRestarts && restarts(n, "carve") > nodeRestarts && podReady(c) && podReady(n), nil
+	})
 	if err := h.waitPlugin(vmNode); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// checkNoLeaks: every LV in the VG (but the thin pool) and every
-// LogicalVolume belongs to a PV, and no VolumeAttachment is left of a PV
-// that is gone.
 func checkNoLeaks(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
@@ -115,4 +122,94 @@ func checkNoLeaks(t *testing.T) {
 			t.Errorf("VolumeAttachment %s of a PV that is gone", va.Name)
 		}
 	}
+}
+
+// carve node's pod is deleted while a workload writes to its volume, and
+// the DaemonSet makes a new one: the workload's writes go on (the mounts
+// belong to the node, not to carve node's pod), none is lost, and the new
+// pod unpublishes and unstages the volume cleanly when the workload goes.
+func TestNodePodReplacedUnderWrites(t *testing.T) {
+	ctx := context.Background()
+	create(t, pvc("steady", "carve-thick", "64Mi"))
+	// Appends 1, 2, 3... to /data/log, each line synced, 5 a second.
+	writer := func(p *corev1.Pod) {
+		p.Spec.Containers[0].Command = []string{"sh", "-c",
+			`i=0; while :; do i=$((i+1)); echo $i >>/data/log; sync /data/log; sleep 0.2; done`}
+	}
+	p := runPodWith(t, "steady-1", "steady", writer)
+	pvName := boundClaim(t, "steady").Spec.VolumeName
+	lines := func() int {
+		t.Helper()
+		return checkSequence(t, readData(t, p, "log"))
+	}
+	wait(t, "the writer under way", time.Minute, func(context.Context) (bool, error) { return lines() > 5, nil })
+
+	old := carvePod(t, "node", vmNode)
+	if err := h.kc.Delete(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	before := lines()
+	var fresh *corev1.Pod
+	wait(t, "a new carve node pod on "+vmNode+", ready", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		var pods corev1.PodList
+		if err := h.kc.List(ctx, &pods, client.InNamespace(driverNS),
+			client.MatchingLabels{"app.kubernetes.io/component": "node"}); err != nil {
+			return false, err
+		}
+		for i := range pods.Items {
+			q := &pods.Items[i]
+			if q.Spec.NodeName == vmNode && q.UID != old.UID && q.DeletionTimestamp == nil && podReady(q) {
+				fresh = q
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	t.Logf("carve node pod %s replaced by %s; the writer wrote %d lines, then %d", old.Name, fresh.Name, before, lines())
+	if err := h.waitPlugin(vmNode); err != nil {
+		t.Fatal(err)
+	}
+	after := lines()
+	wait(t, "the writer still writing", time.Minute, func(context.Context) (bool, error) { return lines() > after, nil })
+
+	deletePod(t, "steady-1")
+	wait(t, "unstaged and detached by the new carve node", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		va, err := volumeAttachment(ctx, pvName)
+		return va == nil && err == nil, err
+	})
+	var pv corev1.PersistentVolume
+	if err := get(ctx, pvName, &pv); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := mounted(stagingPath(pv.Spec.CSI.VolumeHandle)); m || err != nil {
+		t.Errorf("staging path still mounted after detach (%v)", err)
+	}
+	r := runPod(t, "steady-2", "steady")
+	if n := checkSequence(t, readData(t, r, "log")); n <= after {
+		t.Errorf("the volume holds %d lines, the writer had written more than %d", n, after)
+	}
+	deletePod(t, "steady-2")
+	deleteClaim(t, "steady")
+}
+
+// checkSequence checks that log holds the lines 1, 2, 3... with none
+// missing or repeated, but for a last line cut short by a read during a
+// write, and returns how many whole lines it holds.
+func checkSequence(t *testing.T, log string) int {
+	t.Helper()
+	lines := strings.Split(log, "\n")
+	n := 0
+	for i, l := range lines {
+		if l == "" && i == len(lines)-1 {
+			break
+		}
+		if l != strconv.Itoa(n+1) {
+			if i == len(lines)-1 {
+				break // the line being written
+			}
+			t.Fatalf("line %d of the writer's log is %q, want %d", i+1, l, n+1)
+		}
+		n++
+	}
+	return n
 }

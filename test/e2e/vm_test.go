@@ -47,7 +47,8 @@ authentication:
   x509: {clientCAFile: %q}
 authorization: {mode: AlwaysAllow}
 cgroupDriver: cgroupfs
-# No systemd, no cgroup hierarchy of our own: the fake CRI runs nothing.
+# No systemd: containers' cgroups go straight under the runtime's, with no
+# QoS hierarchy kubelet would have to manage.
 cgroupsPerQOS: false
 enforceNodeAllocatable: []
 failSwapOn: false
@@ -64,15 +65,36 @@ evictionHard: {"memory.available": "1Mi"}
 syncFrequency: 30s
 `
 
-// startVM boots the VM with node-vm.sh, which starts kubelet and vmexec,
-// and waits until the node is Ready.
+// The VM's images: what its pods run (the node DaemonSet, workloads).
+var vmImages = []string{"carve", "pause", "busybox"}
+
+// startVM boots the VM with node-vm.sh, which starts containerd, kubelet
+// and vmexec, and waits until the node is Ready.
 func (x *harness) startVM() error {
 	// The VM sees x.work (a share), so the kubelet reads the cluster's CA
 	// and guest kubeconfig where cluster.sh wrote them. It authenticates
 	// as the cluster admin: the loopback control plane has no
 	// bootstrap-token flow.
-	cfg := kubeletConfig(filepath.Join(x.work, "cluster/pki/ca.crt"), "unix:///run/carve-fake-cri/cri.sock")
+	cfg := kubeletConfig(filepath.Join(x.work, "cluster/pki/ca.crt"), "unix:///run/carve-containerd/containerd.sock")
 	if err := os.WriteFile(filepath.Join(x.work, "kubelet.yaml"), []byte(cfg), 0o644); err != nil {
+		return err
+	}
+	ctrd := containerdConfig("/var/lib/carve-containerd", "/run/carve-containerd", filepath.Join(x.work, "vm-cni"))
+	if err := os.WriteFile(filepath.Join(x.work, "containerd.toml"), []byte(ctrd), 0o644); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(x.work, "vm-cni"), 0o755); err != nil {
+		return err
+	}
+	cni := cniConfig("carve-vm0", "10.244.1.0/24", "/var/lib/cni/networks")
+	if err := os.WriteFile(filepath.Join(x.work, "vm-cni", "10-carve-e2e.conflist"), []byte(cni), 0o644); err != nil {
+		return err
+	}
+	imgs := map[string]string{}
+	for _, n := range vmImages {
+		imgs[n] = x.images[n]
+	}
+	if err := stageImages(filepath.Join(x.work, "vm-images"), imgs); err != nil {
 		return err
 	}
 	log, err := os.Create(filepath.Join(x.logs, "vm.log"))
@@ -80,11 +102,13 @@ func (x *harness) startVM() error {
 		return err
 	}
 	cmd := exec.Command(filepath.Join(x.repo, "scripts/vm/run.sh"), "--disks", "2", "--disk-size", "4G",
-		"--mem", "3G", "--timeout", "5400", "--forward", "6443", "--expose", fmt.Sprint(vmexecPrt),
+		"--mem", "4G", "--timeout", "5400", "--forward", "6443", "--expose", fmt.Sprint(vmexecPrt),
 		// The Kubernetes binaries may live under a HOME in /tmp (a cold CI
 		// run), which the guest's own /tmp hides.
 		"--share", x.work, "--view", x.kbin, "--",
 		"bash", filepath.Join(x.repo, "test/e2e/node-vm.sh"), x.work, x.kbin, x.vmexec)
+	// The pod network's kernel modules, beside the storage ones.
+	cmd.Env = append(os.Environ(), "CARVE_VM_MODULES=dm_snapshot dm_thin_pool dm_mirror raid1 dm_raid loop bridge veth overlay")
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		return err
@@ -93,7 +117,7 @@ func (x *harness) startVM() error {
 		http: &http.Client{Timeout: 10 * time.Minute}}
 	go func() { _ = cmd.Wait(); _ = log.Close(); close(v.done) }()
 	x.vm = v
-	if err := v.waitReady(3 * time.Minute); err != nil {
+	if err := v.waitReady(5 * time.Minute); err != nil {
 		return err
 	}
 	return x.waitNodeReady(vmNode)
@@ -157,18 +181,6 @@ func (v *vm) sh(argv ...string) (string, error) {
 	return r.Stdout, nil
 }
 
-func (v *vm) start(name string, argv, env []string) error {
-	return v.post("/start", map[string]any{"name": name, "argv": argv, "env": env}, nil)
-}
-
-func (v *vm) stop(name string, crash bool) error {
-	q := ""
-	if crash {
-		q = "?kill=1"
-	}
-	return v.post("/stop/"+name+q, struct{}{}, nil)
-}
-
 func (v *vm) shutdown(ctx context.Context) {
 	_ = v.post("/shutdown", struct{}{}, nil)
 	select {
@@ -176,45 +188,6 @@ func (v *vm) shutdown(ctx context.Context) {
 	case <-ctx.Done():
 		_ = v.cmd.Process.Kill()
 	}
-}
-
-// startNode runs the node DaemonSet's carve container in the VM, for the
-// DaemonSet's pod on carve-vm, and waits until kubelet has registered the
-// driver and the agent has published NodeStorage.
-func (x *harness) startNode() error {
-	ds := x.r.node
-	pod, err := x.podOf(ds.Spec.Selector.MatchLabels, vmNode)
-	if err != nil {
-		return err
-	}
-	mounts := map[string]string{}
-	for _, vol := range ds.Spec.Template.Spec.Volumes {
-		if vol.HostPath != nil {
-			mounts[vol.Name] = vol.HostPath.Path
-			if _, err := x.vm.sh("mkdir", "-p", vol.HostPath.Path); err != nil {
-				return err
-			}
-		}
-	}
-	kc := filepath.Join(x.work, "carve-node.kubeconfig")
-	if err := x.serviceAccountKubeconfig(ds.Spec.Template.Spec.ServiceAccountName, "https://10.0.2.100:6443", kc); err != nil {
-		return err
-	}
-	pe := podEnv{podName: pod.Name, namespace: driverNS, nodeName: vmNode, mounts: mounts, kubeconfig: kc,
-		bins: map[string]string{"carve": x.carve}}
-	if len(ds.Spec.Template.Spec.Containers) != 1 {
-		return fmt.Errorf("the node DaemonSet has %d containers; the harness runs one", len(ds.Spec.Template.Spec.Containers))
-	}
-	c := &ds.Spec.Template.Spec.Containers[0]
-	argv, envv, err := containerCommand(c, x.r, pe)
-	if err != nil {
-		return err
-	}
-	x.nodeArgv, x.nodeEnv = argv, envv
-	if err := x.vm.start("carve-node", argv, envv); err != nil {
-		return err
-	}
-	return x.waitPlugin(vmNode)
 }
 
 // waitPlugin waits for node's kubelet to list the driver on the CSINode
@@ -235,47 +208,6 @@ func (x *harness) waitPlugin(node string) error {
 		}
 		return found && len(ns.Status.VolumeGroups) > 0, nil
 	})
-}
-
-// startController runs the controller Deployment's containers on the
-// host, for the Deployment's pod.
-func (x *harness) startController() error {
-	d := x.r.controller
-	pod, err := x.podOf(d.Spec.Selector.MatchLabels, "")
-	if err != nil {
-		return err
-	}
-	mounts := map[string]string{}
-	for _, vol := range d.Spec.Template.Spec.Volumes {
-		if vol.EmptyDir == nil {
-			return fmt.Errorf("controller volume %s: only emptyDir is supported by the harness", vol.Name)
-		}
-		mounts[vol.Name] = filepath.Join(x.work, "controller", vol.Name)
-		if err := os.MkdirAll(mounts[vol.Name], 0o755); err != nil {
-			return err
-		}
-	}
-	kc := filepath.Join(x.work, "carve-controller.kubeconfig")
-	if err := x.serviceAccountKubeconfig(d.Spec.Template.Spec.ServiceAccountName, "https://127.0.0.1:6443", kc); err != nil {
-		return err
-	}
-	bins := map[string]string{"carve": x.carve}
-	for _, s := range []string{"csi-provisioner", "csi-attacher", "csi-resizer", "csi-snapshotter"} {
-		bins[s] = filepath.Join(x.kbin, s)
-	}
-	pe := podEnv{podName: pod.Name, namespace: driverNS, nodeName: pod.Spec.NodeName, mounts: mounts,
-		kubeconfig: kc, bins: bins}
-	for i := range d.Spec.Template.Spec.Containers {
-		c := &d.Spec.Template.Spec.Containers[i]
-		argv, envv, err := containerCommand(c, x.r, pe)
-		if err != nil {
-			return err
-		}
-		if err := x.startProc("controller-"+c.Name, argv, envv); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // podOf waits for the workload's pod (on node, when given) and returns it:
