@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes pieces Carve is tested against (etcd, the control
 # plane, kubectl, kubelet, a fake CRI runtime, the CSI sidecars and
-# snapshot-controller) from the Go module proxy, plus the snapshot CRDs.
+# snapshot-controller, helm) from the Go module proxy, plus the snapshot CRDs.
 #
 # usage: scripts/k8s/build.sh            (prints the bin dir on the last line)
 #
@@ -55,8 +55,8 @@ gorun() { nice -n "${CARVE_BUILD_NICE:-10}" go "$@"; }
 # As few module graphs as the versions allow, so that client-go,
 # apimachinery, grpc and the rest compile once, not once per sidecar:
 #   kube         Kubernetes (staging modules at $k8s_staging), etcd,
-#                csi-attacher, csi-resizer, csi-snapshotter and
-#                snapshot-controller. The sidecars pin k8s.io/* v0.37.0 or
+#                csi-attacher, csi-resizer, csi-snapshotter,
+#                snapshot-controller and helm. They pin k8s.io/* v0.37.0 or
 #                v0.37.1; minimal version selection and the staging replaces
 #                settle them on Kubernetes' own, which they build against.
 #   provisioner  csi-provisioner v6.3.0 alone: it pins k8s.io/* v0.36.1 and
@@ -202,7 +202,7 @@ shared_drift() {
   join <(for tags in "" vmtest e2e image; do
       (cd "$repo" && go list -deps -test -tags "$tags" -f "$fmt" ./...)
     done | grep -v '^carve.dev/' | sort -u) \
-    <(cd "$K8S_DIR/src/kube" && go list -deps -f "$fmt" "${kube_pkgs[@]}" "${local_pkgs[@]}" "${sidecar_pkgs[@]}" | sort -u) |
+    <(cd "$K8S_DIR/src/kube" && go list -deps -f "$fmt" "${kube_pkgs[@]}" "${local_pkgs[@]}" "${sidecar_pkgs[@]}" "$helm_pkg" | sort -u) |
     awk '$2 != $3 { print "  " $1 ": carve " $2 ", kube graph " $3 }' | sort -u
 }
 
@@ -228,15 +228,17 @@ done
 sidecar_pkgs=("$ATTACHER_MODULE/cmd/csi-attacher" "$RESIZER_MODULE/cmd/csi-resizer"
   "$SNAPSHOTTER_MODULE/cmd/csi-snapshotter" "$SNAPSHOTTER_MODULE/cmd/snapshot-controller")
 local_pkgs=(local/carve-k8s/etcd local/carve-k8s/fake-cri)
+helm_pkg=$HELM_MODULE/cmd/helm
 provisioner_pkg=$PROVISIONER_MODULE/cmd/csi-provisioner
-all_pkgs=("${kube_pkgs[@]}" "${local_pkgs[@]}" "${sidecar_pkgs[@]}" "$provisioner_pkg")
+all_pkgs=("${kube_pkgs[@]}" "${local_pkgs[@]}" "${sidecar_pkgs[@]}" "$helm_pkg" "$provisioner_pkg")
 
 build_all() {
   gen_module kube "$K8S_MODULE@$K8S_VERSION" \
     "$ETCD_MODULE@$ETCD_VERSION" "${ETCD_SIBLINGS[@]/%/@$ETCD_VERSION}" \
     "$ATTACHER_MODULE@$ATTACHER_VERSION" "$RESIZER_MODULE@$RESIZER_VERSION" \
     "$SNAPSHOTTER_MODULE@$SNAPSHOTTER_VERSION" "$SNAPSHOT_CRD_MODULE@$SNAPSHOT_CRD_VERSION" \
-    -- "${kube_pkgs[@]}" "${local_pkgs[@]}" "${sidecar_pkgs[@]}"
+    "$HELM_MODULE@$HELM_VERSION" \
+    -- "${kube_pkgs[@]}" "${local_pkgs[@]}" "${sidecar_pkgs[@]}" "$helm_pkg"
   local drift
   drift=$(shared_drift) || drift="  (could not compare: go list failed)"
   [[ -z $drift ]] || log "warning: compiled twice, Carve's go.mod and the kube graph differ on:"$'\n'"$drift"
@@ -245,6 +247,7 @@ build_all() {
   build kube "-X main.version=$ATTACHER_VERSION" "$ATTACHER_MODULE/cmd/csi-attacher"
   build kube "-X main.version=$RESIZER_VERSION" "$RESIZER_MODULE/cmd/csi-resizer"
   build kube "-X main.version=$SNAPSHOTTER_VERSION" "${sidecar_pkgs[@]:2}"
+  build kube "-X $HELM_MODULE/internal/version.version=$HELM_VERSION" "$helm_pkg"
   gen_module provisioner "$PROVISIONER_MODULE@$PROVISIONER_VERSION" -- "$provisioner_pkg"
   build provisioner "-X main.version=$PROVISIONER_VERSION" "$provisioner_pkg"
 }

@@ -34,6 +34,12 @@ RESIZER_VERSION=v2.3.0
 SNAPSHOTTER_MODULE=github.com/kubernetes-csi/external-snapshotter/v8
 SNAPSHOTTER_VERSION=v8.7.0
 
+# helm, to install Carve's chart as a user does (the e2e) and to render and
+# lint it (deploy/'s tests). v4.3 builds against k8s.io/* v0.37, so it joins
+# the kube graph and adds only its own packages to the build.
+HELM_MODULE=helm.sh/helm/v4
+HELM_VERSION=v4.3.1
+
 # The VolumeSnapshot and VolumeGroupSnapshot CRDs are not in the snapshotter
 # module's zip: they live in its client/v8 sub-module, under SNAPSHOT_CRD_DIR.
 # snapshot-controller v8.7.0 needs the group-snapshot CRDs as well (without
@@ -56,7 +62,7 @@ k8s_pins() {
     "$ETCD_MODULE@$ETCD_VERSION" "$K8S_MODULE@$K8S_VERSION" \
     "$PROVISIONER_MODULE@$PROVISIONER_VERSION" "$ATTACHER_MODULE@$ATTACHER_VERSION" \
     "$RESIZER_MODULE@$RESIZER_VERSION" "$SNAPSHOTTER_MODULE@$SNAPSHOTTER_VERSION" \
-    "$SNAPSHOT_CRD_MODULE@$SNAPSHOT_CRD_VERSION"
+    "$SNAPSHOT_CRD_MODULE@$SNAPSHOT_CRD_VERSION" "$HELM_MODULE@$HELM_VERSION"
 }
 K8S_KEY=k8s-$K8S_VERSION-$(k8s_pins | sha256sum | cut -c1-10)
 K8S_DIR=$K8S_CACHE/$K8S_KEY
