@@ -44,6 +44,12 @@ go build -o "$out/bin/pause" ./test/e2e/pause
 scripts/k8s/build.sh
 scripts/k8s/images.sh "$out/images" "$out/bin/pause"
 
+# deploy/'s tests render the kustomize overlays and lint and render the
+# Helm chart when they have kubectl and helm; here they always do, with the
+# ones the cluster runs (a missing binary fails them, never skips).
+echo "== deploy/ rendered by kubectl kustomize and helm"
+CARVE_KUBECTL=$K8S_BIN/kubectl CARVE_HELM=$K8S_BIN/helm go test -count=1 ./deploy
+
 echo "== running the e2e test in its own network, mount and PID namespaces"
 # In there: lo up, with the kubernetes Service's ClusterIP on it (the
 # harness forwards it to the apiserver: the cluster has no kube-proxy); /
