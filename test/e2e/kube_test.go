@@ -133,6 +133,16 @@ func deleteClaim(t *testing.T, name string) {
 	}
 }
 
+// waitDetached waits until pv's VolumeAttachment is gone: kubelet has
+// unstaged the volume and the attacher has unpublished it (detached).
+func waitDetached(t *testing.T, pv, when string) {
+	t.Helper()
+	wait(t, "PV "+pv+" detached "+when, 3*time.Minute, func(ctx context.Context) (bool, error) {
+		va, err := volumeAttachment(ctx, pv)
+		return va == nil && err == nil, err
+	})
+}
+
 func gone(err error) (bool, error) {
 	if apierrors.IsNotFound(err) {
 		return true, nil

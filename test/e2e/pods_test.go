@@ -75,21 +75,30 @@ func fsSize(t *testing.T, p *corev1.Pod) int64 {
 // node.
 func carvePod(t *testing.T, component, node string) *corev1.Pod {
 	t.Helper()
-	var pods corev1.PodList
-	if err := h.kc.List(context.Background(), &pods, client.InNamespace(driverNS),
-		client.MatchingLabels{"app.kubernetes.io/component": component}); err != nil {
+	found, all, err := carvePods(context.Background(), component, node)
+	if err != nil {
 		t.Fatal(err)
 	}
-	var found []*corev1.Pod
+	if len(found) != 1 {
+		t.Fatalf("%d %s pods on %s, want 1: %s", len(found), component, node, podsState(all))
+	}
+	return found[0]
+}
+
+// carvePods lists the pods of Carve's component on node that are not
+// being deleted, and, for messages, every pod of the component.
+func carvePods(ctx context.Context, component, node string) (found []*corev1.Pod, all []corev1.Pod, err error) {
+	var pods corev1.PodList
+	if err := h.kc.List(ctx, &pods, client.InNamespace(driverNS),
+		client.MatchingLabels{"app.kubernetes.io/component": component}); err != nil {
+		return nil, nil, err
+	}
 	for i := range pods.Items {
 		if pods.Items[i].Spec.NodeName == node && pods.Items[i].DeletionTimestamp == nil {
 			found = append(found, &pods.Items[i])
 		}
 	}
-	if len(found) != 1 {
-		t.Fatalf("%d %s pods on %s, want 1: %s", len(found), component, node, podsState(pods.Items))
-	}
-	return found[0]
+	return found, pods.Items, nil
 }
 
 func containerStatus(p *corev1.Pod, name string) *corev1.ContainerStatus {

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"carve.dev/carve/driver/cluster/api/v1alpha1"
 )
@@ -39,10 +38,7 @@ func TestRestartsConverge(t *testing.T) {
 	// In use: restart both gracefully, then tear down and come back.
 	restartBoth(t, false)
 	deletePod(t, "restart-1")
-	wait(t, "detached after restarts", 3*time.Minute, func(ctx context.Context) (bool, error) {
-		va, err := volumeAttachment(ctx, pvName)
-		return va == nil && err == nil, err
-	})
+	waitDetached(t, pvName, "after restarts")
 	p2 := runPod(t, "restart-2", "restart")
 	if got := readData(t, p2, "state"); got != "survives restarts" {
 		t.Errorf("after restarts the volume holds %q", got)
@@ -151,19 +147,14 @@ func TestNodePodReplacedUnderWrites(t *testing.T) {
 	before := lines()
 	var fresh *corev1.Pod
 	wait(t, "a new carve node pod on "+vmNode+", ready", 3*time.Minute, func(ctx context.Context) (bool, error) {
-		var pods corev1.PodList
-		if err := h.kc.List(ctx, &pods, client.InNamespace(driverNS),
-			client.MatchingLabels{"app.kubernetes.io/component": "node"}); err != nil {
-			return false, err
-		}
-		for i := range pods.Items {
-			q := &pods.Items[i]
-			if q.Spec.NodeName == vmNode && q.UID != old.UID && q.DeletionTimestamp == nil && podReady(q) {
+		pods, _, err := carvePods(ctx, "node", vmNode)
+		for _, q := range pods {
+			if q.UID != old.UID && podReady(q) {
 				fresh = q
 				return true, nil
 			}
 		}
-		return false, nil
+		return false, err
 	})
 	t.Logf("carve node pod %s replaced by %s; the writer wrote %d lines, then %d", old.Name, fresh.Name, before, lines())
 	if err := h.waitPlugin(vmNode); err != nil {
@@ -173,10 +164,7 @@ func TestNodePodReplacedUnderWrites(t *testing.T) {
 	wait(t, "the writer still writing", time.Minute, func(context.Context) (bool, error) { return lines() > after, nil })
 
 	deletePod(t, "steady-1")
-	wait(t, "unstaged and detached by the new carve node", 3*time.Minute, func(ctx context.Context) (bool, error) {
-		va, err := volumeAttachment(ctx, pvName)
-		return va == nil && err == nil, err
-	})
+	waitDetached(t, pvName, "unstaged by the new carve node")
 	var pv corev1.PersistentVolume
 	if err := get(ctx, pvName, &pv); err != nil {
 		t.Fatal(err)
