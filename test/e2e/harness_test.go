@@ -58,6 +58,9 @@ type harness struct {
 	hostLVMEnv []string // its private LVM configuration
 	madeDirs   []string // mount points made on the machine, removed at teardown
 	stopProxy  func()   // the kubernetes Service's forwarder
+	// Carve's Helm release has replaced the kustomize install
+	// (TestHelmTakesOver).
+	helmInstalled bool
 }
 
 var h *harness
@@ -72,7 +75,12 @@ func TestMain(m *testing.M) {
 		code = m.Run()
 	}
 	if h != nil {
-		h.tearDown()
+		// What a failed test left behind is its own failure's doing:
+		// only a passing run must leave nothing.
+		if err := h.tearDown(code == 0); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e teardown: %v\n", err)
+			code = 1
+		}
 	}
 	os.Exit(code)
 }
@@ -159,12 +167,18 @@ func (x *harness) kubectl(args ...string) (string, error) {
 
 // tearDown goes in order: Carve's pods first (kubelets stop them and
 // unmount what they mounted), then the nodes, then the control plane.
-// Whatever still runs after ends with the test's PID namespace.
-func (x *harness) tearDown() {
+// With check, it fails if the nodes still hold anything of a pod once the
+// pods are gone (checkNothingLeft). Whatever still runs after ends with the
+// test's PID namespace.
+func (x *harness) tearDown(check bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	var err error
 	if x.kc != nil {
 		x.uninstall()
+		if check {
+			err = x.checkNothingLeft()
+		}
 	}
 	if x.vm != nil {
 		x.vm.shutdown(ctx)
@@ -177,6 +191,7 @@ func (x *harness) tearDown() {
 		_ = x.run(filepath.Join(x.repo, "scripts/k8s/cluster.sh"), "down", filepath.Join(x.work, "cluster"))
 	}
 	logf("logs are in %s", x.logs)
+	return err
 }
 
 // run runs a command with its output on stderr.

@@ -172,9 +172,15 @@ func podsState(pods []corev1.Pod) string {
 	return b.String()
 }
 
-// uninstall deletes what installCarve and installSnapshotAddon applied, so
-// that kubelets stop the pods before the nodes go.
+// uninstall deletes what installCarve (or helmInstall) and
+// installSnapshotAddon applied, so that kubelets stop the pods before the
+// nodes go.
 func (x *harness) uninstall() {
+	if x.helmInstalled {
+		if _, err := x.helm("uninstall", helmRelease, "--namespace", driverNS, "--wait", "--timeout", "2m"); err != nil {
+			logf("uninstall: %v", err)
+		}
+	}
 	for _, f := range []string{"rendered.yaml", "snapshot-controller.yaml"} {
 		path := filepath.Join(x.work, f)
 		if _, err := os.Stat(path); err != nil {

@@ -1,0 +1,93 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// leftoversScript prints, one per line, what a node still holds of pods
+// once every pod is deleted: containerd tasks, mounts under kubelet's pod
+// and CSI directories, pod network namespaces, containerd's shims and
+// processes in a pod's cgroup. $1 is the node's containerd socket. Run with sh on either node.
+const leftoversScript = `sock=$1
+for id in $(ctr -a "$sock" -n k8s.io tasks ls -q); do echo "container task $id"; done
+while read -r _ mnt _; do
+	case $mnt in
+	/var/lib/kubelet/pods/*|/var/lib/kubelet/plugins/kubernetes.io/*) echo "mount $mnt" ;;
+	esac
+done </proc/self/mounts
+for n in /run/netns/*; do [ -e "$n" ] && echo "network namespace $n"; done
+for p in /proc/[0-9]*; do
+	c=$(cat "$p/comm" 2>/dev/null) || continue
+	case $c in containerd-shim*) echo "process ${p#/proc/} ($c)"; continue ;; esac
+	grep -qs kubepods "$p/cgroup" && echo "process ${p#/proc/} ($c) in a pod's cgroup"
+done
+exit 0`
+
+// checkNothingLeft runs at teardown, after uninstall: with Carve, the
+// snapshot add-on and every test's pods deleted, neither node may hold a
+// container, a pod's mount, a pod network namespace or a pod's process,
+// and the VM's volume group no LV but the thin pool. kubelet finishes
+// tearing a pod down after the API has let it go, so this waits a little
+// for the nodes to settle before it reports what is left.
+func (x *harness) checkNothingLeft() error {
+	var left []string
+	err := x.waitFor("nothing of any pod left on either node", time.Minute, func(context.Context) (bool, error) {
+		var err error
+		left, err = x.leftovers()
+		return len(left) == 0, err
+	})
+	if err != nil && len(left) > 0 {
+		return fmt.Errorf("%w:\n  %s", err, strings.Join(left, "\n  "))
+	}
+	return err
+}
+
+func (x *harness) leftovers() ([]string, error) {
+	var left []string
+	if x.vm != nil {
+		out, err := x.vm.sh("sh", "-c", leftoversScript, "sh", "/run/carve-containerd/containerd.sock")
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range nonEmptyLines(out) {
+			left = append(left, "VM node: "+l)
+		}
+		lvs, err := listLVs()
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range lvs {
+			if l.Name != "thinpool" {
+				left = append(left, "VM node: LV "+l.Name)
+			}
+		}
+	}
+	sock := filepath.Join(x.work, "host", "containerd-state", "containerd.sock")
+	if fileExists(sock) {
+		out, err := exec.Command("sh", "-c", leftoversScript, "sh", sock).Output()
+		if err != nil {
+			return nil, fmt.Errorf("host node: %w", errText(err))
+		}
+		for _, l := range nonEmptyLines(out) {
+			left = append(left, "host node: "+l)
+		}
+	}
+	return left, nil
+}
+
+func nonEmptyLines[S ~string | ~[]byte](s S) []string {
+	var lines []string
+	for _, l := range strings.Split(string(s), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
