@@ -27,7 +27,7 @@ BG           = $(if $(TAG_OUTPUT),nice -n 10)
 CONTROLLER_GEN ?= $(shell go env GOPATH)/bin/controller-gen
 CONTROLLER_GEN_VERSION := v0.23.0
 
-.PHONY: all build image test vm-then-unit vet test-unit test-vm test-vm-full e2e demo lint fuzz bench generate clean
+.PHONY: all build image test vm-then-unit vet test-unit test-vm test-vm-full e2e e2e-upstream demo lint fuzz bench generate clean
 
 all: build
 
@@ -78,6 +78,10 @@ test-vm-full: ## test-vm with every csi-sanity configuration's whole suite
 
 e2e: image ## cluster mode on real Kubernetes components, Carve's image as pods under containerd on a host node and a VM node
 	scripts/e2e.sh $(TAG)
+	@echo "== $@ passed at $$(date -u +%T)"
+
+e2e-upstream: image ## the Kubernetes project's external storage suite against Carve, thick and thin: every spec for Carve's capabilities (UPSTREAM=subset: one of each suite and pattern)
+	CARVE_E2E_UPSTREAM=$(or $(UPSTREAM),full) scripts/e2e.sh -test.run TestUpstreamStorageSuite -test.timeout 0 $(TAG)
 	@echo "== $@ passed at $$(date -u +%T)"
 
 demo: ## carve standalone on a real VG: one volume through the whole CSI lifecycle

@@ -44,6 +44,22 @@ go build -o "$out/bin/pause" ./test/e2e/pause
 scripts/k8s/build.sh
 scripts/k8s/images.sh "$out/images" "$out/bin/pause"
 
+# The Kubernetes project's storage suite (e2e.test, agnhost) and its
+# images, when CARVE_E2E_UPSTREAM asks for it (subset or full; off, the
+# default, in make e2e and CI: see test/README.md). Only
+# TestUpstreamStorageSuite needs them, and it runs after the one-at-a-time
+# scenarios, so they build in the background meanwhile (the scenarios
+# mostly wait on the single-core VM). The test waits for the rc file.
+# Its own process group (setsid), so that a test that ends first stops it.
+upstream_rc=$out/upstream-build.rc
+upstream_pid=
+if [[ ${CARVE_E2E_UPSTREAM:-off} != off ]]; then
+	setsid bash -c 'rc=0
+		{ scripts/k8s/build.sh upstream && scripts/k8s/images.sh --upstream "$1"; } >"$2" 2>&1 || rc=$?
+		echo "$rc" >"$3"' upstream-build "$out/images-upstream" "$out/logs/upstream-build.log" "$upstream_rc" &
+	upstream_pid=$!
+fi
+
 # deploy/'s tests render the kustomize overlays and lint and render the
 # Helm chart when they have kubectl and helm; here they always do, with the
 # ones the cluster runs (a missing binary fails them, never skips).
@@ -60,8 +76,10 @@ echo "== running the e2e test in its own network, mount and PID namespaces"
 # side-by-side scenarios at once the single-core VM fell behind (a thick
 # VolumeSnapshot not ready in 4 min, PV deletions over 3 min).
 cd test/e2e
-exec env CARVE_E2E_WORK="$out" CARVE_E2E_K8S_BIN="$K8S_BIN" CARVE_E2E_K8S_CRD="$K8S_CRD" \
+rc=0
+env CARVE_E2E_WORK="$out" CARVE_E2E_K8S_BIN="$K8S_BIN" CARVE_E2E_K8S_CRD="$K8S_CRD" \
 	CARVE_E2E_K8S_ADDONS="$K8S_DIR/addons" \
+	CARVE_E2E_UPSTREAM_BUILD_RC="$upstream_rc" CARVE_E2E_UPSTREAM_IMAGES="$out/images-upstream" \
 	CARVE_E2E_CARVE_IMAGE="$image" CARVE_E2E_IMAGES="$out/images" CARVE_E2E_VMEXEC="$out/bin/vmexec" \
 	unshare --net --mount --pid --fork --mount-proc --propagation private -- bash -c '
 		set -e
@@ -70,4 +88,9 @@ exec env CARVE_E2E_WORK="$out" CARVE_E2E_K8S_BIN="$K8S_BIN" CARVE_E2E_K8S_CRD="$
 		mount --make-rshared /
 		"$@" &
 		wait $!
-	' e2e-namespaces "$out/bin/e2e.test" -test.v -test.timeout 60m "$@"
+	' e2e-namespaces "$out/bin/e2e.test" -test.v -test.timeout 60m "$@" || rc=$?
+if [[ -n $upstream_pid ]] && kill -0 "$upstream_pid" 2>/dev/null; then
+	echo "== stopping the upstream suite's build (the test ended first)"
+	kill -- -"$upstream_pid" 2>/dev/null || true
+fi
+exit "$rc"

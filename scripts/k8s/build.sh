@@ -4,6 +4,10 @@
 # snapshot-controller, helm) from the Go module proxy, plus the snapshot CRDs.
 #
 # usage: scripts/k8s/build.sh            (prints the bin dir on the last line)
+#        scripts/k8s/build.sh upstream   the same, then the Kubernetes
+#            project's storage suite (e2e.test) and its agnhost, which only
+#            the upstream run needs (scripts/e2e.sh builds them beside the
+#            e2e's first scenarios)
 #
 # Output: $CARVE_K8S_CACHE (default ~/.cache/carve-k8s) /<key>/{bin,crd}, the key
 # being derived from the pins in versions.sh. One stamp covers the set, so a
@@ -12,6 +16,8 @@
 # directives, so `go install mod@version` refuses them) are generated under
 # <key>/src.
 set -euo pipefail
+mode=${1:-}
+[[ -z $mode || $mode == upstream ]] || { echo "usage: $0 [upstream]" >&2; exit 2; }
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
 # shellcheck source-path=SCRIPTDIR source=versions.sh
 source "$here/versions.sh"
@@ -228,6 +234,10 @@ done
 sidecar_pkgs=("$ATTACHER_MODULE/cmd/csi-attacher" "$RESIZER_MODULE/cmd/csi-resizer"
   "$SNAPSHOTTER_MODULE/cmd/csi-snapshotter" "$SNAPSHOTTER_MODULE/cmd/snapshot-controller")
 local_pkgs=(local/carve-k8s/etcd local/carve-k8s/fake-cri)
+# The upstream storage suite: in tools.go always, so that the graph (and so
+# every binary's package versions) is the same whether or not it is built.
+e2e_pkg=k8s.io/kubernetes/test/e2e
+upstream_pkgs=("$e2e_pkg" "$e2e_pkg/storage/external" k8s.io/kubernetes/test/images/agnhost)
 helm_pkg=$HELM_MODULE/cmd/helm
 provisioner_pkg=$PROVISIONER_MODULE/cmd/csi-provisioner
 all_pkgs=("${kube_pkgs[@]}" "${local_pkgs[@]}" "${sidecar_pkgs[@]}" "$helm_pkg" "$provisioner_pkg")
@@ -238,7 +248,7 @@ build_all() {
     "$ATTACHER_MODULE@$ATTACHER_VERSION" "$RESIZER_MODULE@$RESIZER_VERSION" \
     "$SNAPSHOTTER_MODULE@$SNAPSHOTTER_VERSION" "$SNAPSHOT_CRD_MODULE@$SNAPSHOT_CRD_VERSION" \
     "$HELM_MODULE@$HELM_VERSION" \
-    -- "${kube_pkgs[@]}" "${local_pkgs[@]}" "${sidecar_pkgs[@]}" "$helm_pkg"
+    -- "${kube_pkgs[@]}" "${local_pkgs[@]}" "${sidecar_pkgs[@]}" "$helm_pkg" "${upstream_pkgs[@]}"
   local drift
   drift=$(shared_drift) || drift="  (could not compare: go list failed)"
   [[ -z $drift ]] || log "warning: compiled twice, Carve's go.mod and the kube graph differ on:"$'\n'"$drift"
@@ -250,6 +260,20 @@ build_all() {
   build kube "-X $HELM_MODULE/internal/version.version=$HELM_VERSION" "$helm_pkg"
   gen_module provisioner "$PROVISIONER_MODULE@$PROVISIONER_VERSION" -- "$provisioner_pkg"
   build provisioner "-X main.version=$PROVISIONER_VERSION" "$provisioner_pkg"
+}
+
+# build_upstream: e2e.test (a test binary: go test -c) and agnhost, the
+# helper its pods run, in the kube graph build_all generated: after the
+# Kubernetes binaries, only the suite's own packages are left to compile.
+build_upstream() {
+  local tmp=$K8S_DIR/.tmp s=$SECONDS
+  rm -rf "$tmp" && mkdir -p "$tmp"
+  (cd "$K8S_DIR/src/kube" && gorun test -c -ldflags="$ldflags_base $k8s_ldflags" -o "$tmp/e2e.test" "$e2e_pkg") ||
+    die "building e2e.test failed"
+  mv -f "$tmp/e2e.test" "$K8S_BIN/"
+  printf '%-24s %4d MB\n' e2e.test $(($(stat -c %s "$K8S_BIN/e2e.test") / 1048576))
+  log "$(printf 'built e2e.test in %ds' $((SECONDS - s)))"
+  build kube "" k8s.io/kubernetes/test/images/agnhost
 }
 
 # One stamp for the set: the pins are in the key already; this adds the
@@ -265,6 +289,16 @@ if ((stale)); then
   printf '%s' "$fingerprint" >"$K8S_DIR/stamps/bin"
 else
   printf '%-24s cached\n' "${#all_pkgs[@]} binaries"
+fi
+if [[ $mode == upstream ]]; then
+  if [[ -x $K8S_BIN/e2e.test && -x $K8S_BIN/agnhost && -f $K8S_DIR/stamps/upstream &&
+    $(<"$K8S_DIR/stamps/upstream") == "$fingerprint" ]]; then
+    printf '%-24s cached\n' "e2e.test and agnhost"
+  else
+    rm -f "$K8S_DIR/stamps/upstream"
+    build_upstream
+    printf '%s' "$fingerprint" >"$K8S_DIR/stamps/upstream"
+  fi
 fi
 
 # Snapshot CRDs: copied out of the (read-only) module cache so cluster users

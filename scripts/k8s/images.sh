@@ -7,7 +7,13 @@
 #   pause, the pod sandbox image (test/e2e/pause);
 #   busybox, the workloads' image (Debian's static busybox and its applets).
 #
+# With --upstream, only the images the Kubernetes project's storage suite
+# runs, under the references its e2e.test was built with
+# (`e2e.test --list-images`): busybox (the same rootfs) and agnhost (the
+# static binary build.sh made, on that rootfs).
+#
 # usage: scripts/k8s/images.sh OUTDIR PAUSE_BIN
+#        scripts/k8s/images.sh --upstream OUTDIR
 # Writes OUTDIR/<name>.tar and OUTDIR/refs (one "name ref" line per image).
 set -euo pipefail
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
@@ -15,8 +21,14 @@ here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
 source "$here/versions.sh"
 # shellcheck source-path=SCRIPTDIR source=../image/oci.sh
 source "$here/../image/oci.sh"
-out=${1:?usage: images.sh OUTDIR PAUSE_BIN}
-pause=${2:?usage: images.sh OUTDIR PAUSE_BIN}
+upstream=false
+if [[ ${1:-} == --upstream ]]; then
+	upstream=true
+	shift
+fi
+usage="usage: images.sh OUTDIR PAUSE_BIN | --upstream OUTDIR"
+out=${1:?$usage}
+$upstream || pause=${2:?$usage}
 
 # The official images' path; the tags are the versions built.
 sig=registry.k8s.io/sig-storage
@@ -33,6 +45,39 @@ image() { # NAME REF ENTRYPOINT FILE:DEST...
 	echo "$name $ref" >>"$out/refs.tmp"
 }
 
+# busybox_rootfs DIR: Debian's static busybox and a link per applet.
+busybox_rootfs() {
+	mkdir -p "$1/bin" "$1/tmp"
+	cp /bin/busybox "$1/bin/busybox"
+	for a in $(/bin/busybox --list); do
+		[[ -e $1/bin/$a ]] || ln -s busybox "$1/bin/$a"
+	done
+	chmod 1777 "$1/tmp"
+}
+bb=$(mktemp -d)
+trap 'rm -rf "$bb"' EXIT
+busybox_rootfs "$bb"
+
+if $upstream; then
+	# Every reference the suite's pods name (it names two busybox tags),
+	# each its own archive (image NAME-TAG).
+	suite_refs() {
+		"$K8S_BIN/e2e.test" --list-images | grep -E "/e2e-test-images/$1:[^ ]+$" ||
+			{ echo "images.sh: e2e.test lists no $1 image" >&2; exit 1; }
+	}
+	busybox_refs=$(suite_refs busybox)
+	agnhost_refs=$(suite_refs agnhost)
+	for ref in $busybox_refs; do
+		image "e2e-busybox-${ref##*:}" "$ref" /bin/sh "$bb:/"
+	done
+	for ref in $agnhost_refs; do
+		image "e2e-agnhost-${ref##*:}" "$ref" /agnhost "$bb:/" "$K8S_BIN/agnhost:/agnhost"
+	done
+	mv "$out/refs.tmp" "$out/refs"
+	echo "carve-k8s: images in $out: $(cut -d' ' -f1 "$out/refs" | tr '\n' ' ')" >&2
+	exit 0
+fi
+
 image csi-provisioner "$sig/csi-provisioner:$PROVISIONER_VERSION" /csi-provisioner "$K8S_BIN/csi-provisioner:/csi-provisioner"
 image csi-attacher "$sig/csi-attacher:$ATTACHER_VERSION" /csi-attacher "$K8S_BIN/csi-attacher:/csi-attacher"
 image csi-resizer "$sig/csi-resizer:$RESIZER_VERSION" /csi-resizer "$K8S_BIN/csi-resizer:/csi-resizer"
@@ -40,15 +85,7 @@ image csi-snapshotter "$sig/csi-snapshotter:$SNAPSHOTTER_VERSION" /csi-snapshott
 image snapshot-controller "$sig/snapshot-controller:$SNAPSHOTTER_VERSION" /snapshot-controller "$K8S_BIN/snapshot-controller:/snapshot-controller"
 image pause "$PAUSE_REF" /pause "$pause:/pause"
 
-# busybox: the static binary and a link per applet, in a folder.
-bb=$(mktemp -d)
-trap 'rm -rf "$bb"' EXIT
-mkdir -p "$bb/bin" "$bb/tmp"
-cp /bin/busybox "$bb/bin/busybox"
-for a in $(/bin/busybox --list); do
-	[[ -e $bb/bin/$a ]] || ln -s busybox "$bb/bin/$a"
-done
-chmod 1777 "$bb/tmp"
+# busybox: the workloads' image.
 image busybox "$BUSYBOX_REF" /bin/sh "$bb:/"
 
 mv "$out/refs.tmp" "$out/refs"

@@ -1,0 +1,61 @@
+//go:build e2e
+
+package e2e
+
+import "strings"
+
+// The upstream suite's selection. Spec texts read
+// "External Storage [Driver: lvm.carve.dev] [Testpattern: P] SUITE SPEC";
+// each entry below is a regexp matched against that. test/README.md lists
+// the same, with the counts and durations of the last full run.
+
+// upstreamCI is the subset (CARVE_E2E_UPSTREAM=subset) run with the thick
+// driver: at least one spec of every test suite the driver file enables and
+// of every test pattern, the cheapest that still goes through the suite's
+// own path. It is meant for CI once the budget has room for it.
+var upstreamCI = []string{
+	`\(default fs\)\] provisioning should provision storage with pvc data source$`,
+	`\(ext4\)\] volumes should store data$`,
+	`\(default fs\)\] volumeIO should write files of various sizes, verify size, validate content`,
+	`\(block volmode\)\] volumeMode should fail to use a volume in a pod with mismatched mode`,
+	`\(default fs\)\] subPath should support existing directory$`,
+	`\(xfs\)\] multiVolume should concurrently access the single volume from pods on the same node \[`,
+	`\(default fs\)\(allowExpansion\)\] volume-expand should resize volume when PVC is edited while pod is using it`,
+	`\(block volmode\)\(allowExpansion\)\] volume-expand Verify if offline PVC expansion works`,
+	`volumeLimits should verify that all csinodes have volume limits`,
+	`topology should fail to schedule a pod which has topologies that conflict with AllowedTopologies`,
+	`capacity provides storage capacity information`,
+	`fsgroupchangepolicy \(Always\)\[LinuxOnly\], pod created with an initial fsgroup, new pod fsgroup applied to volume contents`,
+	`Generic Ephemeral-volume \(default fs\) \(late-binding\)\] ephemeral should create read/write inline ephemeral volume`,
+	`Generic Ephemeral-volume \(block volmode\) \(late-binding\)\] ephemeral should support two pods which have the same volume definition`,
+	`read-write-once-pod should block a second pod from using an in-use ReadWriteOncePod volume on the same node`,
+}
+
+// upstreamCIThin is the thin driver's share of the subset: what differs
+// from thick volumes (thin snapshots, of every snapshot pattern, and what
+// is made from them), and the test pattern left.
+var upstreamCIThin = []string{
+	`Snapshot \((delete|retain) policy\)\] snapshottable.*should check snapshot fields, check restore correctly works, check deletion \(ephemeral\)`,
+	`\(default fs\)\] provisioning should provision storage with snapshot data source \[`,
+	`Generic Ephemeral-volume \(default fs\) \(immediate-binding\)\] ephemeral should create read-only inline ephemeral volume`,
+}
+
+// upstreamSkip: the specs that cannot work on this cluster, whatever the
+// driver, each with its reason. Never a spec that fails because of Carve.
+var upstreamSkip = []struct{ pattern, reason string }{
+	{`\[Disruptive\]`, "restarts kubelet or the node through SSH; the e2e's nodes have no SSH (Carve's own " +
+		"TestRestartsConverge and TestNodePodReplaced restart its pods and kubelet's node)"},
+	{`topology should provision a volume and schedule a pod with AllowedTopologies`, "the spec allows one of " +
+		"the two nodes' topologies at random; half the time that is the host node, whose kernel has no " +
+		"device-mapper (its VG is 64 MiB, smaller than any claim), so the pod cannot run there. The " +
+		"conflicting-topology spec runs, and Carve's own TestNodeRefusalReschedules and " +
+		"TestTooLargeStaysPending cover placement on the two nodes"},
+}
+
+func upstreamSkipRegexp() string {
+	var p []string
+	for _, s := range upstreamSkip {
+		p = append(p, s.pattern)
+	}
+	return strings.Join(p, "|")
+}

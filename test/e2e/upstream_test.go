@@ -1,0 +1,223 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/xml"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestUpstreamStorageSuite runs the Kubernetes project's external storage
+// suite (e2e.test, built from k8s.io/kubernetes at the cluster's version)
+// against Carve as installed for the run, once per test-driver file of
+// test/upstream (thick, thin). CARVE_E2E_UPSTREAM picks the selection:
+// "off" (the default, so make e2e and CI: the suite does not fit CI's
+// budget yet, see test/README.md), "subset" (every test suite and test
+// pattern at least once: upstreamCI) or "full" (make e2e-upstream: every
+// spec for Carve's capabilities). Exclusions (upstreamSkip) hold in both,
+// each with its reason.
+func TestUpstreamStorageSuite(t *testing.T) {
+	sel := os.Getenv("CARVE_E2E_UPSTREAM")
+	switch sel {
+	case "", "off":
+		t.Skip("the upstream storage suite is off: CARVE_E2E_UPSTREAM=subset or full runs it")
+	case "subset", "full":
+	default:
+		t.Fatalf("CARVE_E2E_UPSTREAM=%q: want off, subset or full", sel)
+	}
+	e2eTest, images := h.waitUpstreamBuild(t)
+	if err := h.importUpstreamImages(images); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range upstreamDrivers(sel) {
+		t.Run(d.name, func(t *testing.T) {
+			start := time.Now()
+			r, err := h.runUpstream(e2eTest, d)
+			if r != nil {
+				logf("upstream %s (%s): %s in %s", d.name, sel, r, time.Since(start).Round(time.Second))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(r.failed) > 0 {
+				t.Errorf("%d upstream specs failed (log: %s):\n  %s", len(r.failed), d.log(h.logs),
+					strings.Join(r.failed, "\n  "))
+			}
+			if r.passed == 0 {
+				t.Errorf("no upstream spec passed (log: %s)", d.log(h.logs))
+			}
+		})
+	}
+}
+
+// upstreamDriver is one run of e2e.test: a test-driver file and the specs
+// to focus on within it.
+type upstreamDriver struct {
+	name, file string
+	focus      []string // regexps of spec texts; nil: all of the driver's
+}
+
+func (d upstreamDriver) log(dir string) string {
+	return filepath.Join(dir, "upstream-"+d.name+".log")
+}
+
+func upstreamDrivers(sel string) []upstreamDriver {
+	thick := upstreamDriver{name: "thick", file: "test/upstream/carve-thick.yaml"}
+	thin := upstreamDriver{name: "thin", file: "test/upstream/carve-thin.yaml"}
+	if sel == "full" {
+		return []upstreamDriver{thick, thin}
+	}
+	thick.focus, thin.focus = upstreamCI, upstreamCIThin
+	return []upstreamDriver{thick, thin}
+}
+
+// waitUpstreamBuild waits for scripts/e2e.sh's background build of
+// e2e.test, agnhost and their images (it starts once the cluster's
+// binaries are built, so that it overlaps the first scenarios), and
+// returns e2e.test's path and the images' directory.
+func (x *harness) waitUpstreamBuild(t *testing.T) (string, string) {
+	rcFile := env("CARVE_E2E_UPSTREAM_BUILD_RC")
+	deadline := time.Now().Add(40 * time.Minute)
+	for {
+		b, err := os.ReadFile(rcFile)
+		if err == nil && strings.TrimSpace(string(b)) == "0" {
+			break
+		}
+		if err == nil {
+			t.Fatalf("building the upstream suite failed (exit %s): see %s", strings.TrimSpace(string(b)),
+				filepath.Join(x.logs, "upstream-build.log"))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the upstream suite's build did not finish: see %s", filepath.Join(x.logs, "upstream-build.log"))
+		}
+		time.Sleep(5 * time.Second)
+	}
+	return filepath.Join(x.kbin, "e2e.test"), env("CARVE_E2E_UPSTREAM_IMAGES")
+}
+
+// importUpstreamImages imports the suite's images (busybox, agnhost under
+// the references e2e.test names) into both nodes' containerd, as the run
+// started with the others.
+func (x *harness) importUpstreamImages(dir string) error {
+	archives, err := imageArchives("", dir)
+	if err != nil {
+		return err
+	}
+	delete(archives, "carve")
+	start := time.Now()
+	staged := filepath.Join(x.work, "upstream-images")
+	if err := stageImages(staged, archives); err != nil {
+		return err
+	}
+	if err := importImages(filepath.Join(x.work, "host", "containerd-state", "containerd.sock"), staged); err != nil {
+		return fmt.Errorf("host node: %w", err)
+	}
+	const vmSock = "/run/carve-containerd/containerd.sock"
+	for name := range archives {
+		base := filepath.Join(staged, name)
+		script := `ctr -a "$1" -n k8s.io images import "$2.tar" >/dev/null &&
+if [ "$(cat "$2.name")" != "$(cat "$2.ref")" ]; then
+	ctr -a "$1" -n k8s.io images tag --force "$(cat "$2.name")" "$(cat "$2.ref")" >/dev/null
+fi`
+		if _, err := x.vm.sh("sh", "-c", script, "sh", vmSock, base); err != nil {
+			return fmt.Errorf("VM node: %w", err)
+		}
+	}
+	logf("upstream images imported on both nodes in %s", time.Since(start).Round(100*time.Millisecond))
+	return nil
+}
+
+// upstreamResult counts a run's specs by their end state.
+type upstreamResult struct {
+	passed, skipped int
+	failed          []string
+}
+
+func (r *upstreamResult) String() string {
+	return fmt.Sprintf("%d passed, %d failed, %d skipped", r.passed, len(r.failed), r.skipped)
+}
+
+// runUpstream runs e2e.test on the cluster with one driver file, its
+// output in the logs, and reads the result from its JUnit report.
+func (x *harness) runUpstream(e2eTest string, d upstreamDriver) (*upstreamResult, error) {
+	reportDir := filepath.Join(x.logs, "upstream-"+d.name)
+	if err := os.MkdirAll(reportDir, 0o755); err != nil {
+		return nil, err
+	}
+	focus := `External.Storage`
+	if len(d.focus) > 0 {
+		focus += `.*(` + strings.Join(d.focus, "|") + `)`
+	}
+	args := []string{
+		"--provider=skeleton", "--kubeconfig=" + x.adminKC,
+		"--storage.testdriver=" + filepath.Join(x.repo, d.file),
+		"--report-dir=" + reportDir, "--ginkgo.no-color", "--ginkgo.v",
+		"--ginkgo.timeout=12h", "--ginkgo.focus=" + focus, "--ginkgo.skip=" + upstreamSkipRegexp(),
+	}
+	logFile, err := os.Create(d.log(x.logs))
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = logFile.Close() }()
+	cmd := exec.Command(e2eTest, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	logf("upstream %s: e2e.test %s", d.name, strings.Join(args, " "))
+	runErr := cmd.Run()
+	r, err := readJUnit(filepath.Join(reportDir, "junit_01.xml"))
+	if err != nil {
+		return nil, fmt.Errorf("e2e.test: %v; its report: %w (log: %s)", runErr, err, d.log(x.logs))
+	}
+	// e2e.test exits non-zero when a spec fails: the report says which.
+	if runErr != nil && len(r.failed) == 0 {
+		return r, fmt.Errorf("e2e.test: %w with no failed spec in its report (log: %s)", runErr, d.log(x.logs))
+	}
+	return r, nil
+}
+
+// readJUnit counts the specs of Ginkgo's JUnit report by status.
+func readJUnit(path string) (*upstreamResult, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var rep struct {
+		Suites []struct {
+			Cases []struct {
+				Name   string `xml:"name,attr"`
+				Status string `xml:"status,attr"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal(b, &rep); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	r := &upstreamResult{}
+	for _, s := range rep.Suites {
+		for _, c := range s.Cases {
+			// The suite's own setup and report nodes are listed as
+			// cases too ("[SynchronizedBeforeSuite]", ...): they count
+			// when they fail, never as a spec that passed.
+			suiteNode := strings.HasPrefix(c.Name, "[") && strings.Contains(c.Name, "Suite]")
+			if suiteNode && (c.Status == "passed" || c.Status == "skipped") {
+				continue
+			}
+			switch c.Status {
+			case "passed":
+				r.passed++
+			case "skipped", "pending":
+				r.skipped++
+			default: // failed, panicked, interrupted, timedout, aborted
+				r.failed = append(r.failed, c.Status+": "+c.Name)
+			}
+		}
+	}
+	sort.Strings(r.failed)
+	return r, nil
+}
