@@ -13,6 +13,10 @@ import (
 )
 
 func TestInterceptorCountsByCode(t *testing.T) {
+	// The collectors are process-wide: start from zero so that the counts
+	// hold under -count=N too.
+	operations.Reset()
+	latency.Reset()
 	info := &grpc.UnaryServerInfo{FullMethod: "/csi.v1.Controller/CreateVolume"}
 	ok := func(context.Context, any) (any, error) { return "done", nil }
 	full := func(context.Context, any) (any, error) { return nil, status.Error(codes.ResourceExhausted, "full") }
