@@ -91,7 +91,8 @@ func (n *Node) checkVolumePath(path string, notOurs error) error {
 		}
 	}
 	if err != nil && errors.Is(notOurs, errNotFound) {
-		return fmt.Errorf("%w: %v", errNotFound, err)
+		// %v: the code is NotFound whatever the cause's own would be.
+		return fmt.Errorf("%w: %v", errNotFound, err) //nolint:errorlint // see above
 	}
 	return err
 }

@@ -54,7 +54,7 @@ func (n *Node) checkOwnMount(ctx context.Context, volumeID, path string, deviceN
 	dev, err := n.resolveDevice(ctx, volumeID)
 	if err != nil {
 		// %v: the mount, not the volume, is what the caller got wrong.
-		return fmt.Errorf("%w: %s is a mount point, but not of volume %s: %v", errFailedPrecondition, path, volumeID, err)
+		return fmt.Errorf("%w: %s is a mount point, but not of volume %s: %v", errFailedPrecondition, path, volumeID, err) //nolint:errorlint // see above
 	}
 	if ok, err := nodefs.FilesystemOf(path, dev.Rdev); err != nil || ok {
 		return err

@@ -90,8 +90,12 @@ func (m *Mounter) Unmount(target string) error {
 		if err := m.mounter.Unmount(target); err != nil {
 			return fmt.Errorf("unmount %s: %w", target, err)
 		}
-		if still, err := m.IsMountPoint(target); err != nil || still {
-			return fmt.Errorf("%w: %s is still a mount point after one unmount (stacked mounts): %v", ErrUnsafeTarget, target, err)
+		still, err := m.IsMountPoint(target)
+		if err != nil {
+			return fmt.Errorf("%w: %s: after one unmount: %w", ErrUnsafeTarget, target, err)
+		}
+		if still {
+			return fmt.Errorf("%w: %s is still a mount point after one unmount (stacked mounts)", ErrUnsafeTarget, target)
 		}
 		klog.InfoS("unmounted", "target", target)
 	}

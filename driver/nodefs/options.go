@@ -62,7 +62,7 @@ func CheckMountFlags(fsType string, flags []string) error {
 	}
 	for _, f := range flags {
 		if err := checkFlag(f, known); err != nil {
-			return fmt.Errorf("%w: %q for %s: %s", ErrBadMountFlag, f, fsType, err)
+			return fmt.Errorf("%w: %q for %s: %w", ErrBadMountFlag, f, fsType, err)
 		}
 	}
 	return nil
@@ -84,5 +84,6 @@ func checkFlag(flag string, known []string) error {
 }
 
 func badValueChar(r rune) bool {
-	return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune("_.:+-", r))
+	ok := 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune("_.:+-", r)
+	return !ok
 }

@@ -44,9 +44,12 @@ func (m *Mounter) PrepareTarget(path string, dir bool) error {
 
 // create makes the missing leaf of path: a directory, or an empty file.
 func create(path string, dir bool) error {
-	if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
-		return fmt.Errorf("%w: the directory %s is not there to hold %s (the CO creates it): %v",
-			ErrUnsafeTarget, filepath.Dir(path), path, err)
+	fi, err := os.Stat(filepath.Dir(path))
+	if err != nil {
+		return fmt.Errorf("%w: the directory that would hold %s (the CO creates it): %w", ErrUnsafeTarget, path, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%w: %s is not a directory to hold %s (the CO creates it)", ErrUnsafeTarget, filepath.Dir(path), path)
 	}
 	if dir {
 		return os.Mkdir(path, 0o750)
