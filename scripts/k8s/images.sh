@@ -9,8 +9,8 @@
 #
 # With --upstream, only the images the Kubernetes project's storage suite
 # runs, under the references its e2e.test was built with
-# (`e2e.test --list-images`): busybox (the same rootfs) and agnhost (the
-# static binary build.sh made, on that rootfs).
+# (`e2e.test --list-images`): busybox and glibc-dns-testing (the same
+# rootfs) and agnhost (the static binary build.sh made, on that rootfs).
 #
 # usage: scripts/k8s/images.sh OUTDIR PAUSE_BIN
 #        scripts/k8s/images.sh --upstream OUTDIR
@@ -67,8 +67,12 @@ if $upstream; then
 	}
 	busybox_refs=$(suite_refs busybox)
 	agnhost_refs=$(suite_refs agnhost)
-	for ref in $busybox_refs; do
-		image "e2e-busybox-${ref##*:}" "$ref" /bin/sh "$bb:/"
+	# glibc-dns-testing: the suite's default pod image on Linux (a
+	# busybox on glibc upstream); its pods run shell commands only.
+	glibc_refs=$(suite_refs glibc-dns-testing)
+	for ref in $busybox_refs $glibc_refs; do
+		n=${ref##*/}
+		image "e2e-${n/:/-}" "$ref" /bin/sh "$bb:/"
 	done
 	for ref in $agnhost_refs; do
 		image "e2e-agnhost-${ref##*:}" "$ref" /agnhost "$bb:/" "$K8S_BIN/agnhost:/agnhost"
