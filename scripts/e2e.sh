@@ -75,6 +75,11 @@ echo "== running the e2e test in its own network, mount and PID namespaces"
 # -test.parallel stays at its default (GOMAXPROCS, 2 here): with all the
 # side-by-side scenarios at once the single-core VM fell behind (a thick
 # VolumeSnapshot not ready in 4 min, PV deletions over 3 min).
+# The namespaces: 10.0.0.1, the kubernetes Service (the test proxies it to
+# the apiserver); 10.0.1.1, the host node's InternalIP; the nodes' names
+# resolve to loopback, where the apiserver finds both kubelets (the VM's
+# through QEMU's forward): see test/e2e/vm_test.go.
+printf '127.0.0.1 localhost carve-host carve-vm\n::1 localhost\n' >"$out/hosts"
 cd test/e2e
 rc=0
 env CARVE_E2E_WORK="$out" CARVE_E2E_K8S_BIN="$K8S_BIN" CARVE_E2E_K8S_CRD="$K8S_CRD" \
@@ -85,6 +90,8 @@ env CARVE_E2E_WORK="$out" CARVE_E2E_K8S_BIN="$K8S_BIN" CARVE_E2E_K8S_CRD="$K8S_C
 		set -e
 		ip link set lo up
 		ip addr add 10.0.0.1/32 dev lo
+		ip addr add 10.0.1.1/32 dev lo
+		mount --bind "$CARVE_E2E_WORK/hosts" /etc/hosts
 		mount --make-rshared /
 		"$@" &
 		wait $!

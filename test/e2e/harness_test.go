@@ -301,13 +301,3 @@ func (x *harness) stopProc(name string, crash bool) {
 	}
 	delete(x.procs, name)
 }
-
-// restartProc stops and starts a host process with the same command.
-func (x *harness) restartProc(name string, crash bool) error {
-	p := x.procs[name]
-	if p == nil {
-		return fmt.Errorf("%s is not running", name)
-	}
-	x.stopProc(name, crash)
-	return x.startProc(name, p.argv, p.env)
-}

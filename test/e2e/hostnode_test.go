@@ -40,6 +40,11 @@ const (
 	hostVGSize = 64 << 20
 	// The kubernetes Service's ClusterIP (first of the service range).
 	serviceIP = "10.0.0.1"
+	// The host node's InternalIP (scripts/e2e.sh puts it on lo): without
+	// one, its kubelet registers no address at all (it finds no default
+	// route to pick an interface by), and the apiserver can reach
+	// neither it nor its pods for kubectl exec, logs or port-forward.
+	hostNodeIP = "10.0.1.1"
 )
 
 func (x *harness) startHostNode() error {
@@ -62,13 +67,13 @@ func (x *harness) startHostNode() error {
 	if err != nil {
 		return err
 	}
-	cfg := kubeletConfig(filepath.Join(x.work, "cluster/pki/ca.crt"), "unix://"+sock)
+	cfg := kubeletConfig(filepath.Join(x.work, "cluster/pki/ca.crt"), "unix://"+sock, "127.0.0.1", hostKubeletPort)
 	if err := os.WriteFile(filepath.Join(dir, "kubelet.yaml"), []byte(cfg), 0o644); err != nil {
 		return err
 	}
 	if err := x.startProc("host-kubelet", []string{filepath.Join(x.kbin, "kubelet"),
 		"--config=" + filepath.Join(dir, "kubelet.yaml"), "--kubeconfig=" + x.adminKC,
-		"--hostname-override=" + hostNode, "--node-labels=lvm.carve.dev/storage-node=true",
+		"--hostname-override=" + hostNode, "--node-ip=" + hostNodeIP, "--node-labels=lvm.carve.dev/storage-node=true",
 		"--root-dir=/var/lib/kubelet", "--cert-dir=" + filepath.Join(dir, "pki"), "--v=2"}, nil); err != nil {
 		return err
 	}

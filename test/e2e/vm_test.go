@@ -5,7 +5,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,14 +30,26 @@ type vm struct {
 	http *http.Client
 }
 
+// The nodes' kubelet ports. The apiserver reaches a kubelet (kubectl
+// exec, logs; the upstream storage suite writes and checks data that way)
+// at the node's Hostname address, which the test's /etc/hosts
+// (scripts/e2e.sh) maps to 127.0.0.1 for both nodes, and the port the
+// kubelet registered: the host node's kubelet listens there, the VM's is
+// forwarded there by QEMU (run.sh --expose), so the two need two ports.
+const (
+	hostKubeletPort = 10250
+	vmKubeletPort   = 10252
+)
+
 // kubeletConfig is the KubeletConfiguration of both nodes' kubelets.
-func kubeletConfig(caFile, criEndpoint string) string {
-	return fmt.Sprintf(kubeletConfigTemplate, caFile, criEndpoint)
+func kubeletConfig(caFile, criEndpoint, address string, port int) string {
+	return fmt.Sprintf(kubeletConfigTemplate, address, port, caFile, criEndpoint)
 }
 
 const kubeletConfigTemplate = `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-address: 127.0.0.1
+address: %s
+port: %d
 readOnlyPort: 0
 authentication:
   anonymous: {enabled: false}
@@ -75,7 +85,11 @@ func (x *harness) startVM() error {
 	// and guest kubeconfig where cluster.sh wrote them. It authenticates
 	// as the cluster admin: the loopback control plane has no
 	// bootstrap-token flow.
-	cfg := kubeletConfig(filepath.Join(x.work, "cluster/pki/ca.crt"), "unix:///run/carve-containerd/containerd.sock")
+	// In the VM, the kubelet listens on every address: QEMU's forward
+	// arrives at the guest's NIC, and nothing but that forward reaches it
+	// (run.sh's network is restrict=on).
+	cfg := kubeletConfig(filepath.Join(x.work, "cluster/pki/ca.crt"), "unix:///run/carve-containerd/containerd.sock",
+		"0.0.0.0", vmKubeletPort)
 	if err := os.WriteFile(filepath.Join(x.work, "kubelet.yaml"), []byte(cfg), 0o644); err != nil {
 		return err
 	}
@@ -102,7 +116,7 @@ func (x *harness) startVM() error {
 		return err
 	}
 	cmd := exec.Command(filepath.Join(x.repo, "scripts/vm/run.sh"), "--disks", "2", "--disk-size", "4G",
-		"--mem", "4G", "--timeout", "5400", "--forward", "6443", "--expose", fmt.Sprint(vmexecPrt),
+		"--mem", "4G", "--timeout", "5400", "--forward", "6443", "--expose", fmt.Sprint(vmexecPrt), "--expose", fmt.Sprint(vmKubeletPort),
 		// The Kubernetes binaries may live under a HOME in /tmp (a cold CI
 		// run), which the guest's own /tmp hides.
 		"--share", x.work, "--view", x.kbin, "--",
@@ -210,27 +224,6 @@ func (x *harness) waitPlugin(node string) error {
 	})
 }
 
-// podOf waits for the workload's pod (on node, when given) and returns it:
-// its name is what the containers see as POD_NAME.
-func (x *harness) podOf(labels map[string]string, node string) (*corev1.Pod, error) {
-	var found *corev1.Pod
-	err := x.waitFor("pod of "+fmt.Sprint(labels), 2*time.Minute, func(ctx context.Context) (bool, error) {
-		var pods corev1.PodList
-		if err := x.kc.List(ctx, &pods, client.InNamespace(driverNS), client.MatchingLabels(labels)); err != nil {
-			return false, err
-		}
-		for i := range pods.Items {
-			p := &pods.Items[i]
-			if p.Spec.NodeName != "" && (node == "" || p.Spec.NodeName == node) {
-				found = p
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	return found, err
-}
-
 // waitFor polls cond every second until it holds, fails, or timeout.
 func (x *harness) waitFor(what string, timeout time.Duration, cond func(context.Context) (bool, error)) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -254,5 +247,3 @@ func (x *harness) waitFor(what string, timeout time.Duration, cond func(context.
 		}
 	}
 }
-
-func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
