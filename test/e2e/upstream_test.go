@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +11,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"carve.dev/carve/driver/cluster/api/v1alpha1"
 )
 
 // TestUpstreamStorageSuite runs the Kubernetes project's external storage
@@ -58,6 +63,9 @@ func TestUpstreamStorageSuite(t *testing.T) {
 			}
 			if r.passed == 0 {
 				t.Errorf("no upstream spec passed (log: %s)", d.log(h.logs))
+			}
+			if err := h.waitVolumesDeletedSince(start, 5*time.Minute); err != nil {
+				t.Error(err)
 			}
 		})
 	}
@@ -175,4 +183,50 @@ func (x *harness) runUpstream(e2eTest string, d upstreamDriver) (*upstreamResult
 		return r, fmt.Errorf("e2e.test: %w with no failed spec in its report (log: %s)", runErr, d.log(x.logs))
 	}
 	return r, nil
+}
+
+// waitVolumesDeletedSince waits until Carve has deleted every volume and
+// snapshot made since start: the suite deletes its claims as each spec ends, but does not
+// wait for the volumes (Carve's DeleteVolume, then the node agent's
+// lvremove), so the last spec's may still be going. A volume still there
+// at the timeout is a volume Carve failed to delete.
+func (x *harness) waitVolumesDeletedSince(start time.Time, timeout time.Duration) error {
+	// Object timestamps have whole seconds.
+	since := start.Truncate(time.Second)
+	var left []string
+	err := x.waitFor("the upstream suite's volumes to be deleted", timeout, func(ctx context.Context) (bool, error) {
+		left = nil
+		var pvs corev1.PersistentVolumeList
+		if err := x.kc.List(ctx, &pvs); err != nil {
+			return false, err
+		}
+		for _, pv := range pvs.Items {
+			if pv.Spec.CSI != nil && pv.Spec.CSI.Driver == driverName && !pv.CreationTimestamp.Time.Before(since) {
+				left = append(left, "PV "+pv.Name+" ("+string(pv.Status.Phase)+")")
+			}
+		}
+		var lvs v1alpha1.LogicalVolumeList
+		if err := x.kc.List(ctx, &lvs); err != nil {
+			return false, err
+		}
+		for _, lv := range lvs.Items {
+			if !lv.CreationTimestamp.Time.Before(since) {
+				left = append(left, "LogicalVolume "+lv.Name)
+			}
+		}
+		var snaps v1alpha1.LogicalVolumeSnapshotList
+		if err := x.kc.List(ctx, &snaps); err != nil {
+			return false, err
+		}
+		for _, s := range snaps.Items {
+			if !s.CreationTimestamp.Time.Before(since) {
+				left = append(left, "LogicalVolumeSnapshot "+s.Name)
+			}
+		}
+		return len(left) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w; still there: %s", err, strings.Join(left, ", "))
+	}
+	return nil
 }
