@@ -7,6 +7,7 @@
 #   --disks N          blank scratch disks /dev/vda, /dev/vdb, ... (default 2)
 #   --disk-size SIZE   size of each, as for truncate(1) (default 4G)
 #   --mem M            guest memory, as for qemu -m (default 2G)
+#   --cpus N           vCPUs (default 1)
 #   --timeout SECONDS  kill the VM after this long (default 1800)
 #   --share DIR        mount host DIR writable at the same path (repeatable)
 #   --view DIR         make host DIR visible (read-only, writes stay in the
@@ -38,6 +39,7 @@ usage() {
 disks=2
 disk_size=4G
 mem=2G
+cpus=1
 timeout_s=1800
 console=0
 verbose=0
@@ -50,6 +52,7 @@ while [[ $# -gt 0 ]]; do
     --disks) disks=${2:?--disks needs a value}; shift 2 ;;
     --disk-size) disk_size=${2:?--disk-size needs a value}; shift 2 ;;
     --mem) mem=${2:?--mem needs a value}; shift 2 ;;
+    --cpus) cpus=${2:?--cpus needs a value}; shift 2 ;;
     --timeout) timeout_s=${2:?--timeout needs a value}; shift 2 ;;
     --share) shares+=("${2:?--share needs a value}"); shift 2 ;;
     --view) views+=("${2:?--view needs a value}"); shift 2 ;;
@@ -68,6 +71,7 @@ done
 [[ $# -gt 0 ]] || { vm_log "no COMMAND given"; usage; }
 [[ $disks =~ ^[0-9]+$ && $disks -le 20 ]] || vm_die "--disks must be 0..20"
 [[ $timeout_s =~ ^[0-9]+$ && $timeout_s -gt 0 ]] || vm_die "--timeout must be a positive number of seconds"
+[[ $cpus =~ ^[1-8]$ ]] || vm_die "--cpus must be 1..8"
 for p in "${forwards[@]}" "${exposes[@]}"; do
   [[ $p =~ ^[0-9]+$ && $p -gt 0 && $p -lt 65536 ]] || vm_die "--forward needs a port number, got '$p'"
 done
@@ -187,10 +191,12 @@ fi
 # shellcheck disable=SC2054 # commas belong to QEMU's option syntax
 qemu=(qemu-system-x86_64
   -name carve-vm
-  # The host's KVM cannot boot a stock kernel: emulate (TCG). One vCPU is
-  # faster than two under TCG.
+  # The host's KVM cannot boot a stock kernel: emulate (TCG). One vCPU
+  # boots and runs one job faster than two; a guest with much to do at
+  # once (the e2e's node) can use a second, which TCG runs on a second
+  # host thread.
   -machine q35,accel=tcg,vmport=off,smbus=off,sata=off,i8042=off
-  -cpu qemu64 -smp 1 -m "$mem"
+  -cpu qemu64 -smp "$cpus" -m "$mem"
   -nodefaults -nographic -no-reboot "${net[@]}"
   -kernel "$kdir/vmlinux" -initrd "$kdir/initramfs.cpio"
   # quiet/loglevel: keep the console log short; panic=-1 with -no-reboot
