@@ -45,8 +45,8 @@ scripts/k8s/build.sh
 scripts/k8s/images.sh "$out/images" "$out/bin/pause"
 
 # The Kubernetes project's storage suite (e2e.test, agnhost) and its
-# images, when CARVE_E2E_UPSTREAM asks for it (subset or full; off, the
-# default, in make e2e and CI: see test/README.md). Only
+# images, when CARVE_E2E_UPSTREAM asks for it (subset or full; make e2e,
+# and so CI, asks for the subset; off when unset). Only
 # TestUpstreamStorageSuite needs them, and it runs after the one-at-a-time
 # scenarios, so they build in the background meanwhile (the scenarios
 # mostly wait on the single-core VM). The test waits for the rc file.
@@ -95,7 +95,7 @@ env CARVE_E2E_WORK="$out" CARVE_E2E_K8S_BIN="$K8S_BIN" CARVE_E2E_K8S_CRD="$K8S_C
 		mount --make-rshared /
 		"$@" &
 		wait $!
-	' e2e-namespaces "$out/bin/e2e.test" -test.v -test.timeout 60m "$@" || rc=$?
+	' e2e-namespaces "$out/bin/e2e.test" -test.v -test.timeout 90m "$@" || rc=$?
 if [[ -n $upstream_pid ]] && kill -0 "$upstream_pid" 2>/dev/null; then
 	echo "== stopping the upstream suite's build (the test ended first)"
 	kill -- -"$upstream_pid" 2>/dev/null || true

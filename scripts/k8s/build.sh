@@ -5,7 +5,8 @@
 #
 # usage: scripts/k8s/build.sh            (prints the bin dir on the last line)
 #        scripts/k8s/build.sh upstream   the same, then the Kubernetes
-#            project's storage suite (e2e.test) and its agnhost, which only
+#            project's storage suite (e2e.test), its agnhost and the ginkgo
+#            CLI that runs its specs side by side, which only
 #            the upstream run needs (scripts/e2e.sh builds them beside the
 #            e2e's first scenarios)
 #
@@ -274,6 +275,24 @@ build_upstream() {
   printf '%-24s %4d MB\n' e2e.test $(($(stat -c %s "$K8S_BIN/e2e.test") / 1048576))
   log "$(printf 'built e2e.test in %ds' $((SECONDS - s)))"
   build kube "" k8s.io/kubernetes/test/images/agnhost
+  build_ginkgo
+}
+
+# build_ginkgo: the ginkgo CLI, which runs e2e.test's specs on several
+# processes at once (hack/ginkgo-e2e.sh's way), at the version of the
+# Ginkgo library e2e.test was built with (the CLI and the library speak a
+# protocol to each other). Its own small graph: the CLI's packages
+# (golang.org/x/tools, pprof, ...) are none of the binaries' business, and
+# in the kube graph they could move a version the binaries share.
+build_ginkgo() {
+  local v s=$SECONDS tmp=$K8S_DIR/.tmp
+  v=$(cd "$K8S_DIR/src/kube" && go list -m -f '{{.Version}}' github.com/onsi/ginkgo/v2) ||
+    die "the kube graph names no Ginkgo version"
+  rm -rf "$tmp" && mkdir -p "$tmp"
+  GOBIN=$tmp gorun install -ldflags="$ldflags_base" "github.com/onsi/ginkgo/v2/ginkgo@$v" ||
+    die "building the ginkgo CLI $v failed"
+  mv -f "$tmp/ginkgo" "$K8S_BIN/"
+  log "$(printf 'built ginkgo %s in %ds' "$v" $((SECONDS - s)))"
 }
 
 # One stamp for the set: the pins are in the key already; this adds the
@@ -291,7 +310,7 @@ else
   printf '%-24s cached\n' "${#all_pkgs[@]} binaries"
 fi
 if [[ $mode == upstream ]]; then
-  if [[ -x $K8S_BIN/e2e.test && -x $K8S_BIN/agnhost && -f $K8S_DIR/stamps/upstream &&
+  if [[ -x $K8S_BIN/e2e.test && -x $K8S_BIN/agnhost && -x $K8S_BIN/ginkgo && -f $K8S_DIR/stamps/upstream &&
     $(<"$K8S_DIR/stamps/upstream") == "$fingerprint" ]]; then
     printf '%-24s cached\n' "e2e.test and agnhost"
   else
