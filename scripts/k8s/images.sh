@@ -9,8 +9,8 @@
 #
 # With --upstream, only the images the Kubernetes project's storage suite
 # runs, under the references its e2e.test was built with
-# (`e2e.test --list-images`): busybox and glibc-dns-testing (the same
-# rootfs) and agnhost (the static binary build.sh made, on that rootfs).
+# (`e2e.test --list-images`): busybox, agnhost (the static binary build.sh
+# made, on the busybox rootfs) and glibc-dns-testing (Debian, as upstream).
 #
 # usage: scripts/k8s/images.sh OUTDIR PAUSE_BIN
 #        scripts/k8s/images.sh --upstream OUTDIR
@@ -45,6 +45,20 @@ image() { # NAME REF ENTRYPOINT FILE:DEST...
 	echo "$name $ref" >>"$out/refs.tmp"
 }
 
+# debian_image NAME REF: the slim Debian base scripts/image/build.sh made
+# (make image), under REF.
+debian_image() {
+	local base=localhost/debian:bookworm-slim c
+	buildah inspect --type image "$base" >/dev/null 2>&1 ||
+		{ echo "images.sh: no $base in buildah's storage: run make image first" >&2; exit 1; }
+	c=$(buildah from --pull=never "$base")
+	buildah commit -q --rm "$c" "$2" >/dev/null
+	rm -f "$out/$1.tar"
+	buildah push -q "$2" "oci-archive:$out/$1.tar:$2" >/dev/null
+	buildah rmi "$2" >/dev/null
+	echo "$1 $2" >>"$out/refs.tmp"
+}
+
 # busybox_rootfs DIR: Debian's static busybox and a link per applet.
 busybox_rootfs() {
 	mkdir -p "$1/bin" "$1/tmp"
@@ -67,12 +81,18 @@ if $upstream; then
 	}
 	busybox_refs=$(suite_refs busybox)
 	agnhost_refs=$(suite_refs agnhost)
-	# glibc-dns-testing: the suite's default pod image on Linux (a
-	# busybox on glibc upstream); its pods run shell commands only.
-	glibc_refs=$(suite_refs glibc-dns-testing)
-	for ref in $busybox_refs $glibc_refs; do
+	for ref in $busybox_refs; do
 		n=${ref##*/}
 		image "e2e-${n/:/-}" "$ref" /bin/sh "$bb:/"
+	done
+	# glibc-dns-testing: upstream, debian:bookworm-slim plus dnsutils and
+	# coredns (test/images/glibc-dns-testing); the storage specs run shell
+	# commands in it that busybox lacks (GNU dd's oflag=nocache). Made from
+	# the slim Debian base make image built (what the DNS specs add is no
+	# storage spec's business), with the base's command and no entrypoint.
+	for ref in $(suite_refs glibc-dns-testing); do
+		n=${ref##*/}
+		debian_image "e2e-${n/:/-}" "$ref"
 	done
 	for ref in $agnhost_refs; do
 		image "e2e-agnhost-${ref##*:}" "$ref" /agnhost "$bb:/" "$K8S_BIN/agnhost:/agnhost"
