@@ -9,8 +9,9 @@
 #
 # With --upstream, only the images the Kubernetes project's storage suite
 # runs, under the references its e2e.test was built with
-# (`e2e.test --list-images`): busybox, agnhost (the static binary build.sh
-# made, on the busybox rootfs) and glibc-dns-testing (Debian, as upstream).
+# (`e2e.test --list-images`) that the storage specs run: busybox and nginx
+# (on busybox), agnhost (the static binary build.sh made, on the busybox
+# rootfs) and glibc-dns-testing (Debian, as upstream).
 #
 # usage: scripts/k8s/images.sh OUTDIR PAUSE_BIN
 #        scripts/k8s/images.sh --upstream OUTDIR
@@ -81,7 +82,9 @@ if $upstream; then
 	}
 	busybox_refs=$(suite_refs busybox)
 	agnhost_refs=$(suite_refs agnhost)
-	for ref in $busybox_refs; do
+	# nginx: upstream, nginx on Alpine (a busybox userland); the storage
+	# specs only run shell commands in it (volumes' exec spec), never nginx.
+	for ref in $busybox_refs $(suite_refs nginx); do
 		n=${ref##*/}
 		image "e2e-${n/:/-}" "$ref" /bin/sh "$bb:/"
 	done
