@@ -22,6 +22,18 @@ func (m *Manager) DeleteVolume(ctx context.Context, id ID) error {
 		return err
 	}
 	if lv.Open {
+		// A copy into the volume (a clone or restore still being made)
+		// holds its device open, and is moot now: stop it (and wait for
+		// it), then look again. Its frozen point goes with the wipe
+		// (finishDelete).
+		m.jobs.stop(jobKey(jobCopyIn, lv.VGName, lv.Name))
+		if lv, err = m.lookup(ctx, id); errors.Is(err, ErrVolumeNotFound) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+	}
+	if lv.Open {
 		return fmt.Errorf("volume %s is open on node %s: %w", id, m.node, ErrInUse)
 	}
 	// An active LV is published, unless a create or delete was interrupted
@@ -32,9 +44,8 @@ func (m *Manager) DeleteVolume(ctx context.Context, id ID) error {
 	if lv.HasCOWSnapshots() {
 		return fmt.Errorf("volume %s is being copied into a snapshot or clone; retry when that is done: %w", id, ErrInUse)
 	}
-	// A copy into the volume (a clone or restore still being made) is
-	// moot: stop it before the wipe, which would otherwise race its writes.
-	// Its frozen point goes with the wipe (finishDelete).
+	// A copy into the volume that has not opened it yet is moot as well:
+	// stop it before the wipe, which would otherwise race its writes.
 	m.jobs.stop(jobKey(jobCopyIn, lv.VGName, lv.Name))
 	if !lv.HasTag(tagDeleting) {
 		if err := m.lvm.AddTags(ctx, lv.VGName, lv.Name, tagDeleting); err != nil {

@@ -5,6 +5,7 @@ package lvmfake
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -198,18 +199,48 @@ func (f *LVM) RemoveLV(_ context.Context, vg, name string) error {
 	})
 }
 
-func (f *LVM) Activate(_ context.Context, vg, name string) error {
-	return f.change("Activate", vg, name, func(lv *lvm.LV) error { f.activate(lv); return nil })
-}
+// ErrChangesOrigin is what the fake answers, as lvm2 does without --yes
+// (it asks, and a command without a terminal answers no), to activating a
+// COW snapshot whose origin is inactive: lvm2 keeps a COW snapshot active
+// only with its origin.
+var ErrChangesOrigin = errors.New("change of snapshot would also change its origin: refused")
 
-func (f *LVM) Deactivate(_ context.Context, vg, name string) error {
-	return f.change("Deactivate", vg, name, func(lv *lvm.LV) error {
-		if lv.Open {
-			return lvm.ErrBusy
+func (f *LVM) Activate(_ context.Context, vg, name string) error {
+	return f.change("Activate", vg, name, func(lv *lvm.LV) error {
+		if o, ok := f.lvs[vg][lv.Origin]; ok && lv.IsCOWSnapshot() && !o.Active {
+			return ErrChangesOrigin
 		}
-		deactivate(lv)
+		f.activate(lv)
 		return nil
 	})
+}
+
+// Deactivate deactivates an LV and, as lvm2 does, the COW snapshots of an
+// origin with it; busy while any of them is open.
+func (f *LVM) Deactivate(_ context.Context, vg, name string) error {
+	return f.change("Deactivate", vg, name, func(lv *lvm.LV) error {
+		cows := f.cowSnapshotsOf(vg, lv.Name)
+		for _, l := range append(cows, lv) {
+			if l.Open {
+				return lvm.ErrBusy
+			}
+		}
+		for _, l := range append(cows, lv) {
+			deactivate(l)
+		}
+		return nil
+	})
+}
+
+// cowSnapshotsOf lists the COW snapshots of origin. f.mu is held.
+func (f *LVM) cowSnapshotsOf(vg, origin string) []*lvm.LV {
+	var out []*lvm.LV
+	for _, l := range f.lvs[vg] {
+		if l.IsCOWSnapshot() && l.Origin == origin {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 func (f *LVM) AddTags(_ context.Context, vg, name string, tags ...string) error {
