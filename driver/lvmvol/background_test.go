@@ -253,3 +253,94 @@ func TestBlockingCloneCompletesInOneCall(t *testing.T) {
 		t.Fatalf("standalone clone: %+v, %v; want it made in one call", vol, err)
 	}
 }
+
+// publishedWithSnapshotCopy makes a published thick volume and starts a
+// thick snapshot of it, whose copy reads the volume's frozen point.
+func publishedWithSnapshotCopy(t *testing.T, f *lvmfake.LVM, m *lvmvol.Manager) lvmvol.Volume {
+	t.Helper()
+	vol, err := m.CreateVolume(ctx, req("pvc-src", 8*mib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.PublishVolume(ctx, vol.ID, node); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := m.CreateSnapshot(ctx, "snap-1", vol.ID)
+	if err != nil || snap.Ready {
+		t.Fatalf("thick snapshot: %+v, %v; want it made and its copy running", snap, err)
+	}
+	return vol
+}
+
+// snapshotReady repeats CreateSnapshot, as the CO does, until the snapshot
+// is ready or the call fails.
+func snapshotReady(t *testing.T, m *lvmvol.Manager, of lvmvol.ID) (lvmvol.Snapshot, error) {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		snap, err := m.CreateSnapshot(ctx, "snap-1", of)
+		if err != nil || snap.Ready {
+			return snap, err
+		}
+	}
+	t.Fatal("snapshot not ready after 5 s")
+	return lvmvol.Snapshot{}, nil
+}
+
+// snapshotCopiedAndReleased waits for the snapshot and checks that the
+// copy left the unpublished volume inactive and no longer held.
+func snapshotCopiedAndReleased(t *testing.T, f *lvmfake.LVM, m *lvmvol.Manager, vol lvmvol.Volume) {
+	t.Helper()
+	snap, err := snapshotReady(t, m, vol.ID)
+	if err != nil || !snap.Ready {
+		t.Fatalf("snapshot after an unpublish during its copy: %+v, %v", snap, err)
+	}
+	if lv, _ := f.LV(vg, vol.ID.LV); lv.Active || lv.HasTag("carve.dev/held") {
+		t.Errorf("volume unpublished during the copy is still active or held after it: %+v", lv)
+	}
+}
+
+// The upstream suite's "volume and restored snapshot" spec: a thick
+// snapshot's copy runs while the volume is unpublished (its pod went).
+// Deactivating the volume then failed (the copy holds the frozen point
+// open), so the detach waited for the whole copy.
+func TestUnpublishWhileASnapshotCopyReadsTheVolume(t *testing.T) {
+	f := lvmfake.New(100*mib, vg)
+	m := backgroundManager(t, f)
+	release := f.HoldCopies()
+	defer release()
+	vol := publishedWithSnapshotCopy(t, f, m)
+	if err := m.UnpublishVolume(ctx, vol.ID, node); err != nil {
+		t.Fatalf("unpublish while a copy reads the volume: %v", err)
+	}
+	if v, err := m.GetVolume(ctx, vol.ID); err != nil || v.Published {
+		t.Errorf("volume after the unpublish: %+v, %v; want it unpublished", v, err)
+	}
+	release()
+	snapshotCopiedAndReleased(t, f, m, vol)
+}
+
+// The same unpublish between the frozen point and its copy (here, a first
+// copy that failed): deactivating the volume took the frozen point down,
+// and lvm2 refuses to activate a COW snapshot without its origin, so the
+// snapshot never became ready until the volume was published again.
+func TestUnpublishBetweenFreezeAndCopy(t *testing.T) {
+	f := lvmfake.New(100*mib, vg)
+	m := backgroundManager(t, f)
+	var once sync.Once
+	f.Fail = func(call string) (err error) {
+		if call == "Copy" {
+			once.Do(func() { err = errors.New("killed") })
+		}
+		return err
+	}
+	// CreateSnapshot waits for the first copy (copyGrace), which fails at
+	// once: the frozen point stays, for the CO's next call to copy.
+	vol := publishedWithSnapshotCopy(t, f, m)
+	if _, ok := f.LV(vg, lvmvol.SnapshotLVName("snap-1")+"-frz"); !ok {
+		t.Fatal("no frozen point after the failed copy")
+	}
+	if err := m.UnpublishVolume(ctx, vol.ID, node); err != nil {
+		t.Fatalf("unpublish with a frozen point: %v", err)
+	}
+	snapshotCopiedAndReleased(t, f, m, vol)
+}

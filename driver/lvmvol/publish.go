@@ -85,6 +85,21 @@ func (m *Manager) UnpublishVolume(ctx context.Context, id ID, node string) error
 	if !isPublished(lv) {
 		return nil // inactive, or only held for a copy that will release it
 	}
+	if lv.HasCOWSnapshots() {
+		// A copy into a thick snapshot or clone reads the volume's frozen
+		// point, which lvm2 keeps active only with the volume: deactivating
+		// would fail while the copy has it open, and otherwise take the
+		// frozen point down, after which lvm2 refuses to activate it again
+		// without the volume. Unpublish by holding instead: the volume
+		// stays active for the copy but counts as unpublished
+		// (isPublished), and the copy's release deactivates it when done.
+		// A publish before that takes the activation back (PublishVolume).
+		if err := m.lvm.AddTags(ctx, id.VG, id.LV, tagHeld); err != nil {
+			return fmt.Errorf("unpublish %s while a copy reads it: %w", id, err)
+		}
+		klog.InfoS("Unpublished volume: held active until the copy reading it is done", "volume", id, "node", m.node)
+		return nil
+	}
 	if err := m.lvm.Deactivate(ctx, id.VG, id.LV); err != nil {
 		if errors.Is(err, lvm.ErrBusy) {
 			return fmt.Errorf("volume %s is still open on node %s (not unstaged?): %w", id, m.node, ErrInUse)
