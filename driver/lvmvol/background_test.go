@@ -344,3 +344,25 @@ func TestUnpublishBetweenFreezeAndCopy(t *testing.T) {
 	}
 	snapshotCopiedAndReleased(t, f, m, vol)
 }
+
+// An unpublish that looked before the frozen point existed deactivates the
+// volume, and the frozen point with it, after the freeze (the two run side
+// by side in the agent; seen in the upstream suite's run). The copy holds
+// the volume again.
+func TestCopyHoldsAVolumeDeactivatedAfterItsFreeze(t *testing.T) {
+	f := lvmfake.New(100*mib, vg)
+	m := backgroundManager(t, f)
+	var once sync.Once
+	f.Fail = func(call string) (err error) {
+		if call == "Copy" {
+			once.Do(func() { err = errors.New("killed") })
+		}
+		return err
+	}
+	vol := publishedWithSnapshotCopy(t, f, m)
+	// The racing unpublish's lvchange -an, after the freeze.
+	if err := f.Deactivate(ctx, vg, vol.ID.LV); err != nil {
+		t.Fatal(err)
+	}
+	snapshotCopiedAndReleased(t, f, m, vol)
+}

@@ -100,7 +100,23 @@ func (m *Manager) copyLV(ctx context.Context, vg string, src lvm.LV, dst string,
 	if err != nil {
 		return fmt.Errorf("copy target %s/%s: %w", vg, dst, err)
 	}
-	if !src.Active {
+	switch {
+	case src.Active:
+	case src.IsCOWSnapshot():
+		// A frozen point whose volume was deactivated after the freeze:
+		// an unpublish runs beside the snapshot or clone (another object
+		// in the agent) and may have looked before the frozen point
+		// existed. lvm2 activates a COW snapshot only with its origin
+		// (and refuses to without --yes), so hold the origin again, which
+		// activates both; the copy's release lets it go.
+		origin, err := m.lvm.GetLV(ctx, vg, src.Origin)
+		if err != nil {
+			return fmt.Errorf("copy source %s/%s: its origin: %w", vg, src.Name, err)
+		}
+		if err := m.hold(ctx, origin); err != nil {
+			return fmt.Errorf("activate copy source %s/%s: %w", vg, src.Name, err)
+		}
+	default:
 		if err := m.lvm.Activate(ctx, vg, src.Name); err != nil {
 			return fmt.Errorf("activate copy source %s/%s: %w", vg, src.Name, err)
 		}

@@ -210,7 +210,10 @@ func (f *LVM) Activate(_ context.Context, vg, name string) error {
 		if o, ok := f.lvs[vg][lv.Origin]; ok && lv.IsCOWSnapshot() && !o.Active {
 			return ErrChangesOrigin
 		}
-		f.activate(lv)
+		// An origin's COW snapshots are activated with it.
+		for _, l := range append(f.cowSnapshotsOf(vg, lv.Name), lv) {
+			f.activate(l)
+		}
 		return nil
 	})
 }
