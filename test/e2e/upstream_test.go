@@ -83,10 +83,16 @@ func (d upstreamDriver) log(dir string) string {
 	return filepath.Join(dir, "upstream-"+d.name+".log")
 }
 
+// upstreamDrivers: both driver files, each with its share of the
+// selection. CARVE_E2E_UPSTREAM_FOCUS, a regexp of spec texts, narrows the
+// full selection (to run again the specs a run failed).
 func upstreamDrivers(sel string) []upstreamDriver {
 	thick := upstreamDriver{name: "thick", file: "test/upstream/carve-thick.yaml"}
 	thin := upstreamDriver{name: "thin", file: "test/upstream/carve-thin.yaml"}
 	if sel == "full" {
+		if f := os.Getenv("CARVE_E2E_UPSTREAM_FOCUS"); f != "" {
+			thick.focus, thin.focus = []string{f}, []string{f}
+		}
 		return []upstreamDriver{thick, thin}
 	}
 	thick.focus, thin.focus = upstreamCI, upstreamCIThin
