@@ -319,13 +319,9 @@ func TestUnpublishWhileASnapshotCopyReadsTheVolume(t *testing.T) {
 	snapshotCopiedAndReleased(t, f, m, vol)
 }
 
-// The same unpublish between the frozen point and its copy (here, a first
-// copy that failed): deactivating the volume took the frozen point down,
-// and lvm2 refuses to activate a COW snapshot without its origin, so the
-// snapshot never became ready until the volume was published again.
-func TestUnpublishBetweenFreezeAndCopy(t *testing.T) {
-	f := lvmfake.New(100*mib, vg)
-	m := backgroundManager(t, f)
+// failFirstCopy makes the fake's first copy fail, as a process killed
+// before its copy began would leave the frozen point uncopied.
+func failFirstCopy(f *lvmfake.LVM) {
 	var once sync.Once
 	f.Fail = func(call string) (err error) {
 		if call == "Copy" {
@@ -333,6 +329,16 @@ func TestUnpublishBetweenFreezeAndCopy(t *testing.T) {
 		}
 		return err
 	}
+}
+
+// The same unpublish between the frozen point and its copy (here, a first
+// copy that failed): deactivating the volume took the frozen point down,
+// and lvm2 refuses to activate a COW snapshot without its origin, so the
+// snapshot never became ready until the volume was published again.
+func TestUnpublishBetweenFreezeAndCopy(t *testing.T) {
+	f := lvmfake.New(100*mib, vg)
+	m := backgroundManager(t, f)
+	failFirstCopy(f)
 	// CreateSnapshot waits for the first copy (copyGrace), which fails at
 	// once: the frozen point stays, for the CO's next call to copy.
 	vol := publishedWithSnapshotCopy(t, f, m)
@@ -352,13 +358,7 @@ func TestUnpublishBetweenFreezeAndCopy(t *testing.T) {
 func TestCopyHoldsAVolumeDeactivatedAfterItsFreeze(t *testing.T) {
 	f := lvmfake.New(100*mib, vg)
 	m := backgroundManager(t, f)
-	var once sync.Once
-	f.Fail = func(call string) (err error) {
-		if call == "Copy" {
-			once.Do(func() { err = errors.New("killed") })
-		}
-		return err
-	}
+	failFirstCopy(f)
 	vol := publishedWithSnapshotCopy(t, f, m)
 	// The racing unpublish's lvchange -an, after the freeze.
 	if err := f.Deactivate(ctx, vg, vol.ID.LV); err != nil {
