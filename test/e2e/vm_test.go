@@ -52,6 +52,12 @@ func vmLifetime() int {
 	return 100 * 60
 }
 
+// vmDiskSize is the size of each of the VM node's two disks (sparse files;
+// discards punch holes). VG e2e (both, less the 1 GiB thin pool) must hold
+// the upstream volumeLimits spec at once: the attach limit (32) plus two
+// thick volumes of the driver file's 300 MiB minimum, 10 GiB.
+const vmDiskSize = "6G"
+
 // vmCPUs is the VM node's number of vCPUs: CARVE_E2E_VM_CPUS, 1 by default.
 func vmCPUs() string {
 	if n := os.Getenv("CARVE_E2E_VM_CPUS"); n != "" {
@@ -134,7 +140,7 @@ func (x *harness) startVM() error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(filepath.Join(x.repo, "scripts/vm/run.sh"), "--disks", "2", "--disk-size", "4G",
+	cmd := exec.Command(filepath.Join(x.repo, "scripts/vm/run.sh"), "--disks", "2", "--disk-size", vmDiskSize,
 		"--mem", "4G", "--cpus", vmCPUs(), "--timeout", fmt.Sprint(vmLifetime()), "--forward", "6443", "--expose", fmt.Sprint(vmexecPrt), "--expose", fmt.Sprint(vmKubeletPort),
 		// The Kubernetes binaries may live under a HOME in /tmp (a cold CI
 		// run), which the guest's own /tmp hides.
