@@ -96,7 +96,7 @@ fuzz: ## each fuzz target for 30 s
 	$(GO) test ./lvm -run '^$$' -fuzz FuzzParseReports -fuzztime 30s
 	$(GO) test ./lvm -run '^$$' -fuzz FuzzValidateName -fuzztime 30s
 	$(GO) test ./driver -run '^$$' -fuzz FuzzParseParams -fuzztime 30s
-	$(GO) test ./driver -run '^$$' -fuzz FuzzParseID -fuzztime 30s
+	$(GO) test ./driver/volume -run '^$$' -fuzz FuzzParseID -fuzztime 30s
 	$(GO) test ./driver -run '^$$' -fuzz FuzzResolveDevice -fuzztime 30s
 	$(GO) test ./driver -run '^$$' -fuzz FuzzUnpublishPath -fuzztime 30s
 	$(GO) test ./driver/nodepath -run '^$$' -fuzz FuzzCheck -fuzztime 30s

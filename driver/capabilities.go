@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+
+	"carve.dev/carve/driver/volume"
 )
 
 // accessModes are the modes a node-local volume can honour: all single-node.
@@ -15,12 +17,6 @@ var accessModes = []csi.VolumeCapability_AccessMode_Mode{
 	csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER,
 	csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER,
 }
-
-// fsTypes are the filesystems Carve formats; btrfs where the node has
-// btrfs-progs (NodeStageVolume says so otherwise).
-var fsTypes = []string{"ext4", "xfs", "btrfs"}
-
-const defaultFsType = "ext4"
 
 // checkCapabilities refuses what Carve cannot honour, naming the reason.
 func checkCapabilities(caps []*csi.VolumeCapability) error {
@@ -47,8 +43,8 @@ func checkCapability(c *csi.VolumeCapability) error {
 	case c.GetBlock() != nil:
 		return nil
 	case c.GetMount() != nil:
-		if fs := c.GetMount().GetFsType(); fs != "" && !slices.Contains(fsTypes, fs) {
-			return invalidArgument("fsType %q not supported (supported: %v)", fs, fsTypes)
+		if fs := c.GetMount().GetFsType(); fs != "" && !slices.Contains(volume.FSTypes, fs) {
+			return invalidArgument("fsType %q not supported (supported: %v)", fs, volume.FSTypes)
 		}
 		return nil
 	}

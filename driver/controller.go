@@ -4,25 +4,14 @@ import (
 	"context"
 	"fmt"
 
+	"carve.dev/carve/driver/volume"
+
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"k8s.io/klog/v2"
-
-	"carve.dev/carve/driver/lvmvol"
 )
 
-// Size policy for CreateVolume.
-const (
-	// DefaultVolumeSize is carved when a request names no size.
-	DefaultVolumeSize int64 = 1 << 30
-	// minXFSSize: mkfs.xfs (xfsprogs >= 5.19) refuses smaller filesystems,
-	// so an xfs volume is carved at least this big rather than fail at stage.
-	minXFSSize int64 = 300 << 20
-	// minBtrfsSize: mkfs.btrfs refuses filesystems under about 109 MiB.
-	minBtrfsSize int64 = 128 << 20
-)
-
-// minFsSize is the smallest volume a filesystem can be made on.
-var minFsSize = map[string]int64{"xfs": minXFSSize, "btrfs": minBtrfsSize}
+// DefaultVolumeSize is carved when a request names no size.
+const DefaultVolumeSize int64 = 1 << 30
 
 // Controller is the CSI Controller service.
 type Controller struct {
@@ -91,7 +80,7 @@ func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	if source != nil && !params.vgGiven {
 		vg = "" // the source's
 	}
-	vol, err := c.backend.CreateVolume(ctx, lvmvol.CreateRequest{
+	vol, err := c.backend.CreateVolume(ctx, volume.CreateRequest{
 		Name: req.GetName(), Node: node, VG: vg, RequiredBytes: required, LimitBytes: limit, Type: params.Type, Source: source,
 		ParamsDigest: paramsDigest(req.GetParameters(), fsType),
 	})
@@ -115,36 +104,36 @@ func paramsDigest(params map[string]string, fsType string) string {
 		p[k] = v
 	}
 	p[ParamFsType] = fsType
-	return lvmvol.ParamsDigest(p)
+	return volume.ParamsDigest(p)
 }
 
 // contentSource reads a CreateVolume content source. An ID that Carve could
 // not have made names nothing: NOT_FOUND, as CSI asks.
-func contentSource(s *csi.VolumeContentSource) (*lvmvol.ContentSource, error) {
+func contentSource(s *csi.VolumeContentSource) (*volume.ContentSource, error) {
 	switch {
 	case s == nil:
 		return nil, nil
 	case s.GetSnapshot() != nil:
-		id, err := lvmvol.ParseID(s.GetSnapshot().GetSnapshotId())
+		id, err := volume.ParseID(s.GetSnapshot().GetSnapshotId())
 		if err != nil {
-			return nil, fmt.Errorf("source snapshot: %w: %w", lvmvol.ErrSnapshotNotFound, err)
+			return nil, fmt.Errorf("source snapshot: %w: %w", volume.ErrSnapshotNotFound, err)
 		}
-		return &lvmvol.ContentSource{Kind: lvmvol.SourceSnapshot, ID: id}, nil
+		return &volume.ContentSource{Kind: volume.SourceSnapshot, ID: id}, nil
 	case s.GetVolume() != nil:
-		id, err := lvmvol.ParseID(s.GetVolume().GetVolumeId())
+		id, err := volume.ParseID(s.GetVolume().GetVolumeId())
 		if err != nil {
 			return nil, fmt.Errorf("source volume: %w", err)
 		}
-		return &lvmvol.ContentSource{Kind: lvmvol.SourceVolume, ID: id}, nil
+		return &volume.ContentSource{Kind: volume.SourceVolume, ID: id}, nil
 	}
 	return nil, invalidArgument("volume content source of unknown type")
 }
 
-func csiContentSource(s *lvmvol.ContentSource) *csi.VolumeContentSource {
+func csiContentSource(s *volume.ContentSource) *csi.VolumeContentSource {
 	switch {
 	case s == nil:
 		return nil
-	case s.Kind == lvmvol.SourceSnapshot:
+	case s.Kind == volume.SourceSnapshot:
 		return &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{
 			Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: s.ID.String()}}}
 	default:
@@ -167,7 +156,7 @@ func chooseFsType(caps []*csi.VolumeCapability, param string) (string, error) {
 	if param != "" {
 		return param, nil
 	}
-	return defaultFsType, nil
+	return volume.DefaultFSType, nil
 }
 
 // chooseNode returns the node of the requirements' first preferred (else
@@ -202,7 +191,7 @@ func sizeRange(r *csi.CapacityRange, fsType string) (required, limit int64, err 
 			required = limit
 		}
 	}
-	if least := minFsSize[fsType]; required < least && (limit == 0 || limit >= least) {
+	if least := volume.MinSize(fsType); required < least && (limit == 0 || limit >= least) {
 		required = least
 	}
 	return required, limit, nil
@@ -212,7 +201,7 @@ func (c *Controller) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequ
 	if req.GetVolumeId() == "" {
 		return nil, invalidArgument("volume id missing")
 	}
-	id, err := lvmvol.ParseID(req.GetVolumeId())
+	id, err := volume.ParseID(req.GetVolumeId())
 	if err != nil {
 		// Not an ID Carve could have made: nothing of ours to delete.
 		klog.InfoS("DeleteVolume of a foreign volume id: nothing to do", "volumeId", req.GetVolumeId())

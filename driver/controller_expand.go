@@ -3,9 +3,9 @@ package driver
 import (
 	"context"
 
-	"github.com/container-storage-interface/spec/lib/go/csi"
+	"carve.dev/carve/driver/volume"
 
-	"carve.dev/carve/driver/lvmvol"
+	"github.com/container-storage-interface/spec/lib/go/csi"
 )
 
 // ControllerExpandVolume grows the LV, online or not. A filesystem volume
@@ -22,7 +22,7 @@ func (c *Controller) ControllerExpandVolume(ctx context.Context, req *csi.Contro
 	if r.GetRequiredBytes() < 0 || r.GetLimitBytes() < 0 || (r.GetLimitBytes() > 0 && r.GetRequiredBytes() > r.GetLimitBytes()) {
 		return nil, invalidArgument("capacity range [%d, %d] is invalid", r.GetRequiredBytes(), r.GetLimitBytes())
 	}
-	id, err := lvmvol.ParseID(req.GetVolumeId())
+	id, err := volume.ParseID(req.GetVolumeId())
 	if err != nil {
 		return nil, err
 	}

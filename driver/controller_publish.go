@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 
-	"github.com/container-storage-interface/spec/lib/go/csi"
+	"carve.dev/carve/driver/volume"
 
-	"carve.dev/carve/driver/lvmvol"
+	"github.com/container-storage-interface/spec/lib/go/csi"
 )
 
 // ControllerPublishVolume is Carve's attach: it activates the LV on the
@@ -23,7 +23,7 @@ func (c *Controller) ControllerPublishVolume(ctx context.Context, req *csi.Contr
 	}
 	// A read-only request needs nothing at attach time: the LV is activated
 	// read-write and NodePublishVolume mounts it read-only.
-	id, err := lvmvol.ParseID(req.GetVolumeId())
+	id, err := volume.ParseID(req.GetVolumeId())
 	if err != nil {
 		return nil, err
 	}
@@ -40,8 +40,8 @@ func (c *Controller) ControllerUnpublishVolume(ctx context.Context, req *csi.Con
 	if req.GetVolumeId() == "" {
 		return nil, invalidArgument("volume id missing")
 	}
-	id, err := lvmvol.ParseID(req.GetVolumeId())
-	if errors.Is(err, lvmvol.ErrInvalidID) {
+	id, err := volume.ParseID(req.GetVolumeId())
+	if errors.Is(err, volume.ErrInvalidID) {
 		return &csi.ControllerUnpublishVolumeResponse{}, nil // not ours: not published
 	}
 	if err := c.backend.UnpublishVolume(ctx, id, req.GetNodeId()); err != nil {

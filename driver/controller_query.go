@@ -4,10 +4,10 @@ import (
 	"context"
 	"strconv"
 
+	"carve.dev/carve/driver/volume"
+
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/protobuf/types/known/wrapperspb"
-
-	"carve.dev/carve/driver/lvmvol"
 )
 
 func (c *Controller) ValidateVolumeCapabilities(ctx context.Context, req *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {
@@ -30,10 +30,10 @@ func (c *Controller) ValidateVolumeCapabilities(ctx context.Context, req *csi.Va
 	}}, nil
 }
 
-func (c *Controller) getVolume(ctx context.Context, volumeID string) (lvmvol.Volume, error) {
-	id, err := lvmvol.ParseID(volumeID)
+func (c *Controller) getVolume(ctx context.Context, volumeID string) (volume.Volume, error) {
+	id, err := volume.ParseID(volumeID)
 	if err != nil {
-		return lvmvol.Volume{}, err
+		return volume.Volume{}, err
 	}
 	return c.backend.GetVolume(ctx, id)
 }
@@ -104,7 +104,7 @@ func pageStart(token string, n int) (int, error) {
 	return i, nil
 }
 
-func listEntry(v lvmvol.Volume) *csi.ListVolumesResponse_Entry {
+func listEntry(v volume.Volume) *csi.ListVolumesResponse_Entry {
 	st := &csi.ListVolumesResponse_VolumeStatus{}
 	if v.Published {
 		st.PublishedNodeIds = []string{v.ID.Node}

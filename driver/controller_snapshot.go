@@ -5,10 +5,10 @@ import (
 	"errors"
 	"strings"
 
+	"carve.dev/carve/driver/volume"
+
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/protobuf/types/known/timestamppb"
-
-	"carve.dev/carve/driver/lvmvol"
 )
 
 // CreateSnapshot snapshots a volume. Thin snapshots are ready at once;
@@ -24,7 +24,7 @@ func (c *Controller) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshot
 	if err := checkSnapshotParams(req.GetParameters()); err != nil {
 		return nil, err
 	}
-	src, err := lvmvol.ParseID(req.GetSourceVolumeId())
+	src, err := volume.ParseID(req.GetSourceVolumeId())
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +46,7 @@ func checkSnapshotParams(params map[string]string) error {
 	return nil
 }
 
-func csiSnapshot(s lvmvol.Snapshot) *csi.Snapshot {
+func csiSnapshot(s volume.Snapshot) *csi.Snapshot {
 	out := &csi.Snapshot{
 		SnapshotId:     s.ID.String(),
 		SourceVolumeId: s.Source.String(),
@@ -63,7 +63,7 @@ func (c *Controller) DeleteSnapshot(ctx context.Context, req *csi.DeleteSnapshot
 	if req.GetSnapshotId() == "" {
 		return nil, invalidArgument("snapshot id missing")
 	}
-	id, err := lvmvol.ParseID(req.GetSnapshotId())
+	id, err := volume.ParseID(req.GetSnapshotId())
 	if err != nil {
 		return &csi.DeleteSnapshotResponse{}, nil // not an ID of ours: nothing to delete
 	}
@@ -77,9 +77,9 @@ func (c *Controller) GetSnapshot(ctx context.Context, req *csi.GetSnapshotReques
 	if req.GetSnapshotId() == "" {
 		return nil, invalidArgument("snapshot id missing")
 	}
-	id, err := lvmvol.ParseID(req.GetSnapshotId())
+	id, err := volume.ParseID(req.GetSnapshotId())
 	if err != nil {
-		return nil, errors.Join(lvmvol.ErrSnapshotNotFound, err)
+		return nil, errors.Join(volume.ErrSnapshotNotFound, err)
 	}
 	snap, err := c.backend.GetSnapshot(ctx, id)
 	if err != nil {
@@ -98,7 +98,7 @@ func (c *Controller) ListSnapshots(ctx context.Context, req *csi.ListSnapshotsRe
 	if err != nil {
 		return nil, err
 	}
-	var snaps []lvmvol.Snapshot
+	var snaps []volume.Snapshot
 	for _, s := range all {
 		if (req.GetSnapshotId() == "" || s.ID.String() == req.GetSnapshotId()) &&
 			(req.GetSourceVolumeId() == "" || s.Source.String() == req.GetSourceVolumeId()) {

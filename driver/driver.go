@@ -7,7 +7,7 @@ package driver
 import (
 	"context"
 
-	"carve.dev/carve/driver/lvmvol"
+	"carve.dev/carve/driver/volume"
 )
 
 const (
@@ -23,18 +23,18 @@ const (
 // it is lvmvol.Manager on this node's LVM; cluster mode puts its own
 // transport behind the same interface.
 type Backend interface {
-	CreateVolume(ctx context.Context, req lvmvol.CreateRequest) (lvmvol.Volume, error)
-	DeleteVolume(ctx context.Context, id lvmvol.ID) error
-	GetVolume(ctx context.Context, id lvmvol.ID) (lvmvol.Volume, error)
-	ListVolumes(ctx context.Context) ([]lvmvol.Volume, error)
-	PublishVolume(ctx context.Context, id lvmvol.ID, node string) (string, error)
-	UnpublishVolume(ctx context.Context, id lvmvol.ID, node string) error
-	ExpandVolume(ctx context.Context, id lvmvol.ID, requiredBytes, limitBytes int64) (lvmvol.Volume, error)
-	Capacity(ctx context.Context, node, vg string, t lvmvol.Type) (lvmvol.Capacity, error)
-	CreateSnapshot(ctx context.Context, name string, source lvmvol.ID) (lvmvol.Snapshot, error)
-	DeleteSnapshot(ctx context.Context, id lvmvol.ID) error
-	GetSnapshot(ctx context.Context, id lvmvol.ID) (lvmvol.Snapshot, error)
-	ListSnapshots(ctx context.Context) ([]lvmvol.Snapshot, error)
+	CreateVolume(ctx context.Context, req volume.CreateRequest) (volume.Volume, error)
+	DeleteVolume(ctx context.Context, id volume.ID) error
+	GetVolume(ctx context.Context, id volume.ID) (volume.Volume, error)
+	ListVolumes(ctx context.Context) ([]volume.Volume, error)
+	PublishVolume(ctx context.Context, id volume.ID, node string) (string, error)
+	UnpublishVolume(ctx context.Context, id volume.ID, node string) error
+	ExpandVolume(ctx context.Context, id volume.ID, requiredBytes, limitBytes int64) (volume.Volume, error)
+	Capacity(ctx context.Context, node, vg string, t volume.Type) (volume.Capacity, error)
+	CreateSnapshot(ctx context.Context, name string, source volume.ID) (volume.Snapshot, error)
+	DeleteSnapshot(ctx context.Context, id volume.ID) error
+	GetSnapshot(ctx context.Context, id volume.ID) (volume.Snapshot, error)
+	ListSnapshots(ctx context.Context) ([]volume.Snapshot, error)
 	// VolumeGroups are the VGs volumes may be carved from; the first is the
 	// default when a StorageClass names none.
 	VolumeGroups() []string

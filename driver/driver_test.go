@@ -2,8 +2,6 @@ package driver
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -237,22 +235,5 @@ func TestConcurrentCallOnSameVolumeIsAborted(t *testing.T) {
 	wg.Wait()
 	if firstErr != nil {
 		t.Errorf("first create: %v", firstErr)
-	}
-}
-
-func TestCodeOf(t *testing.T) {
-	if got := codeOf(errors.New("boom")); got != codes.Internal {
-		t.Errorf("unknown error -> %v, want Internal", got)
-	}
-	wrapped := errors.Join(errors.New("ctx"), lvmvol.ErrVolumeNotFound)
-	if got := codeOf(wrapped); got != codes.NotFound {
-		t.Errorf("wrapped not-found -> %v, want NotFound", got)
-	}
-	if got := codeOf(context.DeadlineExceeded); got != codes.DeadlineExceeded {
-		t.Errorf("deadline -> %v", got)
-	}
-	pending := fmt.Errorf("create: %w", &lvmvol.PendingError{Work: "copy", LV: "vg0/x", Done: 1, Total: 4})
-	if got := codeOf(pending); got != codes.Aborted {
-		t.Errorf("data work pending -> %v, want Aborted (in progress, retry)", got)
 	}
 }

@@ -5,22 +5,23 @@ import (
 	"fmt"
 	"slices"
 
+	"carve.dev/carve/driver/volume"
+
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
 
-	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/nodefs"
 )
 
 // Volume health (CSI 1.13's VolumeHealth, which replaced VolumeCondition).
 
-var volumeHealthKinds = map[lvmvol.ProblemKind]csi.VolumeHealthErrorType{
-	lvmvol.Degraded:     csi.VolumeHealthErrorType_DEGRADED,
-	lvmvol.Inaccessible: csi.VolumeHealthErrorType_INACCESSIBLE,
-	lvmvol.DataLoss:     csi.VolumeHealthErrorType_DATA_LOSS,
+var volumeHealthKinds = map[volume.ProblemKind]csi.VolumeHealthErrorType{
+	volume.Degraded:     csi.VolumeHealthErrorType_DEGRADED,
+	volume.Inaccessible: csi.VolumeHealthErrorType_INACCESSIBLE,
+	volume.DataLoss:     csi.VolumeHealthErrorType_DATA_LOSS,
 }
 
-func volumeHealth(id string, problems []lvmvol.Problem) *csi.VolumeHealth {
+func volumeHealth(id string, problems []volume.Problem) *csi.VolumeHealth {
 	h := &csi.VolumeHealth{VolumeId: id}
 	for _, p := range problems {
 		h.HealthStatuses = append(h.HealthStatuses, &csi.VolumeHealth_VolumeHealthEntry{
@@ -89,12 +90,12 @@ func (n *Node) NodeGetVolumeHealth(ctx context.Context, req *csi.NodeGetVolumeHe
 	}
 	problems := vol.Health
 	if !vol.Published {
-		problems = append(problems, lvmvol.Problem{Kind: lvmvol.Inaccessible, Reason: "NotActive",
+		problems = append(problems, volume.Problem{Kind: volume.Inaccessible, Reason: "NotActive",
 			Message: "logical volume is not active on this node"})
 	}
 	for _, p := range paths {
 		if !showsVolume(vol, p) {
-			problems = append(problems, lvmvol.Problem{Kind: lvmvol.Inaccessible, Reason: "NotMounted",
+			problems = append(problems, volume.Problem{Kind: volume.Inaccessible, Reason: "NotMounted",
 				Message: fmt.Sprintf("%s is not a mount of this volume", p)})
 		}
 	}
@@ -103,7 +104,7 @@ func (n *Node) NodeGetVolumeHealth(ctx context.Context, req *csi.NodeGetVolumeHe
 
 // showsVolume: path is a mount of the volume's filesystem or its device
 // node, by the device number lvm reports for its LV.
-func showsVolume(vol lvmvol.Volume, path string) bool {
+func showsVolume(vol volume.Volume, path string) bool {
 	if vol.KernelMajor < 0 || vol.KernelMinor < 0 {
 		return false
 	}
@@ -115,13 +116,13 @@ func showsVolume(vol lvmvol.Volume, path string) bool {
 
 // StorageHealther reports the health of the node's volume groups.
 type StorageHealther interface {
-	StorageHealth(ctx context.Context) []lvmvol.Problem
+	StorageHealth(ctx context.Context) []volume.Problem
 }
 
-var storageHealthKinds = map[lvmvol.ProblemKind]csi.StorageHealthErrorType{
-	lvmvol.Degraded:     csi.StorageHealthErrorType_STORAGE_DEGRADED,
-	lvmvol.Inaccessible: csi.StorageHealthErrorType_STORAGE_UNREACHABLE,
-	lvmvol.DataLoss:     csi.StorageHealthErrorType_STORAGE_DEGRADED,
+var storageHealthKinds = map[volume.ProblemKind]csi.StorageHealthErrorType{
+	volume.Degraded:     csi.StorageHealthErrorType_STORAGE_DEGRADED,
+	volume.Inaccessible: csi.StorageHealthErrorType_STORAGE_UNREACHABLE,
+	volume.DataLoss:     csi.StorageHealthErrorType_STORAGE_DEGRADED,
 }
 
 func (n *Node) NodeGetStorageHealth(ctx context.Context, _ *csi.NodeGetStorageHealthRequest) (*csi.NodeGetStorageHealthResponse, error) {

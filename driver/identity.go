@@ -6,6 +6,8 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"carve.dev/carve/driver/volume"
 )
 
 // Identity is the CSI Identity service.
@@ -45,7 +47,7 @@ func pluginCap(t csi.PluginCapability_Service_Type) *csi.PluginCapability {
 func (i *Identity) Probe(ctx context.Context, _ *csi.ProbeRequest) (*csi.ProbeResponse, error) {
 	if i.prober != nil {
 		if err := i.prober.Probe(ctx); err != nil {
-			return nil, fmt.Errorf("%w: %w", errFailedPrecondition, err)
+			return nil, fmt.Errorf("%w: %w", volume.ErrFailedPrecondition, err)
 		}
 	}
 	return &csi.ProbeResponse{Ready: wrapperspb.Bool(true)}, nil

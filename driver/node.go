@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"carve.dev/carve/driver/volume"
+
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
-	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/nodefs"
 	"carve.dev/carve/driver/nodepath"
 	"carve.dev/carve/lvm"
@@ -15,7 +16,7 @@ import (
 
 // VolumeReader reads a volume's state from this node's LVM.
 type VolumeReader interface {
-	GetVolume(ctx context.Context, id lvmvol.ID) (lvmvol.Volume, error)
+	GetVolume(ctx context.Context, id volume.ID) (volume.Volume, error)
 	StorageHealther
 }
 
@@ -87,18 +88,18 @@ func (n *Node) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeG
 // is not here), and VG and LV names that lvm itself accepts
 // (INVALID_ARGUMENT): no ".", "..", "/", reserved or internal names, so
 // that /dev/VG/LV cannot lead anywhere but an LV's device.
-func (n *Node) localID(volumeID string) (lvmvol.ID, error) {
-	id, err := lvmvol.ParseID(volumeID)
+func (n *Node) localID(volumeID string) (volume.ID, error) {
+	id, err := volume.ParseID(volumeID)
 	if err != nil {
-		return lvmvol.ID{}, err
+		return volume.ID{}, err
 	}
 	if id.Node != n.cfg.NodeID {
-		return lvmvol.ID{}, fmt.Errorf("volume %s lives on node %q, this is %q: %w",
-			volumeID, id.Node, n.cfg.NodeID, lvmvol.ErrVolumeNotFound)
+		return volume.ID{}, fmt.Errorf("volume %s lives on node %q, this is %q: %w",
+			volumeID, id.Node, n.cfg.NodeID, volume.ErrVolumeNotFound)
 	}
 	for _, err := range []error{lvm.ValidateVGName(id.VG), lvm.ValidateLVName(id.LV)} {
 		if err != nil {
-			return lvmvol.ID{}, fmt.Errorf("%w: volume %s: %w", errInvalidArgument, volumeID, err)
+			return volume.ID{}, fmt.Errorf("%w: volume %s: %w", volume.ErrInvalidArgument, volumeID, err)
 		}
 	}
 	return id, nil

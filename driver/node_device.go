@@ -5,15 +5,15 @@ import (
 	"errors"
 	"fmt"
 
-	"golang.org/x/sys/unix"
+	"carve.dev/carve/driver/volume"
 
-	"carve.dev/carve/driver/lvmvol"
+	"golang.org/x/sys/unix"
 )
 
 // volumeDevice is a Carve volume of this node and the device node that was
 // checked to be its LV's.
 type volumeDevice struct {
-	lvmvol.Volume
+	volume.Volume
 	Path string // the device node, /dev/VG/LV
 	Rdev uint64 // its device number, which is the LV's
 }
@@ -40,16 +40,16 @@ func (n *Node) resolveDevice(ctx context.Context, volumeID string) (volumeDevice
 		return volumeDevice{}, err
 	}
 	vol, err := n.volumes.GetVolume(ctx, id)
-	if errors.Is(err, lvmvol.ErrNotManaged) {
+	if errors.Is(err, volume.ErrNotManaged) {
 		// An LV without Carve's tag is no volume of Carve's at all.
-		return volumeDevice{}, fmt.Errorf("%w: %w", errNotFound, err)
+		return volumeDevice{}, fmt.Errorf("%w: %w", volume.ErrNotFound, err)
 	}
 	if err != nil {
 		return volumeDevice{}, err
 	}
 	if !vol.Published || vol.KernelMajor < 0 || vol.KernelMinor < 0 {
 		return volumeDevice{}, fmt.Errorf("%w: volume %s is not published to this node (its LV is not active)",
-			errFailedPrecondition, id)
+			volume.ErrFailedPrecondition, id)
 	}
 	rdev, err := n.waitForDevice(ctx, vol.DevicePath)
 	if err != nil {
@@ -58,7 +58,7 @@ func (n *Node) resolveDevice(ctx context.Context, volumeID string) (volumeDevice
 	lvDev := unix.Mkdev(uint32(vol.KernelMajor), uint32(vol.KernelMinor))
 	if rdev != lvDev {
 		return volumeDevice{}, fmt.Errorf("%w: %s is device %d:%d, but lvm says LV %s/%s is %d:%d; refusing to use it",
-			errFailedPrecondition, vol.DevicePath, unix.Major(rdev), unix.Minor(rdev), id.VG, id.LV, vol.KernelMajor, vol.KernelMinor)
+			volume.ErrFailedPrecondition, vol.DevicePath, unix.Major(rdev), unix.Minor(rdev), id.VG, id.LV, vol.KernelMajor, vol.KernelMinor)
 	}
 	return volumeDevice{Volume: vol, Path: vol.DevicePath, Rdev: rdev}, nil
 }
@@ -70,7 +70,7 @@ func (n *Node) waitForDevice(ctx context.Context, path string) (uint64, error) {
 	defer cancel()
 	rdev, err := n.waitDevice(ctx, path)
 	if err != nil {
-		return 0, fmt.Errorf("%w: device %s did not appear: %w", errFailedPrecondition, path, err)
+		return 0, fmt.Errorf("%w: device %s did not appear: %w", volume.ErrFailedPrecondition, path, err)
 	}
 	return rdev, nil
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
 	"carve.dev/carve/driver/nodefs"
+	"carve.dev/carve/driver/volume"
 )
 
 // NodeExpandVolume grows the filesystem of a published volume to fill its
@@ -13,7 +14,7 @@ import (
 // its device already has the new size. The volume path must show this
 // volume (volumeAt): another volume's mount is never grown for it.
 func (n *Node) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolumeRequest) (*csi.NodeExpandVolumeResponse, error) {
-	dev, block, err := n.volumeAt(ctx, req.GetVolumeId(), req.GetVolumePath(), errFailedPrecondition)
+	dev, block, err := n.volumeAt(ctx, req.GetVolumeId(), req.GetVolumePath(), volume.ErrFailedPrecondition)
 	if err != nil {
 		return nil, err
 	}

@@ -8,16 +8,17 @@ import (
 	"path/filepath"
 	"strings"
 
+	"carve.dev/carve/driver/volume"
+
 	"k8s.io/klog/v2"
 
-	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/nodefs"
 	"carve.dev/carve/lvm"
 )
 
 // checkPath refuses a path the CO could not have meant (nodepath: not
 // absolute, not clean, control characters, outside the CO's directory):
-// INVALID_ARGUMENT, through nodepath.ErrInvalidPath.
+// INVALID_ARGUMENT, through volume.ErrInvalidPath.
 func (n *Node) checkPath(what, path string) error {
 	if err := n.cfg.PathRoot.Check(path); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
@@ -36,7 +37,7 @@ func (n *Node) checkMountPath(ctx context.Context, what, path string) error {
 	}
 	if _, err := n.cfg.PathRoot.Resolve(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("%w: %s: %w", nodefs.ErrUnsafeTarget, what, err)
+			return fmt.Errorf("%w: %s: %w", volume.ErrUnsafeTarget, what, err)
 		}
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -45,7 +46,7 @@ func (n *Node) checkMountPath(ctx context.Context, what, path string) error {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	if inside {
-		return fmt.Errorf("%w: %s %s lies inside volume %s", nodefs.ErrUnsafeTarget, what, path, vol)
+		return fmt.Errorf("%w: %s %s lies inside volume %s", volume.ErrUnsafeTarget, what, path, vol)
 	}
 	return nil
 }
@@ -56,31 +57,31 @@ func (n *Node) checkMountPath(ctx context.Context, what, path string) error {
 // volumes only strictly inside the root, so a holder mounted at the root
 // or above is none of them; that spares asking LVM on a host whose
 // kubelet directory lies on an LV of a served VG.
-func (n *Node) insideVolume(ctx context.Context, dir string) (lvmvol.ID, bool, error) {
+func (n *Node) insideVolume(ctx context.Context, dir string) (volume.ID, bool, error) {
 	holder, err := nodefs.Holder(dir)
 	if err != nil {
-		return lvmvol.ID{}, false, err
+		return volume.ID{}, false, err
 	}
 	if !n.cfg.PathRoot.Contains(holder.Point) {
-		return lvmvol.ID{}, false, nil
+		return volume.ID{}, false, nil
 	}
 	name, err := nodefs.DMName(holder.Device())
 	if err != nil || name == "" {
-		return lvmvol.ID{}, false, err
+		return volume.ID{}, false, err
 	}
 	vg, lv, layer, ok := lvm.SplitDMName(name)
 	if !ok || layer != "" {
-		return lvmvol.ID{}, false, nil
+		return volume.ID{}, false, nil
 	}
-	id := lvmvol.ID{Node: n.cfg.NodeID, VG: vg, LV: lv}
+	id := volume.ID{Node: n.cfg.NodeID, VG: vg, LV: lv}
 	_, err = n.volumes.GetVolume(ctx, id)
 	switch {
 	case err == nil:
 		return id, true, nil
-	case errors.Is(err, lvmvol.ErrVolumeNotFound) || errors.Is(err, lvmvol.ErrNotManaged):
-		return lvmvol.ID{}, false, nil
+	case errors.Is(err, volume.ErrVolumeNotFound) || errors.Is(err, volume.ErrNotManaged):
+		return volume.ID{}, false, nil
 	}
-	return lvmvol.ID{}, false, fmt.Errorf("is %s inside volume %s? %w", dir, id, err)
+	return volume.ID{}, false, fmt.Errorf("is %s inside volume %s? %w", dir, id, err)
 }
 
 // checkDistinct refuses a target that is the staging path or lies inside

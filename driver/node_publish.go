@@ -11,6 +11,7 @@ import (
 	"k8s.io/mount-utils"
 
 	"carve.dev/carve/driver/nodefs"
+	"carve.dev/carve/driver/volume"
 )
 
 // NodePublishVolume bind-mounts the staged filesystem (or, for a block
@@ -90,7 +91,7 @@ func (n *Node) checkStaged(dev volumeDevice, staging string) error {
 		return err
 	}
 	if !staged {
-		return fmt.Errorf("%w: volume %s is not staged at %s (no mount of its filesystem there)", errFailedPrecondition, dev.ID, staging)
+		return fmt.Errorf("%w: volume %s is not staged at %s (no mount of its filesystem there)", volume.ErrFailedPrecondition, dev.ID, staging)
 	}
 	return nil
 }
@@ -104,7 +105,7 @@ func checkSingleWriter(device, staging, target string) error {
 	}
 	for _, m := range mounts {
 		if m != filepath.Clean(staging) && m != filepath.Clean(target) {
-			return fmt.Errorf("%w: single-writer volume is already published at %s", errFailedPrecondition, m)
+			return fmt.Errorf("%w: single-writer volume is already published at %s", volume.ErrFailedPrecondition, m)
 		}
 	}
 	return nil

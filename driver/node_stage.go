@@ -8,6 +8,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"carve.dev/carve/driver/nodefs"
+	"carve.dev/carve/driver/volume"
 )
 
 // NodeStageVolume mounts the volume's filesystem at the staging path,
@@ -60,7 +61,7 @@ func requestFsType(mnt *csi.VolumeCapability_MountVolume, volumeContext map[stri
 			return t
 		}
 	}
-	return defaultFsType
+	return volume.DefaultFSType
 }
 
 // NodeUnstageVolume unmounts the staging path; a path that does not exist

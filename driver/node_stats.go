@@ -9,6 +9,7 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
 	"carve.dev/carve/driver/nodefs"
+	"carve.dev/carve/driver/volume"
 )
 
 // NodeGetVolumeStats reports usage of a published volume: bytes and inodes of
@@ -16,7 +17,7 @@ import (
 // A path that does not show this volume is NOT_FOUND, as CSI words it ("the
 // volume does not exist on the specified path"), a malformed one included.
 func (n *Node) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
-	dev, block, err := n.volumeAt(ctx, req.GetVolumeId(), req.GetVolumePath(), errNotFound)
+	dev, block, err := n.volumeAt(ctx, req.GetVolumeId(), req.GetVolumePath(), volume.ErrNotFound)
 	if err != nil {
 		return nil, err
 	}
@@ -87,12 +88,12 @@ func (n *Node) checkVolumePath(path string, notOurs error) error {
 		var exists bool
 		exists, err = n.cfg.PathRoot.Resolve(path)
 		if !exists && (err == nil || errors.Is(err, fs.ErrNotExist)) {
-			return fmt.Errorf("%w: volume path %s does not exist", errNotFound, path)
+			return fmt.Errorf("%w: volume path %s does not exist", volume.ErrNotFound, path)
 		}
 	}
-	if err != nil && errors.Is(notOurs, errNotFound) {
+	if err != nil && errors.Is(notOurs, volume.ErrNotFound) {
 		// %v: the code is NotFound whatever the cause's own would be.
-		return fmt.Errorf("%w: %v", errNotFound, err) //nolint:errorlint // see above
+		return fmt.Errorf("%w: %v", volume.ErrNotFound, err) //nolint:errorlint // see above
 	}
 	return err
 }

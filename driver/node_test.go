@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 
+	"carve.dev/carve/driver/volume"
+
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
@@ -54,7 +56,7 @@ func newNodeEnv(t testing.TB) *nodeEnv {
 	m := lvmvol.NewManager(fake, fake, testNode, []string{"vg0"})
 	devices := map[string]uint64{}
 	for _, name := range []string{"pvc-a", "pvc-b", "pvc-c"} {
-		v, err := m.CreateVolume(ctx, lvmvol.CreateRequest{Name: name, VG: "vg0", RequiredBytes: 16 * mib})
+		v, err := m.CreateVolume(ctx, volume.CreateRequest{Name: name, VG: "vg0", RequiredBytes: 16 * mib})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,10 +93,10 @@ func newNodeEnv(t testing.TB) *nodeEnv {
 
 func volID(vg, lv string) string { return testNode + "/" + vg + "/" + lv }
 
-// wantErr checks the code a handler's error maps to (codeOf: the table).
+// wantErr checks the code a handler's error maps to (volume.CodeOf: the table).
 func wantErr(t *testing.T, what string, err error, code codes.Code) {
 	t.Helper()
-	if got := codeOf(err); got != code {
+	if got := volume.CodeOf(err); got != code {
 		t.Errorf("%s: code %v (%v), want %v", what, got, err, code)
 	}
 }
@@ -126,7 +128,7 @@ func TestResolveDevice(t *testing.T) {
 		volID("vg0", "pvc-c"):         codes.FailedPrecondition, // device node is another device
 	} {
 		_, err := e.n.resolveDevice(ctx, id)
-		if got := codeOf(err); got != want {
+		if got := volume.CodeOf(err); got != want {
 			t.Errorf("%s: %v (%v), want %v", id, got, err, want)
 		}
 	}
@@ -255,7 +257,7 @@ func FuzzResolveDevice(f *testing.F) {
 	e := newNodeEnv(f)
 	f.Fuzz(func(t *testing.T, id string) {
 		dev, err := e.n.resolveDevice(context.Background(), id)
-		switch code := codeOf(err); {
+		switch code := volume.CodeOf(err); {
 		case err == nil:
 			if id != volID("vg0", "pvc-a") || dev.Path != "/dev/vg0/pvc-a" {
 				t.Fatalf("%q resolved to %+v", id, dev)

@@ -8,6 +8,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"carve.dev/carve/driver/nodefs"
+	"carve.dev/carve/driver/volume"
 )
 
 // NodeUnpublishVolume unmounts the target path and removes what Carve made
@@ -54,7 +55,7 @@ func (n *Node) checkOwnMount(ctx context.Context, volumeID, path string, deviceN
 	dev, err := n.resolveDevice(ctx, volumeID)
 	if err != nil {
 		// %v: the mount, not the volume, is what the caller got wrong.
-		return fmt.Errorf("%w: %s is a mount point, but not of volume %s: %v", errFailedPrecondition, path, volumeID, err) //nolint:errorlint // see above
+		return fmt.Errorf("%w: %s is a mount point, but not of volume %s: %v", volume.ErrFailedPrecondition, path, volumeID, err) //nolint:errorlint // see above
 	}
 	if ok, err := nodefs.FilesystemOf(path, dev.Rdev); err != nil || ok {
 		return err
@@ -62,5 +63,5 @@ func (n *Node) checkOwnMount(ctx context.Context, volumeID, path string, deviceN
 	if ok, err := nodefs.DeviceNodeOf(path, dev.Rdev); deviceNode && (err != nil || ok) {
 		return err
 	}
-	return fmt.Errorf("%w: %s is a mount of something other than volume %s", errFailedPrecondition, path, dev.ID)
+	return fmt.Errorf("%w: %s is a mount of something other than volume %s", volume.ErrFailedPrecondition, path, dev.ID)
 }

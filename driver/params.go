@@ -6,7 +6,8 @@ import (
 	"strconv"
 	"strings"
 
-	"carve.dev/carve/driver/lvmvol"
+	"carve.dev/carve/driver/volume"
+
 	"carve.dev/carve/lvm"
 )
 
@@ -30,7 +31,7 @@ const coParamPrefix = "csi.storage.k8s.io/"
 type volumeParams struct {
 	VG     string
 	FsType string
-	Type   lvmvol.Type
+	Type   volume.Type
 	// vgGiven: the parameters named the VG (a restore may otherwise use
 	// the source's).
 	vgGiven bool
@@ -61,8 +62,8 @@ func parseParams(params map[string]string, vgs []string) (volumeParams, error) {
 	if p.VG == "" {
 		return volumeParams{}, invalidArgument("parameter %s missing and no default volume group", ParamVolumeGroup)
 	}
-	if p.FsType != "" && !slices.Contains(fsTypes, p.FsType) {
-		return volumeParams{}, invalidArgument("parameter %s=%q not supported (supported: %v)", ParamFsType, p.FsType, fsTypes)
+	if p.FsType != "" && !slices.Contains(volume.FSTypes, p.FsType) {
+		return volumeParams{}, invalidArgument("parameter %s=%q not supported (supported: %v)", ParamFsType, p.FsType, volume.FSTypes)
 	}
 	return p, nil
 }
@@ -75,8 +76,8 @@ const (
 
 // parseType reads the volume type: thick linear unless exactly one of
 // thinPool, stripes (with stripeSize) or mirrors is given.
-func parseType(params map[string]string) (lvmvol.Type, error) {
-	var t lvmvol.Type
+func parseType(params map[string]string) (volume.Type, error) {
+	var t volume.Type
 	var err error
 	if t.Stripes, err = intParam(params, ParamStripes, 2, maxStripes); err != nil {
 		return t, err

@@ -4,9 +4,9 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/container-storage-interface/spec/lib/go/csi"
+	"carve.dev/carve/driver/volume"
 
-	"carve.dev/carve/driver/lvmvol"
+	"github.com/container-storage-interface/spec/lib/go/csi"
 )
 
 func TestSizeRange(t *testing.T) {
@@ -20,14 +20,14 @@ func TestSizeRange(t *testing.T) {
 		{"default size", 0, 0, "ext4", DefaultVolumeSize, 0, false},
 		{"default within limit", 0, 100 * mib, "ext4", 100 * mib, 100 * mib, false},
 		{"as asked", 10 * mib, 20 * mib, "ext4", 10 * mib, 20 * mib, false},
-		{"xfs raised to its minimum", 10 * mib, 0, "xfs", minXFSSize, 0, false},
+		{"xfs raised to its minimum", 10 * mib, 0, "xfs", 300 * mib, 0, false},
 		{"xfs kept when the limit forbids", 10 * mib, 20 * mib, "xfs", 10 * mib, 20 * mib, false},
 		{"negative", -1, 0, "ext4", 0, 0, true},
 		{"required above limit", 30 * mib, 20 * mib, "ext4", 0, 0, true},
 	} {
 		req, lim, err := sizeRange(&csi.CapacityRange{RequiredBytes: tc.req, LimitBytes: tc.lim}, tc.fs)
 		if tc.wantInvalidArgument {
-			if !errors.Is(err, errInvalidArgument) {
+			if !errors.Is(err, volume.ErrInvalidArgument) {
 				t.Errorf("%s: error %v, want INVALID_ARGUMENT", tc.name, err)
 			}
 			continue
@@ -53,11 +53,11 @@ func TestParseParams(t *testing.T) {
 		"bad fsType":    {ParamFsType: "zfs"},
 		"wrong case fs": {ParamFsType: "EXT4"},
 	} {
-		if _, err := parseParams(params, vgs); !errors.Is(err, errInvalidArgument) {
+		if _, err := parseParams(params, vgs); !errors.Is(err, volume.ErrInvalidArgument) {
 			t.Errorf("%s: error %v, want INVALID_ARGUMENT", name, err)
 		}
 	}
-	if _, err := parseParams(nil, nil); !errors.Is(err, errInvalidArgument) {
+	if _, err := parseParams(nil, nil); !errors.Is(err, volume.ErrInvalidArgument) {
 		t.Errorf("no VG anywhere: error %v, want INVALID_ARGUMENT", err)
 	}
 }
@@ -79,7 +79,7 @@ func TestCheckCapability(t *testing.T) {
 			AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{FsType: "vfat"}}},
 	}
 	for name, c := range bad {
-		if err := checkCapability(c); !errors.Is(err, errInvalidArgument) {
+		if err := checkCapability(c); !errors.Is(err, volume.ErrInvalidArgument) {
 			t.Errorf("%s: error %v, want INVALID_ARGUMENT", name, err)
 		}
 	}
@@ -88,13 +88,13 @@ func TestCheckCapability(t *testing.T) {
 func TestParseType(t *testing.T) {
 	for _, tc := range []struct {
 		params map[string]string
-		want   lvmvol.Type
+		want   volume.Type
 	}{
-		{map[string]string{}, lvmvol.Type{}},
-		{map[string]string{ParamThinPool: "pool0"}, lvmvol.Type{ThinPool: "pool0"}},
-		{map[string]string{ParamStripes: "2", ParamStripeSize: "64Ki"}, lvmvol.Type{Stripes: 2, StripeSize: 64 << 10}},
-		{map[string]string{ParamStripes: "4", ParamStripeSize: "1Mi"}, lvmvol.Type{Stripes: 4, StripeSize: 1 << 20}},
-		{map[string]string{ParamMirrors: "1"}, lvmvol.Type{Mirrors: 1}},
+		{map[string]string{}, volume.Type{}},
+		{map[string]string{ParamThinPool: "pool0"}, volume.Type{ThinPool: "pool0"}},
+		{map[string]string{ParamStripes: "2", ParamStripeSize: "64Ki"}, volume.Type{Stripes: 2, StripeSize: 64 << 10}},
+		{map[string]string{ParamStripes: "4", ParamStripeSize: "1Mi"}, volume.Type{Stripes: 4, StripeSize: 1 << 20}},
+		{map[string]string{ParamMirrors: "1"}, volume.Type{Mirrors: 1}},
 	} {
 		got, err := parseType(tc.params)
 		if err != nil || got != tc.want {
@@ -113,7 +113,7 @@ func TestParseType(t *testing.T) {
 		{ParamStripes: "2", ParamMirrors: "1"},
 		{ParamThinPool: "-bad"},
 	} {
-		if _, err := parseType(bad); !errors.Is(err, errInvalidArgument) {
+		if _, err := parseType(bad); !errors.Is(err, volume.ErrInvalidArgument) {
 			t.Errorf("parseType(%v) error %v, want INVALID_ARGUMENT", bad, err)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"carve.dev/carve/driver/internal/keylock"
 	"carve.dev/carve/driver/metrics"
+	"carve.dev/carve/driver/volume"
 )
 
 // Server serves the CSI services over a unix socket.
@@ -91,7 +92,7 @@ func logCalls(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.U
 
 func mapErrors(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	resp, err := h(ctx, req)
-	return resp, toStatus(err)
+	return resp, volume.Status(err)
 }
 
 // lockVolume runs at most one state-changing call per volume at a time; a
@@ -104,7 +105,7 @@ func (s *Server) lockVolume(ctx context.Context, req any, info *grpc.UnaryServer
 	}
 	release, ok := s.locks.TryLock(key)
 	if !ok {
-		return nil, fmt.Errorf("%s on %s: %w", info.FullMethod, key, errPending)
+		return nil, fmt.Errorf("%s on %s: %w", info.FullMethod, key, volume.ErrOperationPending)
 	}
 	defer release()
 	return h(ctx, req)

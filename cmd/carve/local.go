@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"carve.dev/carve/driver/volume"
+
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/klog/v2"
 
@@ -46,7 +48,7 @@ func (f *localFlags) register(fs *flag.FlagSet, defaultEndpoint string) {
 	fs.DurationVar(&f.cmdTimeout, "command-timeout", runner.DefaultTimeout,
 		"timeout of each metadata command (lvm, blkid); data work (zeroing, copies, mkfs, fsck, filesystem growth) gets a deadline sized for the volume instead")
 	fs.DurationVar(&f.deviceWait, "device-wait", 30*time.Second, "how long NodeStage waits for a published device")
-	fs.Float64Var(&f.overprov, "thin-overprovision-ratio", lvmvol.DefaultOverprovision,
+	fs.Float64Var(&f.overprov, "thin-overprovision-ratio", volume.DefaultOverprovision,
 		"thin volumes may promise this many times a thin pool's free space (>= 1)")
 	fs.StringVar(&f.pathRoot, "path-root", nodepath.DefaultRoot,
 		"the CO's directory: every staging and target path must lie inside it, or the node call is refused (kubelet: its root directory)")

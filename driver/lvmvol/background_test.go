@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"carve.dev/carve/driver/volume"
+
 	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/lvmvol/lvmfake"
 )
@@ -21,17 +23,17 @@ func backgroundManager(t *testing.T, f *lvmfake.LVM) *lvmvol.Manager {
 	return m
 }
 
-func cloneReq(name string, of lvmvol.ID) lvmvol.CreateRequest {
+func cloneReq(name string, of volume.ID) volume.CreateRequest {
 	r := req(name, 8*mib)
-	r.Source = &lvmvol.ContentSource{Kind: lvmvol.SourceVolume, ID: of}
+	r.Source = &volume.ContentSource{Kind: volume.SourceVolume, ID: of}
 	return r
 }
 
 // pending asserts that err says data work runs, of that kind.
 func pending(t *testing.T, what string, err error, work string) {
 	t.Helper()
-	var p *lvmvol.PendingError
-	if !errors.Is(err, lvmvol.ErrDataPending) || !errors.As(err, &p) || p.Work != work {
+	var p *volume.PendingError
+	if !errors.Is(err, volume.ErrDataPending) || !errors.As(err, &p) || p.Work != work {
 		t.Fatalf("%s: %v, want a pending %s", what, err, work)
 	}
 }
@@ -40,7 +42,7 @@ func pending(t *testing.T, what string, err error, work string) {
 func until(t *testing.T, fn func() error) error {
 	t.Helper()
 	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		if err := fn(); !errors.Is(err, lvmvol.ErrDataPending) {
+		if err := fn(); !errors.Is(err, volume.ErrDataPending) {
 			return err
 		}
 	}
@@ -66,8 +68,8 @@ func TestBackgroundCopyRetryJoins(t *testing.T) {
 	if took := time.Since(start); took > 2*time.Second {
 		t.Errorf("the call waited %v for a copy it should leave in the background", took)
 	}
-	id := lvmvol.ID{Node: node, VG: vg, LV: "pvc-clone"}
-	if _, err := m.GetVolume(ctx, id); !errors.Is(err, lvmvol.ErrVolumeNotFound) {
+	id := volume.ID{Node: node, VG: vg, LV: "pvc-clone"}
+	if _, err := m.GetVolume(ctx, id); !errors.Is(err, volume.ErrVolumeNotFound) {
 		t.Errorf("a volume still being copied is visible: %v", err)
 	}
 	_, err = m.CreateVolume(ctx, cloneReq("pvc-clone", src.ID))
@@ -77,7 +79,7 @@ func TestBackgroundCopyRetryJoins(t *testing.T) {
 	}
 
 	release()
-	var vol lvmvol.Volume
+	var vol volume.Volume
 	err = until(t, func() (err error) {
 		vol, err = m.CreateVolume(ctx, cloneReq("pvc-clone", src.ID))
 		return err
@@ -109,7 +111,7 @@ func TestDeleteStopsACopyIntoTheVolume(t *testing.T) {
 	defer release()
 	_, err = m.CreateVolume(ctx, cloneReq("pvc-clone", src.ID))
 	pending(t, "clone", err, "copy")
-	id := lvmvol.ID{Node: node, VG: vg, LV: "pvc-clone"}
+	id := volume.ID{Node: node, VG: vg, LV: "pvc-clone"}
 	// The copy is held until the test ends: the delete must stop it.
 	if err := until(t, func() error { return m.DeleteVolume(ctx, id) }); err != nil {
 		t.Fatalf("delete during a copy: %v", err)
@@ -166,12 +168,12 @@ func TestFailedCopyIsReportedThenResumedByANewManager(t *testing.T) {
 		_, err := m.CreateVolume(ctx, cloneReq("pvc-clone", src.ID))
 		return err
 	})
-	if err == nil || errors.Is(err, lvmvol.ErrDataPending) {
+	if err == nil || errors.Is(err, volume.ErrDataPending) {
 		t.Fatalf("a failed copy: %v, want its error", err)
 	}
 
 	restarted := backgroundManager(t, f)
-	var vol lvmvol.Volume
+	var vol volume.Volume
 	err = until(t, func() (err error) {
 		vol, err = restarted.CreateVolume(ctx, cloneReq("pvc-clone", src.ID))
 		return err
@@ -256,7 +258,7 @@ func TestBlockingCloneCompletesInOneCall(t *testing.T) {
 
 // publishedWithSnapshotCopy makes a published thick volume and starts a
 // thick snapshot of it, whose copy reads the volume's frozen point.
-func publishedWithSnapshotCopy(t *testing.T, f *lvmfake.LVM, m *lvmvol.Manager) lvmvol.Volume {
+func publishedWithSnapshotCopy(t *testing.T, f *lvmfake.LVM, m *lvmvol.Manager) volume.Volume {
 	t.Helper()
 	vol, err := m.CreateVolume(ctx, req("pvc-src", 8*mib))
 	if err != nil {
@@ -274,7 +276,7 @@ func publishedWithSnapshotCopy(t *testing.T, f *lvmfake.LVM, m *lvmvol.Manager) 
 
 // snapshotReady repeats CreateSnapshot, as the CO does, until the snapshot
 // is ready or the call fails.
-func snapshotReady(t *testing.T, m *lvmvol.Manager, of lvmvol.ID) (lvmvol.Snapshot, error) {
+func snapshotReady(t *testing.T, m *lvmvol.Manager, of volume.ID) (volume.Snapshot, error) {
 	t.Helper()
 	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
 		snap, err := m.CreateSnapshot(ctx, "snap-1", of)
@@ -283,12 +285,12 @@ func snapshotReady(t *testing.T, m *lvmvol.Manager, of lvmvol.ID) (lvmvol.Snapsh
 		}
 	}
 	t.Fatal("snapshot not ready after 5 s")
-	return lvmvol.Snapshot{}, nil
+	return volume.Snapshot{}, nil
 }
 
 // snapshotCopiedAndReleased waits for the snapshot and checks that the
 // copy left the unpublished volume inactive and no longer held.
-func snapshotCopiedAndReleased(t *testing.T, f *lvmfake.LVM, m *lvmvol.Manager, vol lvmvol.Volume) {
+func snapshotCopiedAndReleased(t *testing.T, f *lvmfake.LVM, m *lvmvol.Manager, vol volume.Volume) {
 	t.Helper()
 	snap, err := snapshotReady(t, m, vol.ID)
 	if err != nil || !snap.Ready {
@@ -342,7 +344,7 @@ func TestUnpublishBetweenFreezeAndCopy(t *testing.T) {
 	// CreateSnapshot waits for the first copy (copyGrace), which fails at
 	// once: the frozen point stays, for the CO's next call to copy.
 	vol := publishedWithSnapshotCopy(t, f, m)
-	if _, ok := f.LV(vg, lvmvol.SnapshotLVName("snap-1")+"-frz"); !ok {
+	if _, ok := f.LV(vg, volume.SnapshotLVName("snap-1")+"-frz"); !ok {
 		t.Fatal("no frozen point after the failed copy")
 	}
 	if err := m.UnpublishVolume(ctx, vol.ID, node); err != nil {

@@ -3,77 +3,30 @@ package lvmvol
 import (
 	"context"
 	"fmt"
-	"slices"
-)
 
-// Capacity is what a volume group (or thin pool) can still give.
-type Capacity struct {
-	// AvailableBytes is the space left for volumes of the asked type.
-	AvailableBytes int64
-	// MaximumVolumeBytes is the largest single volume of that type that
-	// fits now; the scheduler's capacity tracking compares requests to it.
-	MaximumVolumeBytes int64
-}
+	"carve.dev/carve/driver/volume"
+)
 
 // Capacity reports what volumes of type t can still get from vg on node:
 // none on any node but this one, which is the only node this manager can
 // carve on. The rules are CapacityOf's.
-func (m *Manager) Capacity(ctx context.Context, node, vg string, t Type) (Capacity, error) {
+func (m *Manager) Capacity(ctx context.Context, node, vg string, t volume.Type) (volume.Capacity, error) {
 	if node != "" && node != m.node {
-		return Capacity{}, nil
+		return volume.Capacity{}, nil
 	}
 	if err := m.checkVG(vg); err != nil {
-		return Capacity{}, err
+		return volume.Capacity{}, err
 	}
 	if t.IsThin() {
 		// Refuses unsafe pools, and activates an inactive one so that its
 		// usage can be read.
 		if _, err := m.thinPool(ctx, vg, t); err != nil {
-			return Capacity{}, err
+			return volume.Capacity{}, err
 		}
 	}
 	space, err := m.vgSpace(ctx, vg)
 	if err != nil {
-		return Capacity{}, fmt.Errorf("capacity of %s: %w", vg, err)
+		return volume.Capacity{}, fmt.Errorf("capacity of %s: %w", vg, err)
 	}
-	return CapacityOf(space, t, m.overprovision), nil
-}
-
-// CapacityOf is what volumes of type t can still get from a VG's space:
-//   - linear: the VG's free space, all of it usable by one LV.
-//   - raid1 with N legs: each leg needs its own PV, so the largest volume is
-//     the N-th largest PV's free space (less a metadata extent); all legs
-//     together may take the VG's free space divided by N.
-//   - striped over N PVs: N times the N-th largest PV's free space.
-//   - thin: the pool's free data space times the over-provisioning ratio
-//     (nothing from a pool that is not reported).
-//
-// Standalone mode applies it to what it reads from LVM; the controller in
-// cluster mode to what the node agents report.
-func CapacityOf(vg VGSpace, t Type, overprovision float64) Capacity {
-	if t.IsThin() {
-		for _, p := range vg.Pools {
-			if p.Name == t.ThinPool {
-				room := int64(thinRoom(p.Free, overprovision))
-				return Capacity{AvailableBytes: room, MaximumVolumeBytes: room}
-			}
-		}
-		return Capacity{}
-	}
-	legs := max(t.Mirrors+1, t.Stripes, 1)
-	if legs == 1 {
-		return Capacity{AvailableBytes: int64(vg.Free), MaximumVolumeBytes: int64(vg.Free)}
-	}
-	if len(vg.PVFree) < legs {
-		return Capacity{}
-	}
-	free := slices.Clone(vg.PVFree)
-	slices.Sort(free)
-	slices.Reverse(free)
-	perLeg := free[legs-1]
-	if t.Mirrors > 0 {
-		perLeg -= min(perLeg, vg.ExtentSize) // each raid1 leg keeps a metadata extent
-		return Capacity{AvailableBytes: int64(vg.Free / uint64(legs)), MaximumVolumeBytes: int64(perLeg)}
-	}
-	return Capacity{AvailableBytes: int64(vg.Free), MaximumVolumeBytes: int64(perLeg) * int64(legs)}
+	return volume.CapacityOf(space, t, m.overprovision), nil
 }

@@ -4,14 +4,16 @@ import (
 	"errors"
 	"testing"
 
+	"carve.dev/carve/driver/volume"
+
 	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/lvmvol/lvmfake"
 	"carve.dev/carve/lvm"
 )
 
-func thinReq(name string, size int64) lvmvol.CreateRequest {
+func thinReq(name string, size int64) volume.CreateRequest {
 	r := req(name, size)
-	r.Type = lvmvol.Type{ThinPool: "pool"}
+	r.Type = volume.Type{ThinPool: "pool"}
 	return r
 }
 
@@ -22,7 +24,7 @@ func TestThinVolumes(t *testing.T) {
 		t.Errorf("thin beyond pool room: %v, want ErrNoSpace", err)
 	}
 	m.SetOverprovision(2)
-	c, err := m.Capacity(ctx, node, vg, lvmvol.Type{ThinPool: "pool"})
+	c, err := m.Capacity(ctx, node, vg, volume.Type{ThinPool: "pool"})
 	if err != nil || c.AvailableBytes != 40*mib {
 		t.Errorf("thin capacity = %+v, %v; want 20 MiB free × 2", c, err)
 	}
@@ -43,7 +45,7 @@ func TestThinVolumes(t *testing.T) {
 	f.Put(lvm.LV{Name: "nozero", VGName: vg, Size: 8 * mib, Attr: "twi-a-t---", Active: true})
 	r := thinReq("pvc-x", 4*mib)
 	r.Type.ThinPool = "nozero"
-	if _, err := m.CreateVolume(ctx, r); !errors.Is(err, lvmvol.ErrBadPool) {
+	if _, err := m.CreateVolume(ctx, r); !errors.Is(err, volume.ErrBadPool) {
 		t.Errorf("pool without zeroing: %v, want ErrBadPool", err)
 	}
 	r.Type.ThinPool = "missing"
@@ -62,7 +64,7 @@ func TestExpand(t *testing.T) {
 	if again, err := m.ExpandVolume(ctx, vol.ID, 10*mib, 0); err != nil || again.SizeBytes != 12*mib {
 		t.Errorf("repeated expand = %+v, %v", again, err)
 	}
-	if _, err := m.ExpandVolume(ctx, vol.ID, 4*mib, 4*mib); !errors.Is(err, lvmvol.ErrOutOfRange) {
+	if _, err := m.ExpandVolume(ctx, vol.ID, 4*mib, 4*mib); !errors.Is(err, volume.ErrOutOfRange) {
 		t.Errorf("shrink: %v, want ErrOutOfRange", err)
 	}
 	f.Calls = nil
@@ -74,7 +76,7 @@ func TestExpand(t *testing.T) {
 			t.Error("lvextend ran for an expansion that cannot fit")
 		}
 	}
-	if _, err := m.ExpandVolume(ctx, lvmvol.ID{Node: node, VG: vg, LV: "nope"}, 8*mib, 0); !errors.Is(err, lvmvol.ErrVolumeNotFound) {
+	if _, err := m.ExpandVolume(ctx, volume.ID{Node: node, VG: vg, LV: "nope"}, 8*mib, 0); !errors.Is(err, volume.ErrVolumeNotFound) {
 		t.Errorf("expand missing: %v", err)
 	}
 }
@@ -95,7 +97,7 @@ func TestThinSnapshotAndRestore(t *testing.T) {
 		t.Errorf("repeated CreateSnapshot = %+v, %v", again, err)
 	}
 	other, _ := m.CreateVolume(ctx, thinReq("pvc-other", 4*mib))
-	if _, err := m.CreateSnapshot(ctx, "snapshot-1", other.ID); !errors.Is(err, lvmvol.ErrNameConflict) {
+	if _, err := m.CreateSnapshot(ctx, "snapshot-1", other.ID); !errors.Is(err, volume.ErrNameConflict) {
 		t.Errorf("same snapshot name, other source: %v, want ErrNameConflict", err)
 	}
 	if vols, _ := m.ListVolumes(ctx); len(vols) != 2 {
@@ -108,7 +110,7 @@ func TestThinSnapshotAndRestore(t *testing.T) {
 		t.Errorf("snapshot gone with its source: %v", err)
 	}
 	r := thinReq("pvc-restored", 16*mib)
-	r.Source = &lvmvol.ContentSource{Kind: lvmvol.SourceSnapshot, ID: snap.ID}
+	r.Source = &volume.ContentSource{Kind: volume.SourceSnapshot, ID: snap.ID}
 	restored, err := m.CreateVolume(ctx, r)
 	if err != nil {
 		t.Fatal(err)
@@ -120,12 +122,12 @@ func TestThinSnapshotAndRestore(t *testing.T) {
 	if lv.Origin != snap.ID.LV || lv.Active {
 		t.Errorf("restored LV %+v: want an inactive thin snapshot of the snapshot", lv)
 	}
-	r.Source = &lvmvol.ContentSource{Kind: lvmvol.SourceSnapshot, ID: other.ID}
-	if _, err := m.CreateVolume(ctx, r); !errors.Is(err, lvmvol.ErrNameConflict) && !errors.Is(err, lvmvol.ErrSnapshotNotFound) {
+	r.Source = &volume.ContentSource{Kind: volume.SourceSnapshot, ID: other.ID}
+	if _, err := m.CreateVolume(ctx, r); !errors.Is(err, volume.ErrNameConflict) && !errors.Is(err, volume.ErrSnapshotNotFound) {
 		t.Errorf("same volume name, other source: %v", err)
 	}
-	r.Name, r.Source = "pvc-y", &lvmvol.ContentSource{Kind: lvmvol.SourceSnapshot, ID: lvmvol.ID{Node: node, VG: vg, LV: "snap-nope"}}
-	if _, err := m.CreateVolume(ctx, r); !errors.Is(err, lvmvol.ErrSnapshotNotFound) {
+	r.Name, r.Source = "pvc-y", &volume.ContentSource{Kind: volume.SourceSnapshot, ID: volume.ID{Node: node, VG: vg, LV: "snap-nope"}}
+	if _, err := m.CreateVolume(ctx, r); !errors.Is(err, volume.ErrSnapshotNotFound) {
 		t.Errorf("restore from a missing snapshot: %v, want ErrSnapshotNotFound", err)
 	}
 	if err := m.DeleteSnapshot(ctx, snap.ID); err != nil {
@@ -152,7 +154,7 @@ func TestThickSnapshotFreezesAndIsNotReadyAtOnce(t *testing.T) {
 	if _, ok := f.LV(vg, snap.ID.LV+"-frz"); !ok {
 		t.Error("no frozen point (COW snapshot) taken at snapshot time")
 	}
-	if err := m.DeleteVolume(ctx, vol.ID); !errors.Is(err, lvmvol.ErrInUse) {
+	if err := m.DeleteVolume(ctx, vol.ID); !errors.Is(err, volume.ErrInUse) {
 		t.Errorf("delete a volume being copied: %v, want ErrInUse", err)
 	}
 	if err := m.DeleteSnapshot(ctx, snap.ID); err != nil {
@@ -201,7 +203,7 @@ func TestHeldSourceIsNotPublished(t *testing.T) {
 	}
 }
 
-func snapID(m *lvmvol.Manager, t *testing.T) lvmvol.ID {
+func snapID(m *lvmvol.Manager, t *testing.T) volume.ID {
 	snaps, err := m.ListSnapshots(ctx)
 	if err != nil || len(snaps) != 1 {
 		t.Fatalf("snapshots %+v, %v", snaps, err)
@@ -242,42 +244,8 @@ func TestPoolAndRAIDHealth(t *testing.T) {
 func TestInactivePoolIsActivatedToReadUsage(t *testing.T) {
 	m, f := newManager(t)
 	f.Put(lvm.LV{Name: "pool", VGName: vg, Size: 40 * mib, Attr: "twi---tz--", Layout: "thin,pool"})
-	c, err := m.Capacity(ctx, node, vg, lvmvol.Type{ThinPool: "pool"})
+	c, err := m.Capacity(ctx, node, vg, volume.Type{ThinPool: "pool"})
 	if err != nil || c.AvailableBytes != 40*mib {
 		t.Errorf("capacity of an inactive empty pool = %+v, %v; want 40 MiB", c, err)
-	}
-}
-
-func TestCapacityOf(t *testing.T) {
-	vg := lvmvol.VGSpace{Free: 60 * mib, ExtentSize: 4 * mib, PVFree: []uint64{10 * mib, 30 * mib, 20 * mib},
-		Pools: []lvmvol.PoolSpace{{Name: "pool", Size: 40 * mib, Free: 10 * mib}}}
-	for _, tc := range []struct {
-		name       string
-		t          lvmvol.Type
-		ratio      float64
-		avail, max int64
-	}{
-		{"linear", lvmvol.Type{}, 1, 60 * mib, 60 * mib},
-		{"raid1: 2nd largest PV less a metadata extent", lvmvol.Type{Mirrors: 1}, 1, 30 * mib, 16 * mib},
-		{"raid1 needing more PVs than there are", lvmvol.Type{Mirrors: 3}, 1, 0, 0},
-		{"striped over 3: 3 × the 3rd largest", lvmvol.Type{Stripes: 3}, 1, 60 * mib, 30 * mib},
-		{"thin × ratio", lvmvol.Type{ThinPool: "pool"}, 2.5, 25 * mib, 25 * mib},
-		{"thin in an unreported pool", lvmvol.Type{ThinPool: "other"}, 1, 0, 0},
-	} {
-		c := lvmvol.CapacityOf(vg, tc.t, tc.ratio)
-		if c.AvailableBytes != tc.avail || c.MaximumVolumeBytes != tc.max {
-			t.Errorf("%s: %+v, want available %d, max %d", tc.name, c, tc.avail, tc.max)
-		}
-	}
-}
-
-func TestProblemKindNames(t *testing.T) {
-	for _, k := range []lvmvol.ProblemKind{lvmvol.Degraded, lvmvol.Inaccessible, lvmvol.DataLoss} {
-		if k.String() == "" || lvmvol.ParseProblemKind(k.String()) != k {
-			t.Errorf("kind %d: name %q does not parse back", k, k)
-		}
-	}
-	if lvmvol.ParseProblemKind("Bogus") != 0 {
-		t.Error("an unknown name parsed to a kind")
 	}
 }

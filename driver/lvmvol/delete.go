@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"carve.dev/carve/driver/volume"
+
 	"k8s.io/klog/v2"
 
 	"carve.dev/carve/lvm"
@@ -13,9 +15,9 @@ import (
 
 // DeleteVolume wipes and removes the volume. A volume that does not exist is
 // deleted already (CSI idempotency). A published volume is refused.
-func (m *Manager) DeleteVolume(ctx context.Context, id ID) error {
+func (m *Manager) DeleteVolume(ctx context.Context, id volume.ID) error {
 	lv, err := m.lookup(ctx, id)
-	if errors.Is(err, ErrVolumeNotFound) {
+	if errors.Is(err, volume.ErrVolumeNotFound) {
 		return nil
 	}
 	if err != nil {
@@ -27,22 +29,22 @@ func (m *Manager) DeleteVolume(ctx context.Context, id ID) error {
 		// it), then look again. Its frozen point goes with the wipe
 		// (finishDelete).
 		m.jobs.stop(jobKey(jobCopyIn, lv.VGName, lv.Name))
-		if lv, err = m.lookup(ctx, id); errors.Is(err, ErrVolumeNotFound) {
+		if lv, err = m.lookup(ctx, id); errors.Is(err, volume.ErrVolumeNotFound) {
 			return nil
 		} else if err != nil {
 			return err
 		}
 	}
 	if lv.Open {
-		return fmt.Errorf("volume %s is open on node %s: %w", id, m.node, ErrInUse)
+		return fmt.Errorf("volume %s is open on node %s: %w", id, m.node, volume.ErrInUse)
 	}
 	// An active LV is published, unless a create or delete was interrupted
 	// (it is active while being created or wiped).
 	if isPublished(lv) && isSettled(lv) {
-		return fmt.Errorf("volume %s is still published (active): %w", id, ErrInUse)
+		return fmt.Errorf("volume %s is still published (active): %w", id, volume.ErrInUse)
 	}
 	if lv.HasCOWSnapshots() {
-		return fmt.Errorf("volume %s is being copied into a snapshot or clone; retry when that is done: %w", id, ErrInUse)
+		return fmt.Errorf("volume %s is being copied into a snapshot or clone; retry when that is done: %w", id, volume.ErrInUse)
 	}
 	// A copy into the volume that has not opened it yet is moot as well:
 	// stop it before the wipe, which would otherwise race its writes.

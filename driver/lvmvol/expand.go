@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"carve.dev/carve/driver/volume"
+
 	"k8s.io/klog/v2"
 
 	"carve.dev/carve/lvm"
@@ -14,17 +16,17 @@ import (
 // so repeated calls are harmless; shrinking is refused (ErrOutOfRange),
 // since no filesystem Carve formats can shrink online. The space is checked
 // before lvextend, as for a create.
-func (m *Manager) ExpandVolume(ctx context.Context, id ID, requiredBytes, limitBytes int64) (Volume, error) {
+func (m *Manager) ExpandVolume(ctx context.Context, id volume.ID, requiredBytes, limitBytes int64) (volume.Volume, error) {
 	lv, err := m.lookup(ctx, id)
 	if err != nil {
-		return Volume{}, err
+		return volume.Volume{}, err
 	}
 	if !isSettled(lv) {
-		return Volume{}, fmt.Errorf("volume %s is being created or deleted: %w", id, ErrVolumeNotFound)
+		return volume.Volume{}, fmt.Errorf("volume %s is being created or deleted: %w", id, volume.ErrVolumeNotFound)
 	}
 	if limitBytes > 0 && uint64(limitBytes) < lv.Size {
-		return Volume{}, fmt.Errorf("volume %s is %s; shrinking to at most %s is not supported: %w",
-			id, lvm.FormatSize(lv.Size), lvm.FormatSize(uint64(limitBytes)), ErrOutOfRange)
+		return volume.Volume{}, fmt.Errorf("volume %s is %s; shrinking to at most %s is not supported: %w",
+			id, lvm.FormatSize(lv.Size), lvm.FormatSize(uint64(limitBytes)), volume.ErrOutOfRange)
 	}
 	if requiredBytes <= 0 || uint64(requiredBytes) <= lv.Size {
 		return m.volumeOf(lv), nil
@@ -32,27 +34,27 @@ func (m *Manager) ExpandVolume(ctx context.Context, id ID, requiredBytes, limitB
 	t := typeOf(lv)
 	target := lvm.RoundUp(uint64(requiredBytes), lv.ExtentSize*uint64(max(1, t.Stripes)))
 	if limitBytes > 0 && target > uint64(limitBytes) {
-		return Volume{}, fmt.Errorf("volume %s: %s rounded up to whole extents is %s, above the limit %s: %w",
-			id, lvm.FormatSize(uint64(requiredBytes)), lvm.FormatSize(target), lvm.FormatSize(uint64(limitBytes)), ErrOutOfRange)
+		return volume.Volume{}, fmt.Errorf("volume %s: %s rounded up to whole extents is %s, above the limit %s: %w",
+			id, lvm.FormatSize(uint64(requiredBytes)), lvm.FormatSize(target), lvm.FormatSize(uint64(limitBytes)), volume.ErrOutOfRange)
 	}
 	if err := m.checkGrowth(ctx, lv, t, target-lv.Size); err != nil {
-		return Volume{}, fmt.Errorf("expand %s: %w", id, err)
+		return volume.Volume{}, fmt.Errorf("expand %s: %w", id, err)
 	}
 	if err := m.lvm.ExtendLV(ctx, id.VG, id.LV, target); err != nil {
-		return Volume{}, fmt.Errorf("expand %s: %w", id, err)
+		return volume.Volume{}, fmt.Errorf("expand %s: %w", id, err)
 	}
 	klog.InfoS("Expanded logical volume", "volume", id, "from", lv.Size, "to", target)
 	if lv, err = m.lvm.GetLV(ctx, id.VG, id.LV); err != nil {
-		return Volume{}, fmt.Errorf("expand %s: %w", id, err)
+		return volume.Volume{}, fmt.Errorf("expand %s: %w", id, err)
 	}
 	return m.volumeOf(lv), nil
 }
 
 // checkGrowth refuses an extension by delta bytes that cannot fit.
-func (m *Manager) checkGrowth(ctx context.Context, lv lvm.LV, t Type, delta uint64) error {
+func (m *Manager) checkGrowth(ctx context.Context, lv lvm.LV, t volume.Type, delta uint64) error {
 	vg, err := m.lvm.GetVG(ctx, lv.VGName)
 	if err != nil {
 		return err
 	}
-	return m.checkRoom(ctx, vg, t.options(vg, lv.Name, delta, nil), t)
+	return m.checkRoom(ctx, vg, lvOptions(t, vg, lv.Name, delta, nil), t)
 }

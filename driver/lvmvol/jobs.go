@@ -3,10 +3,11 @@ package lvmvol
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"carve.dev/carve/driver/volume"
 
 	"k8s.io/klog/v2"
 
@@ -153,39 +154,6 @@ func (js *jobs) stop(key string) {
 	js.mu.Unlock()
 }
 
-// ErrDataPending: long data work (a copy, a wipe) on the volume runs in the
-// background; the call is to be made again later (CSI: ABORTED, an
-// operation on the volume is in progress). Only a Manager with
-// BackgroundDataWork set answers it.
-var ErrDataPending = errors.New("data work in progress")
-
-// PendingError tells which work runs and how far it has got; it is
-// ErrDataPending.
-type PendingError struct {
-	// Work is "copy" or "wipe".
-	Work string
-	// LV is the LV written, vg/lv.
-	LV string
-	// Done of Total bytes are done.
-	Done, Total int64
-}
-
-func (e *PendingError) Error() string {
-	return fmt.Sprintf("%s of %s runs in the background: %s of %s done (%d%%)", e.Work, e.LV,
-		lvm.FormatSize(uint64(max(e.Done, 0))), lvm.FormatSize(uint64(max(e.Total, 0))), e.Percent())
-}
-
-// Percent done, rounded down.
-func (e *PendingError) Percent() int64 {
-	if e.Total <= 0 {
-		return 0
-	}
-	return min(100, e.Done*100/e.Total)
-}
-
-// Is makes a PendingError ErrDataPending.
-func (e *PendingError) Is(target error) bool { return target == ErrDataPending }
-
 // BackgroundDataWork makes CreateVolume (when it must copy data into the
 // new volume) and DeleteVolume (when it must wipe) wait at most grace for
 // that work, then answer a *PendingError while the work goes on; the next
@@ -216,7 +184,7 @@ func (m *Manager) awaitData(ctx context.Context, key, work string, lv lvm.LV, j 
 	}
 	finished, err := m.jobs.await(ctx, key, j, wait)
 	if !finished {
-		return &PendingError{Work: work, LV: lv.VGName + "/" + lv.Name, Done: j.meter.done.Load(), Total: j.meter.total.Load()}
+		return &volume.PendingError{Work: work, LV: lv.VGName + "/" + lv.Name, Done: j.meter.done.Load(), Total: j.meter.total.Load()}
 	}
 	return err
 }

@@ -5,10 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/util/validation"
+	"carve.dev/carve/driver/volume"
 
 	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/lvmvol/lvmfake"
@@ -29,52 +28,8 @@ func newManager(t *testing.T) (*lvmvol.Manager, *lvmfake.LVM) {
 	return lvmvol.NewManager(f, f, node, []string{vg}), f
 }
 
-func req(name string, size int64) lvmvol.CreateRequest {
-	return lvmvol.CreateRequest{Name: name, VG: vg, RequiredBytes: size, ParamsDigest: "p1"}
-}
-
-func TestLVName(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"pvc-0b6a0e5c-3d5f-4b1e-9a3e-1f2d3c4b5a69", "pvc-0b6a0e5c-3d5f-4b1e-9a3e-1f2d3c4b5a69"},
-		{"data.1", "data.1"},
-	} {
-		if got := lvmvol.LVName(tc.in); got != tc.want {
-			t.Errorf("LVName(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
-	// Names that are not safe LV names, and names that could collide with
-	// hashed ones, are hashed: deterministic, distinct, valid.
-	for _, in := range []string{"sanity Node Service 1", strings.Repeat("x", 128), "csi-abc", "snapshot1", "Upper", "-x", "ends-", "ends."} {
-		got := lvmvol.LVName(in)
-		if !strings.HasPrefix(got, "csi-") || len(got) != 36 {
-			t.Errorf("LVName(%q) = %q, want csi-<32 hex>", in, got)
-		}
-		if err := lvm.ValidateLVName(got); err != nil {
-			t.Errorf("LVName(%q) = %q is not a valid LV name: %v", in, got, err)
-		}
-		if errs := validation.IsDNS1123Subdomain(got); len(errs) > 0 {
-			t.Errorf("LVName(%q) = %q is not a Kubernetes object name: %v", in, got, errs)
-		}
-		if again := lvmvol.LVName(in); again != got {
-			t.Errorf("LVName(%q) not deterministic: %q then %q", in, got, again)
-		}
-	}
-	if lvmvol.LVName("a b") == lvmvol.LVName("a  b") {
-		t.Error("different names hashed to the same LV name")
-	}
-}
-
-func TestParseID(t *testing.T) {
-	id := lvmvol.ID{Node: "n1.example", VG: "vg0", LV: "pvc-1"}
-	got, err := lvmvol.ParseID(id.String())
-	if err != nil || got != id {
-		t.Fatalf("ParseID(%q) = %v, %v; want %v", id.String(), got, err, id)
-	}
-	for _, bad := range []string{"", "a/b", "a/b/c/d", "/vg/lv", "n//lv", "n/vg/", "fake-vol-id"} {
-		if _, err := lvmvol.ParseID(bad); !errors.Is(err, lvmvol.ErrInvalidID) {
-			t.Errorf("ParseID(%q) error = %v, want ErrInvalidID", bad, err)
-		}
-	}
+func req(name string, size int64) volume.CreateRequest {
+	return volume.CreateRequest{Name: name, VG: vg, RequiredBytes: size, ParamsDigest: "p1"}
 }
 
 func TestCreateLeavesVolumeInactiveAndSettled(t *testing.T) {
@@ -86,7 +41,7 @@ func TestCreateLeavesVolumeInactiveAndSettled(t *testing.T) {
 	if vol.SizeBytes != 8*mib {
 		t.Errorf("size %d, want 8 MiB (5 MiB rounded up to 4 MiB extents)", vol.SizeBytes)
 	}
-	if vol.ID != (lvmvol.ID{Node: node, VG: vg, LV: "pvc-1"}) || vol.Published {
+	if vol.ID != (volume.ID{Node: node, VG: vg, LV: "pvc-1"}) || vol.Published {
 		t.Errorf("volume = %+v, want inactive %s/%s/pvc-1", vol, node, vg)
 	}
 	lv, _ := f.LV(vg, "pvc-1")
@@ -132,13 +87,13 @@ func TestCreateConflicts(t *testing.T) {
 	bigger := req("pvc-1", 12*mib)
 	limited := req("pvc-1", 4*mib)
 	limited.LimitBytes = 4 * mib
-	for name, r := range map[string]lvmvol.CreateRequest{"params": other, "size": bigger, "limit": limited} {
-		if _, err := m.CreateVolume(ctx, r); !errors.Is(err, lvmvol.ErrNameConflict) {
+	for name, r := range map[string]volume.CreateRequest{"params": other, "size": bigger, "limit": limited} {
+		if _, err := m.CreateVolume(ctx, r); !errors.Is(err, volume.ErrNameConflict) {
 			t.Errorf("%s: error = %v, want ErrNameConflict", name, err)
 		}
 	}
 	f.Put(lvm.LV{Name: "admins", VGName: vg, Size: 4 * mib})
-	if _, err := m.CreateVolume(ctx, req("admins", 4*mib)); !errors.Is(err, lvmvol.ErrNameConflict) {
+	if _, err := m.CreateVolume(ctx, req("admins", 4*mib)); !errors.Is(err, volume.ErrNameConflict) {
 		t.Errorf("LV not Carve's: error = %v, want ErrNameConflict", err)
 	}
 }
@@ -150,17 +105,17 @@ func TestCreateRefusesBeforeLVCreate(t *testing.T) {
 	}
 	r := req("odd", 5*mib)
 	r.LimitBytes = 6 * mib
-	if _, err := m.CreateVolume(ctx, r); !errors.Is(err, lvmvol.ErrOutOfRange) {
+	if _, err := m.CreateVolume(ctx, r); !errors.Is(err, volume.ErrOutOfRange) {
 		t.Errorf("limit below rounded size: error = %v, want ErrOutOfRange", err)
 	}
 	other := req("x", 4*mib)
 	other.VG = "vg9"
-	if _, err := m.CreateVolume(ctx, other); !errors.Is(err, lvmvol.ErrUnmanagedVG) {
+	if _, err := m.CreateVolume(ctx, other); !errors.Is(err, volume.ErrUnmanagedVG) {
 		t.Errorf("unserved VG: error = %v, want ErrUnmanagedVG", err)
 	}
 	elsewhere := req("y", 4*mib)
 	elsewhere.Node = "node-b"
-	if _, err := m.CreateVolume(ctx, elsewhere); !errors.Is(err, lvmvol.ErrWrongNode) {
+	if _, err := m.CreateVolume(ctx, elsewhere); !errors.Is(err, volume.ErrWrongNode) {
 		t.Errorf("another node asked: error = %v, want ErrWrongNode", err)
 	}
 	if slices.Contains(f.Calls, "CreateLV") {
@@ -180,7 +135,7 @@ func TestCreateResumesAfterCrash(t *testing.T) {
 	if _, err := m.CreateVolume(ctx, req("pvc-1", 8*mib)); err == nil {
 		t.Fatal("create succeeded through a failed deactivation")
 	}
-	if _, err := m.GetVolume(ctx, lvmvol.ID{Node: node, VG: vg, LV: "pvc-1"}); !errors.Is(err, lvmvol.ErrVolumeNotFound) {
+	if _, err := m.GetVolume(ctx, volume.ID{Node: node, VG: vg, LV: "pvc-1"}); !errors.Is(err, volume.ErrVolumeNotFound) {
 		t.Errorf("half-created volume visible: %v", err)
 	}
 	f.Fail = nil
@@ -230,7 +185,7 @@ func TestDelete(t *testing.T) {
 	if err := m.DeleteVolume(ctx, vol.ID); err != nil {
 		t.Errorf("second delete: %v, want success", err)
 	}
-	if err := m.DeleteVolume(ctx, lvmvol.ID{Node: "other", VG: vg, LV: "x"}); err != nil {
+	if err := m.DeleteVolume(ctx, volume.ID{Node: "other", VG: vg, LV: "x"}); err != nil {
 		t.Errorf("delete of a volume unknown here: %v, want success", err)
 	}
 }
@@ -241,15 +196,15 @@ func TestDeleteRefusesPublishedOpenAndForeign(t *testing.T) {
 	if _, err := m.PublishVolume(ctx, vol.ID, node); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.DeleteVolume(ctx, vol.ID); !errors.Is(err, lvmvol.ErrInUse) {
+	if err := m.DeleteVolume(ctx, vol.ID); !errors.Is(err, volume.ErrInUse) {
 		t.Errorf("delete published: %v, want ErrInUse", err)
 	}
 	f.SetOpen(vg, "pvc-1", true)
-	if err := m.DeleteVolume(ctx, vol.ID); !errors.Is(err, lvmvol.ErrInUse) {
+	if err := m.DeleteVolume(ctx, vol.ID); !errors.Is(err, volume.ErrInUse) {
 		t.Errorf("delete open: %v, want ErrInUse", err)
 	}
 	f.Put(lvm.LV{Name: "admins", VGName: vg, Size: 4 * mib})
-	if err := m.DeleteVolume(ctx, lvmvol.ID{Node: node, VG: vg, LV: "admins"}); !errors.Is(err, lvmvol.ErrNotManaged) {
+	if err := m.DeleteVolume(ctx, volume.ID{Node: node, VG: vg, LV: "admins"}); !errors.Is(err, volume.ErrNotManaged) {
 		t.Errorf("delete LV not Carve's: %v, want ErrNotManaged", err)
 	}
 	if len(f.Wiped) != 0 {
@@ -284,11 +239,11 @@ func TestDeleteResumesAfterCrashInWipe(t *testing.T) {
 func TestPublishUnpublish(t *testing.T) {
 	m, f := newManager(t)
 	vol, _ := m.CreateVolume(ctx, req("pvc-1", 8*mib))
-	if _, err := m.PublishVolume(ctx, vol.ID, "node-b"); !errors.Is(err, lvmvol.ErrNodeNotFound) {
+	if _, err := m.PublishVolume(ctx, vol.ID, "node-b"); !errors.Is(err, volume.ErrNodeNotFound) {
 		t.Errorf("publish to another node: %v, want ErrNodeNotFound", err)
 	}
-	missing := lvmvol.ID{Node: node, VG: vg, LV: "nope"}
-	if _, err := m.PublishVolume(ctx, missing, node); !errors.Is(err, lvmvol.ErrVolumeNotFound) {
+	missing := volume.ID{Node: node, VG: vg, LV: "nope"}
+	if _, err := m.PublishVolume(ctx, missing, node); !errors.Is(err, volume.ErrVolumeNotFound) {
 		t.Errorf("publish missing: %v, want ErrVolumeNotFound", err)
 	}
 	for range 2 {
@@ -301,7 +256,7 @@ func TestPublishUnpublish(t *testing.T) {
 		t.Error("published LV not active")
 	}
 	f.SetOpen(vg, "pvc-1", true)
-	if err := m.UnpublishVolume(ctx, vol.ID, node); !errors.Is(err, lvmvol.ErrInUse) {
+	if err := m.UnpublishVolume(ctx, vol.ID, node); !errors.Is(err, volume.ErrInUse) {
 		t.Errorf("unpublish open: %v, want ErrInUse", err)
 	}
 	f.SetOpen(vg, "pvc-1", false)
@@ -338,11 +293,11 @@ func TestListAndCapacity(t *testing.T) {
 	if !slices.Equal(names, []string{"pvc-1", "pvc-2", "pvc-3"}) {
 		t.Errorf("listed %v, want the three settled Carve volumes in order", names)
 	}
-	c, err := m.Capacity(ctx, node, vg, lvmvol.Type{})
+	c, err := m.Capacity(ctx, node, vg, volume.Type{})
 	if err != nil || c.AvailableBytes != 80*mib || c.MaximumVolumeBytes != 80*mib {
 		t.Errorf("capacity = %+v, %v; want 80 MiB free", c, err)
 	}
-	if c, _ := m.Capacity(ctx, "node-b", vg, lvmvol.Type{}); c.AvailableBytes != 0 {
+	if c, _ := m.Capacity(ctx, "node-b", vg, volume.Type{}); c.AvailableBytes != 0 {
 		t.Errorf("capacity on another node = %+v, want 0", c)
 	}
 }
@@ -352,13 +307,13 @@ func TestHealthFromAttributes(t *testing.T) {
 	f.Put(lvm.LV{Name: "p", VGName: vg, Size: 4 * mib, Partial: true, Tags: []string{lvmvol.TagVolume}})
 	f.Put(lvm.LV{Name: "r", VGName: vg, Size: 4 * mib, Health: "refresh needed", Tags: []string{lvmvol.TagVolume}})
 	f.Put(lvm.LV{Name: "ok", VGName: vg, Size: 4 * mib, Tags: []string{lvmvol.TagVolume}})
-	want := map[string][]lvmvol.ProblemKind{"p": {lvmvol.Inaccessible}, "r": {lvmvol.Degraded}, "ok": nil}
+	want := map[string][]volume.ProblemKind{"p": {volume.Inaccessible}, "r": {volume.Degraded}, "ok": nil}
 	for name, kinds := range want {
-		vol, err := m.GetVolume(ctx, lvmvol.ID{Node: node, VG: vg, LV: name})
+		vol, err := m.GetVolume(ctx, volume.ID{Node: node, VG: vg, LV: name})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got []lvmvol.ProblemKind
+		var got []volume.ProblemKind
 		for _, p := range vol.Health {
 			got = append(got, p.Kind)
 		}
@@ -371,7 +326,7 @@ func TestHealthFromAttributes(t *testing.T) {
 func TestPublishLimit(t *testing.T) {
 	m, _ := newManager(t)
 	m.LimitPublished(2)
-	var ids []lvmvol.ID
+	var ids []volume.ID
 	for i := range 3 {
 		vol, err := m.CreateVolume(ctx, req(fmt.Sprintf("pvc-%d", i), 4*mib))
 		if err != nil {
@@ -384,7 +339,7 @@ func TestPublishLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := m.PublishVolume(ctx, ids[2], node); !errors.Is(err, lvmvol.ErrPublishLimit) {
+	if _, err := m.PublishVolume(ctx, ids[2], node); !errors.Is(err, volume.ErrPublishLimit) {
 		t.Errorf("third publish: %v, want ErrPublishLimit", err)
 	}
 	if _, err := m.PublishVolume(ctx, ids[0], node); err != nil {

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"time"
 
+	"carve.dev/carve/driver/volume"
+
 	"carve.dev/carve/lvm"
 )
 
@@ -71,7 +73,7 @@ func (m *Manager) SetCopier(c Copier) { m.copier = c }
 
 // NewManager serves the volume groups vgs of node.
 func NewManager(l LVM, w Wiper, node string, vgs []string) *Manager {
-	return &Manager{lvm: l, wiper: w, copier: DeviceCopier{}, node: node, vgs: slices.Clone(vgs), overprovision: DefaultOverprovision,
+	return &Manager{lvm: l, wiper: w, copier: DeviceCopier{}, node: node, vgs: slices.Clone(vgs), overprovision: volume.DefaultOverprovision,
 		wipeChunk: defaultWipeChunk, progressEvery: defaultProgressEvery}
 }
 
@@ -83,56 +85,56 @@ func (m *Manager) VolumeGroups() []string { return slices.Clone(m.vgs) }
 
 func (m *Manager) checkVG(vg string) error {
 	if !slices.Contains(m.vgs, vg) {
-		return fmt.Errorf("volume group %q (this node serves %v): %w", vg, m.vgs, ErrUnmanagedVG)
+		return fmt.Errorf("volume group %q (this node serves %v): %w", vg, m.vgs, volume.ErrUnmanagedVG)
 	}
 	return nil
 }
 
 // lookupLV finds the LV behind id on this node; a missing one is
 // ErrVolumeNotFound (callers looking for snapshots translate).
-func (m *Manager) lookupLV(ctx context.Context, id ID) (lvm.LV, error) {
+func (m *Manager) lookupLV(ctx context.Context, id volume.ID) (lvm.LV, error) {
 	if id.Node != m.node {
-		return lvm.LV{}, fmt.Errorf("%s lives on node %q, this is %q: %w", id, id.Node, m.node, ErrVolumeNotFound)
+		return lvm.LV{}, fmt.Errorf("%s lives on node %q, this is %q: %w", id, id.Node, m.node, volume.ErrVolumeNotFound)
 	}
 	if err := m.checkVG(id.VG); err != nil {
-		return lvm.LV{}, fmt.Errorf("%s: %w", id, ErrVolumeNotFound)
+		return lvm.LV{}, fmt.Errorf("%s: %w", id, volume.ErrVolumeNotFound)
 	}
 	lv, err := m.lvm.GetLV(ctx, id.VG, id.LV)
 	if errors.Is(err, lvm.ErrNotFound) || errors.Is(err, lvm.ErrInvalidName) {
-		return lvm.LV{}, fmt.Errorf("%s: %w", id, ErrVolumeNotFound)
+		return lvm.LV{}, fmt.Errorf("%s: %w", id, volume.ErrVolumeNotFound)
 	}
 	if err == nil && lv.Hidden {
 		// An internal LV (a pool's data or metadata, a raid leg): never a
 		// volume, whatever tags it might carry.
-		return lvm.LV{}, fmt.Errorf("%s is an internal LV: %w", id, ErrVolumeNotFound)
+		return lvm.LV{}, fmt.Errorf("%s is an internal LV: %w", id, volume.ErrVolumeNotFound)
 	}
 	return lv, err
 }
 
 // lookup finds the managed volume LV behind id on this node. A snapshot's
 // ID is no volume.
-func (m *Manager) lookup(ctx context.Context, id ID) (lvm.LV, error) {
+func (m *Manager) lookup(ctx context.Context, id volume.ID) (lvm.LV, error) {
 	lv, err := m.lookupLV(ctx, id)
 	if err != nil {
 		return lvm.LV{}, err
 	}
 	if isSnapshot(lv) {
-		return lvm.LV{}, fmt.Errorf("%s is a snapshot, not a volume: %w", id, ErrVolumeNotFound)
+		return lvm.LV{}, fmt.Errorf("%s is a snapshot, not a volume: %w", id, volume.ErrVolumeNotFound)
 	}
 	if !isManaged(lv) {
-		return lvm.LV{}, fmt.Errorf("volume %s: %w", id, ErrNotManaged)
+		return lvm.LV{}, fmt.Errorf("volume %s: %w", id, volume.ErrNotManaged)
 	}
 	return lv, nil
 }
 
 // GetVolume returns a settled volume.
-func (m *Manager) GetVolume(ctx context.Context, id ID) (Volume, error) {
+func (m *Manager) GetVolume(ctx context.Context, id volume.ID) (volume.Volume, error) {
 	lv, err := m.lookup(ctx, id)
 	if err != nil {
-		return Volume{}, err
+		return volume.Volume{}, err
 	}
 	if !isSettled(lv) {
-		return Volume{}, fmt.Errorf("volume %s is being created or deleted: %w", id, ErrVolumeNotFound)
+		return volume.Volume{}, fmt.Errorf("volume %s is being created or deleted: %w", id, volume.ErrVolumeNotFound)
 	}
 	vol := m.volumeOf(lv)
 	if lv.PoolLV != "" {
@@ -144,8 +146,8 @@ func (m *Manager) GetVolume(ctx context.Context, id ID) (Volume, error) {
 }
 
 // ListVolumes returns every settled volume on this node, sorted by ID.
-func (m *Manager) ListVolumes(ctx context.Context) ([]Volume, error) {
-	var out []Volume
+func (m *Manager) ListVolumes(ctx context.Context) ([]volume.Volume, error) {
+	var out []volume.Volume
 	for _, vg := range m.vgs {
 		lvs, err := m.lvm.ListLVs(ctx, vg)
 		if err != nil {
@@ -183,16 +185,16 @@ func (m *Manager) Probe(ctx context.Context) error {
 
 // StorageHealth reports trouble with the served volume groups: one that
 // cannot be read is Inaccessible, one with missing PVs Degraded.
-func (m *Manager) StorageHealth(ctx context.Context) []Problem {
-	var out []Problem
+func (m *Manager) StorageHealth(ctx context.Context) []volume.Problem {
+	var out []volume.Problem
 	for _, name := range m.vgs {
 		vg, err := m.lvm.GetVG(ctx, name)
 		switch {
 		case err != nil:
-			out = append(out, Problem{Inaccessible, "VolumeGroupUnreadable", fmt.Sprintf("volume group %s: %v", name, err)})
+			out = append(out, volume.Problem{Kind: volume.Inaccessible, Reason: "VolumeGroupUnreadable", Message: fmt.Sprintf("volume group %s: %v", name, err)})
 		case vg.MissingPVCount > 0 || vg.Partial:
-			out = append(out, Problem{Degraded, "MissingPhysicalVolume",
-				fmt.Sprintf("volume group %s misses %d physical volume(s)", name, vg.MissingPVCount)})
+			out = append(out, volume.Problem{Kind: volume.Degraded, Reason: "MissingPhysicalVolume",
+				Message: fmt.Sprintf("volume group %s misses %d physical volume(s)", name, vg.MissingPVCount)})
 		}
 	}
 	return out

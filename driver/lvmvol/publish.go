@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"carve.dev/carve/driver/volume"
+
 	"k8s.io/klog/v2"
 
 	"carve.dev/carve/lvm"
@@ -14,16 +16,16 @@ import (
 // returns its device path. Activating an active LV is a no-op in LVM, so the
 // call is idempotent. A volume lives on one node: publishing it anywhere else
 // is refused.
-func (m *Manager) PublishVolume(ctx context.Context, id ID, node string) (string, error) {
+func (m *Manager) PublishVolume(ctx context.Context, id volume.ID, node string) (string, error) {
 	if node != m.node {
-		return "", fmt.Errorf("node %q (this driver serves %q): %w", node, m.node, ErrNodeNotFound)
+		return "", fmt.Errorf("node %q (this driver serves %q): %w", node, m.node, volume.ErrNodeNotFound)
 	}
 	lv, err := m.lookup(ctx, id)
 	if err != nil {
 		return "", err
 	}
 	if !isSettled(lv) {
-		return "", fmt.Errorf("volume %s is being created or deleted: %w", id, ErrVolumeNotFound)
+		return "", fmt.Errorf("volume %s is being created or deleted: %w", id, volume.ErrVolumeNotFound)
 	}
 	if lv.HasTag(tagHeld) {
 		// Held for a copy: the publish takes the activation over, so that
@@ -63,7 +65,7 @@ func (m *Manager) checkPublishLimit(ctx context.Context) error {
 		}
 	}
 	if n >= m.maxPublished {
-		return fmt.Errorf("node %s already has %d volumes published, its limit: %w", m.node, n, ErrPublishLimit)
+		return fmt.Errorf("node %s already has %d volumes published, its limit: %w", m.node, n, volume.ErrPublishLimit)
 	}
 	return nil
 }
@@ -71,12 +73,12 @@ func (m *Manager) checkPublishLimit(ctx context.Context) error {
 // UnpublishVolume deactivates the LV once nothing on the node holds it open.
 // A volume or node that does not exist is unpublished already: CSI asks for
 // success when the volume "can be safely regarded as unpublished".
-func (m *Manager) UnpublishVolume(ctx context.Context, id ID, node string) error {
+func (m *Manager) UnpublishVolume(ctx context.Context, id volume.ID, node string) error {
 	if node != "" && node != m.node {
 		return nil
 	}
 	lv, err := m.lookup(ctx, id)
-	if errors.Is(err, ErrVolumeNotFound) {
+	if errors.Is(err, volume.ErrVolumeNotFound) {
 		return nil
 	}
 	if err != nil {
@@ -102,7 +104,7 @@ func (m *Manager) UnpublishVolume(ctx context.Context, id ID, node string) error
 	}
 	if err := m.lvm.Deactivate(ctx, id.VG, id.LV); err != nil {
 		if errors.Is(err, lvm.ErrBusy) {
-			return fmt.Errorf("volume %s is still open on node %s (not unstaged?): %w", id, m.node, ErrInUse)
+			return fmt.Errorf("volume %s is still open on node %s (not unstaged?): %w", id, m.node, volume.ErrInUse)
 		}
 		return fmt.Errorf("deactivate %s: %w", id, err)
 	}

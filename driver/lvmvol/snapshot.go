@@ -7,6 +7,8 @@ import (
 	"sort"
 	"time"
 
+	"carve.dev/carve/driver/volume"
+
 	"k8s.io/klog/v2"
 
 	"carve.dev/carve/lvm"
@@ -49,21 +51,11 @@ const (
 	tagSourcePrefix = "carve.dev/source="
 )
 
-// Snapshot is what callers learn of a Carve snapshot.
-type Snapshot struct {
-	ID        ID
-	Name      string
-	Source    ID
-	SizeBytes int64
-	CreatedAt time.Time
-	Ready     bool
-}
-
-func (m *Manager) snapshotOf(lv lvm.LV) Snapshot {
-	return Snapshot{
-		ID:        ID{Node: m.node, VG: lv.VGName, LV: lv.Name},
+func (m *Manager) snapshotOf(lv lvm.LV) volume.Snapshot {
+	return volume.Snapshot{
+		ID:        volume.ID{Node: m.node, VG: lv.VGName, LV: lv.Name},
 		Name:      tagValue(lv, tagNamePrefix),
-		Source:    ID{Node: m.node, VG: lv.VGName, LV: tagValue(lv, tagSourcePrefix)},
+		Source:    volume.ID{Node: m.node, VG: lv.VGName, LV: tagValue(lv, tagSourcePrefix)},
 		SizeBytes: int64(lv.Size),
 		CreatedAt: lv.CreationTime,
 		Ready:     !lv.HasTag(tagCopying),
@@ -75,21 +67,21 @@ func isSnapshot(lv lvm.LV) bool { return lv.HasTag(tagSnapshot) }
 // CreateSnapshot snapshots the volume source under name, or returns the
 // snapshot an earlier call made (idempotent by name; another source is
 // ErrNameConflict).
-func (m *Manager) CreateSnapshot(ctx context.Context, name string, source ID) (Snapshot, error) {
+func (m *Manager) CreateSnapshot(ctx context.Context, name string, source volume.ID) (volume.Snapshot, error) {
 	src, err := m.lookup(ctx, source)
 	if err != nil {
-		return Snapshot{}, err
+		return volume.Snapshot{}, err
 	}
 	if !isSettled(src) {
-		return Snapshot{}, fmt.Errorf("volume %s is being created or deleted: %w", source, ErrVolumeNotFound)
+		return volume.Snapshot{}, fmt.Errorf("volume %s is being created or deleted: %w", source, volume.ErrVolumeNotFound)
 	}
-	lvName := SnapshotLVName(name)
+	lvName := volume.SnapshotLVName(name)
 	lv, err := m.lvm.GetLV(ctx, source.VG, lvName)
 	switch {
 	case err == nil:
 		return m.adoptSnapshot(ctx, lv, name, src)
 	case !errors.Is(err, lvm.ErrNotFound):
-		return Snapshot{}, fmt.Errorf("look up snapshot %s/%s: %w", source.VG, lvName, err)
+		return volume.Snapshot{}, fmt.Errorf("look up snapshot %s/%s: %w", source.VG, lvName, err)
 	}
 	tags := []string{tagSnapshot, tagSourcePrefix + src.Name, tagNamePrefix + name}
 	if lvm.ValidateTag(tags[2]) != nil {
@@ -98,14 +90,14 @@ func (m *Manager) CreateSnapshot(ctx context.Context, name string, source ID) (S
 	if src.PoolLV != "" {
 		lv, err := m.lvm.CreateThinSnapshot(ctx, source.VG, src.Name, lvName, tags...)
 		if err != nil {
-			return Snapshot{}, fmt.Errorf("snapshot %q of %s: %w", name, source, err)
+			return volume.Snapshot{}, fmt.Errorf("snapshot %q of %s: %w", name, source, err)
 		}
 		// lvm2 activates it; nothing should write to a snapshot, so it is
 		// kept inactive like an unpublished volume (a crash before this
 		// leaves it active, which is harmless).
 		if lv.Active {
 			if err := m.lvm.Deactivate(ctx, source.VG, lvName); err != nil {
-				return Snapshot{}, fmt.Errorf("deactivate snapshot %s/%s: %w", source.VG, lvName, err)
+				return volume.Snapshot{}, fmt.Errorf("deactivate snapshot %s/%s: %w", source.VG, lvName, err)
 			}
 		}
 		klog.InfoS("Created thin snapshot", "snapshot", name, "lv", source.VG+"/"+lvName, "source", source)
@@ -115,22 +107,22 @@ func (m *Manager) CreateSnapshot(ctx context.Context, name string, source ID) (S
 }
 
 // createThickSnapshot runs steps 1-3 of the thick path (see above).
-func (m *Manager) createThickSnapshot(ctx context.Context, name string, src lvm.LV, lvName string, tags []string) (Snapshot, error) {
+func (m *Manager) createThickSnapshot(ctx context.Context, name string, src lvm.LV, lvName string, tags []string) (volume.Snapshot, error) {
 	vg, err := m.lvm.GetVG(ctx, src.VGName)
 	if err != nil {
-		return Snapshot{}, err
+		return volume.Snapshot{}, err
 	}
 	if need := lvm.RoundUp(src.Size, vg.ExtentSize) + lvm.RoundUp(cowSizeFor(src.Size), vg.ExtentSize); need > vg.Free {
-		return Snapshot{}, fmt.Errorf("thick snapshot of %s needs %s (copy and frozen point), volume group %s has %s free: %w",
+		return volume.Snapshot{}, fmt.Errorf("thick snapshot of %s needs %s (copy and frozen point), volume group %s has %s free: %w",
 			src.Name, lvm.FormatSize(need), vg.Name, lvm.FormatSize(vg.Free), lvm.ErrNoSpace)
 	}
 	if _, err := m.freeze(ctx, src, lvName); err != nil {
-		return Snapshot{}, err
+		return volume.Snapshot{}, err
 	}
 	// A thick snapshot is a plain linear LV (the zero Type) of the source's size.
-	lv, err := m.lvm.CreateLV(ctx, Type{}.options(vg, lvName, src.Size, append(tags, tagCopying)))
+	lv, err := m.lvm.CreateLV(ctx, lvOptions(volume.Type{}, vg, lvName, src.Size, append(tags, tagCopying)))
 	if err != nil {
-		return Snapshot{}, fmt.Errorf("snapshot %q of %s: %w", name, src.Name, err)
+		return volume.Snapshot{}, fmt.Errorf("snapshot %q of %s: %w", name, src.Name, err)
 	}
 	klog.InfoS("Created thick snapshot; copying its data", "snapshot", name, "lv", src.VGName+"/"+lvName, "bytes", lv.Size)
 	return m.awaitCopy(ctx, lv)
@@ -143,29 +135,29 @@ const copyGrace = 3 * time.Second
 
 // awaitCopy starts (or joins) the copy of snapshot lv, waits up to
 // copyGrace, and reports the snapshot as it then is.
-func (m *Manager) awaitCopy(ctx context.Context, lv lvm.LV) (Snapshot, error) {
+func (m *Manager) awaitCopy(ctx context.Context, lv lvm.LV) (volume.Snapshot, error) {
 	key, job := m.startSnapshotCopy(lv)
 	if finished, err := m.jobs.await(ctx, key, job, copyGrace); !finished || err != nil {
 		return m.snapshotOf(lv), nil // still copying, or failed: retried next call
 	}
 	done, err := m.lvm.GetLV(ctx, lv.VGName, lv.Name)
 	if err != nil {
-		return Snapshot{}, err
+		return volume.Snapshot{}, err
 	}
 	return m.snapshotOf(done), nil
 }
 
 // adoptSnapshot judges an existing snapshot LV for a CreateSnapshot retry,
 // and resumes its copy when no copy runs.
-func (m *Manager) adoptSnapshot(ctx context.Context, lv lvm.LV, name string, src lvm.LV) (Snapshot, error) {
+func (m *Manager) adoptSnapshot(ctx context.Context, lv lvm.LV, name string, src lvm.LV) (volume.Snapshot, error) {
 	if !isSnapshot(lv) || tagValue(lv, tagSourcePrefix) != src.Name {
-		return Snapshot{}, fmt.Errorf("snapshot %q exists with another source: %w", name, ErrNameConflict)
+		return volume.Snapshot{}, fmt.Errorf("snapshot %q exists with another source: %w", name, volume.ErrNameConflict)
 	}
 	if lv.HasTag(tagDeleting) {
 		if err := m.removeData(ctx, lv); err != nil {
-			return Snapshot{}, err
+			return volume.Snapshot{}, err
 		}
-		return m.CreateSnapshot(ctx, name, ID{Node: m.node, VG: src.VGName, LV: src.Name})
+		return m.CreateSnapshot(ctx, name, volume.ID{Node: m.node, VG: src.VGName, LV: src.Name})
 	}
 	if lv.HasTag(tagCopying) {
 		return m.awaitCopy(ctx, lv)
@@ -213,35 +205,35 @@ func (m *Manager) finishSnapshotCopy(ctx context.Context, lv lvm.LV, mt *meter) 
 }
 
 // lookupSnapshot finds the settled snapshot LV behind id.
-func (m *Manager) lookupSnapshot(ctx context.Context, id ID) (lvm.LV, error) {
+func (m *Manager) lookupSnapshot(ctx context.Context, id volume.ID) (lvm.LV, error) {
 	lv, err := m.lookupLV(ctx, id)
-	if errors.Is(err, ErrVolumeNotFound) {
-		return lvm.LV{}, fmt.Errorf("snapshot %s: %w", id, ErrSnapshotNotFound)
+	if errors.Is(err, volume.ErrVolumeNotFound) {
+		return lvm.LV{}, fmt.Errorf("snapshot %s: %w", id, volume.ErrSnapshotNotFound)
 	}
 	if err != nil {
 		return lvm.LV{}, err
 	}
 	if !isSnapshot(lv) {
-		return lvm.LV{}, fmt.Errorf("snapshot %s: %w", id, ErrSnapshotNotFound)
+		return lvm.LV{}, fmt.Errorf("snapshot %s: %w", id, volume.ErrSnapshotNotFound)
 	}
 	return lv, nil
 }
 
 // GetSnapshot returns a snapshot, ready or not.
-func (m *Manager) GetSnapshot(ctx context.Context, id ID) (Snapshot, error) {
+func (m *Manager) GetSnapshot(ctx context.Context, id volume.ID) (volume.Snapshot, error) {
 	lv, err := m.lookupSnapshot(ctx, id)
 	if err != nil {
-		return Snapshot{}, err
+		return volume.Snapshot{}, err
 	}
 	if lv.HasTag(tagDeleting) {
-		return Snapshot{}, fmt.Errorf("snapshot %s is being deleted: %w", id, ErrSnapshotNotFound)
+		return volume.Snapshot{}, fmt.Errorf("snapshot %s is being deleted: %w", id, volume.ErrSnapshotNotFound)
 	}
 	return m.snapshotOf(lv), nil
 }
 
 // ListSnapshots returns every snapshot on this node, sorted by ID.
-func (m *Manager) ListSnapshots(ctx context.Context) ([]Snapshot, error) {
-	var out []Snapshot
+func (m *Manager) ListSnapshots(ctx context.Context) ([]volume.Snapshot, error) {
+	var out []volume.Snapshot
 	for _, vg := range m.vgs {
 		lvs, err := m.lvm.ListLVs(ctx, vg)
 		if err != nil {
@@ -260,9 +252,9 @@ func (m *Manager) ListSnapshots(ctx context.Context) ([]Snapshot, error) {
 // DeleteSnapshot stops a running copy, drops a frozen point, then deletes
 // the snapshot LV like a volume (thick data is wiped first). A snapshot that
 // does not exist is deleted already.
-func (m *Manager) DeleteSnapshot(ctx context.Context, id ID) error {
+func (m *Manager) DeleteSnapshot(ctx context.Context, id volume.ID) error {
 	lv, err := m.lookupSnapshot(ctx, id)
-	if errors.Is(err, ErrSnapshotNotFound) {
+	if errors.Is(err, volume.ErrSnapshotNotFound) {
 		return nil
 	}
 	if err != nil {

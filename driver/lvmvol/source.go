@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"carve.dev/carve/driver/volume"
+
 	"k8s.io/klog/v2"
 
 	"carve.dev/carve/lvm"
@@ -22,36 +24,25 @@ import (
 // a crash finds it and resumes the copy (see progress.go), never hands out a
 // half copy.
 
-// Source kinds, as recorded in the carve.dev/source tag of a volume.
-const (
-	SourceSnapshot = "snapshot"
-	SourceVolume   = "volume"
-)
-
-// ContentSource is where a volume's initial data came from.
-type ContentSource struct {
-	Kind string // SourceSnapshot or SourceVolume
-	ID   ID
-}
-
-func (s *ContentSource) tag() string { return tagSourcePrefix + s.Kind + ":" + s.ID.LV }
+// sourceTag records where a volume's data came from.
+func sourceTag(s *volume.ContentSource) string { return tagSourcePrefix + s.Kind + ":" + s.ID.LV }
 
 // contentSourceOf reads a volume's source back from its tag.
-func (m *Manager) contentSourceOf(lv lvm.LV) *ContentSource {
+func (m *Manager) contentSourceOf(lv lvm.LV) *volume.ContentSource {
 	kind, name, ok := strings.Cut(tagValue(lv, tagSourcePrefix), ":")
 	if !ok || isSnapshot(lv) {
 		return nil
 	}
-	return &ContentSource{Kind: kind, ID: ID{Node: m.node, VG: lv.VGName, LV: name}}
+	return &volume.ContentSource{Kind: kind, ID: volume.ID{Node: m.node, VG: lv.VGName, LV: name}}
 }
 
 // resolveSource finds the source LV and fixes the request to it: the new
 // volume lives in the source's VG and is at least as large as the source.
-func (m *Manager) resolveSource(ctx context.Context, req *CreateRequest) (lvm.LV, error) {
+func (m *Manager) resolveSource(ctx context.Context, req *volume.CreateRequest) (lvm.LV, error) {
 	src := req.Source
 	var lv lvm.LV
 	var err error
-	if src.Kind == SourceSnapshot {
+	if src.Kind == volume.SourceSnapshot {
 		lv, err = m.lookupSnapshot(ctx, src.ID)
 	} else {
 		lv, err = m.lookup(ctx, src.ID)
@@ -60,17 +51,17 @@ func (m *Manager) resolveSource(ctx context.Context, req *CreateRequest) (lvm.LV
 		return lvm.LV{}, fmt.Errorf("source %s %s: %w", src.Kind, src.ID, err)
 	}
 	if lv.HasTag(tagDeleting) || lv.HasTag(tagPending) {
-		return lvm.LV{}, fmt.Errorf("source %s %s is being created or deleted: %w", src.Kind, src.ID, ErrVolumeNotFound)
+		return lvm.LV{}, fmt.Errorf("source %s %s is being created or deleted: %w", src.Kind, src.ID, volume.ErrVolumeNotFound)
 	}
 	if req.VG == "" {
 		req.VG = src.ID.VG
 	}
 	if req.VG != src.ID.VG {
-		return lvm.LV{}, fmt.Errorf("volume group %s asked, but the source lives in %s: %w", req.VG, src.ID.VG, ErrSourceMismatch)
+		return lvm.LV{}, fmt.Errorf("volume group %s asked, but the source lives in %s: %w", req.VG, src.ID.VG, volume.ErrSourceMismatch)
 	}
 	if size := int64(lv.Size); req.RequiredBytes < size {
 		if req.LimitBytes > 0 && req.LimitBytes < size {
-			return lvm.LV{}, fmt.Errorf("source is %s, above the limit %s: %w", lvm.FormatSize(lv.Size), lvm.FormatSize(uint64(req.LimitBytes)), ErrOutOfRange)
+			return lvm.LV{}, fmt.Errorf("source is %s, above the limit %s: %w", lvm.FormatSize(lv.Size), lvm.FormatSize(uint64(req.LimitBytes)), volume.ErrOutOfRange)
 		}
 		req.RequiredBytes = size
 	}
@@ -78,52 +69,52 @@ func (m *Manager) resolveSource(ctx context.Context, req *CreateRequest) (lvm.LV
 }
 
 // createFromSource carves the new LV named name from src (see above).
-func (m *Manager) createFromSource(ctx context.Context, req CreateRequest, src lvm.LV, name string, size uint64, vg lvm.VG) (Volume, error) {
-	tags := append(createTags(req), req.Source.tag())
+func (m *Manager) createFromSource(ctx context.Context, req volume.CreateRequest, src lvm.LV, name string, size uint64, vg lvm.VG) (volume.Volume, error) {
+	tags := append(createTags(req), sourceTag(req.Source))
 	if src.PoolLV != "" && src.PoolLV == req.Type.ThinPool {
 		if _, err := m.thinPool(ctx, vg.Name, req.Type); err != nil {
-			return Volume{}, err
+			return volume.Volume{}, err
 		}
 		lv, err := m.lvm.CreateThinSnapshot(ctx, vg.Name, src.Name, name, tags...)
 		if err != nil {
-			return Volume{}, fmt.Errorf("create volume %q from %s: %w", req.Name, src.Name, err)
+			return volume.Volume{}, fmt.Errorf("create volume %q from %s: %w", req.Name, src.Name, err)
 		}
 		if size > lv.Size {
 			if err := m.lvm.ExtendLV(ctx, vg.Name, name, size); err != nil {
-				return Volume{}, fmt.Errorf("grow volume %q to %s: %w", req.Name, lvm.FormatSize(size), err)
+				return volume.Volume{}, fmt.Errorf("grow volume %q to %s: %w", req.Name, lvm.FormatSize(size), err)
 			}
 		}
 		klog.InfoS("Created thin volume from source", "name", req.Name, "lv", vg.Name+"/"+name, "source", src.Name)
 		return m.settleNew(ctx, vg.Name, name)
 	}
-	opts := req.Type.options(vg, name, size, append(tags, tagCopying))
+	opts := lvOptions(req.Type, vg, name, size, append(tags, tagCopying))
 	if err := m.checkRoom(ctx, vg, opts, req.Type); err != nil {
-		return Volume{}, fmt.Errorf("volume %q: %w", req.Name, err)
+		return volume.Volume{}, fmt.Errorf("volume %q: %w", req.Name, err)
 	}
 	lv, err := m.lvm.CreateLV(ctx, opts)
 	if err != nil {
-		return Volume{}, fmt.Errorf("create volume %q: %w", req.Name, err)
+		return volume.Volume{}, fmt.Errorf("create volume %q: %w", req.Name, err)
 	}
 	return m.copyIn(ctx, lv, src, req.Source)
 }
 
 // copyIn fills new LV lv from src in a job (see jobs.go), then settles lv.
-func (m *Manager) copyIn(ctx context.Context, lv, src lvm.LV, from *ContentSource) (Volume, error) {
+func (m *Manager) copyIn(ctx context.Context, lv, src lvm.LV, from *volume.ContentSource) (volume.Volume, error) {
 	key := jobKey(jobCopyIn, lv.VGName, lv.Name)
 	j, started := m.jobs.start(key, int64(src.Size), runner.DataBudget(int64(src.Size)), func(ctx context.Context, mt *meter) error {
 		return m.copyData(ctx, lv, src, from, mt)
 	})
 	if err := m.awaitData(ctx, key, jobCopyIn, lv, j, started); err != nil {
-		return Volume{}, err
+		return volume.Volume{}, err
 	}
 	return m.settleNew(ctx, lv.VGName, lv.Name)
 }
 
 // copyData copies src into lv, then drops lv's copying tag.
-func (m *Manager) copyData(ctx context.Context, lv, src lvm.LV, from *ContentSource, mt *meter) error {
+func (m *Manager) copyData(ctx context.Context, lv, src lvm.LV, from *volume.ContentSource, mt *meter) error {
 	var err error
 	switch from.Kind {
-	case SourceSnapshot:
+	case volume.SourceSnapshot:
 		if err = m.waitSnapshotReady(ctx, src); err == nil {
 			err = m.copyLV(ctx, lv.VGName, src, lv.Name, src.Size, mt)
 		}
@@ -155,34 +146,34 @@ func (m *Manager) waitSnapshotReady(ctx context.Context, snap lvm.LV) error {
 }
 
 // settleNew re-reads a new LV and finishes its creation.
-func (m *Manager) settleNew(ctx context.Context, vg, name string) (Volume, error) {
+func (m *Manager) settleNew(ctx context.Context, vg, name string) (volume.Volume, error) {
 	lv, err := m.lvm.GetLV(ctx, vg, name)
 	if err != nil {
-		return Volume{}, err
+		return volume.Volume{}, err
 	}
 	return m.finishCreate(ctx, lv)
 }
 
 // resumeCopy redoes the copy of a volume whose creation from a source was
 // interrupted (it still carries the copying tag).
-func (m *Manager) resumeCopy(ctx context.Context, lv lvm.LV) (Volume, error) {
+func (m *Manager) resumeCopy(ctx context.Context, lv lvm.LV) (volume.Volume, error) {
 	from := m.contentSourceOf(lv)
 	if from == nil {
-		return Volume{}, fmt.Errorf("%s/%s: copying without a recorded source", lv.VGName, lv.Name)
+		return volume.Volume{}, fmt.Errorf("%s/%s: copying without a recorded source", lv.VGName, lv.Name)
 	}
-	req := CreateRequest{Source: from}
+	req := volume.CreateRequest{Source: from}
 	src, err := m.resolveSource(ctx, &req)
 	if err != nil {
-		return Volume{}, err
+		return volume.Volume{}, err
 	}
 	return m.copyIn(ctx, lv, src, from)
 }
 
 // sourceMatches tells whether an existing LV was made from the asked source.
-func sourceMatches(lv lvm.LV, from *ContentSource) bool {
+func sourceMatches(lv lvm.LV, from *volume.ContentSource) bool {
 	got := tagValue(lv, tagSourcePrefix)
 	if from == nil {
 		return got == ""
 	}
-	return got == strings.TrimPrefix(from.tag(), tagSourcePrefix)
+	return got == strings.TrimPrefix(sourceTag(from), tagSourcePrefix)
 }

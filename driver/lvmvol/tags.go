@@ -1,11 +1,10 @@
 package lvmvol
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"sort"
 	"strconv"
 	"strings"
+
+	"carve.dev/carve/driver/volume"
 
 	"carve.dev/carve/lvm"
 )
@@ -31,33 +30,8 @@ const (
 	tagMirrorsPrefix = "carve.dev/mirrors="
 )
 
-// ignoredParamPrefix marks parameters that describe the request, not the
-// volume (csi-provisioner's --extra-create-metadata): they stay out of the
-// digest.
-const ignoredParamPrefix = "csi.storage.k8s.io/"
-
-// ParamsDigest is a short, order-independent digest of the parameters that
-// shape a volume.
-func ParamsDigest(params map[string]string) string {
-	keys := make([]string, 0, len(params))
-	for k := range params {
-		if !strings.HasPrefix(k, ignoredParamPrefix) {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	h := sha256.New()
-	for _, k := range keys {
-		h.Write([]byte(k))
-		h.Write([]byte{0})
-		h.Write([]byte(params[k]))
-		h.Write([]byte{0})
-	}
-	return hex.EncodeToString(h.Sum(nil)[:8])
-}
-
 // createTags are the tags lvcreate sets, atomically with the LV itself.
-func createTags(req CreateRequest) []string {
+func createTags(req volume.CreateRequest) []string {
 	tags := []string{TagVolume, tagPending, tagParamsPrefix + req.ParamsDigest}
 	if t := tagNamePrefix + req.Name; lvm.ValidateTag(t) == nil {
 		tags = append(tags, t)
@@ -72,10 +46,10 @@ func createTags(req CreateRequest) []string {
 }
 
 // typeOf reads a volume's type back from its LV.
-func typeOf(lv lvm.LV) Type {
+func typeOf(lv lvm.LV) volume.Type {
 	stripes, _ := strconv.Atoi(tagValue(lv, tagStripesPrefix))
 	mirrors, _ := strconv.Atoi(tagValue(lv, tagMirrorsPrefix))
-	return Type{Stripes: stripes, Mirrors: mirrors, ThinPool: lv.PoolLV}
+	return volume.Type{Stripes: stripes, Mirrors: mirrors, ThinPool: lv.PoolLV}
 }
 
 // tagValue returns the value of the first tag with prefix, or "".

@@ -4,30 +4,16 @@ import (
 	"context"
 	"fmt"
 
+	"carve.dev/carve/driver/volume"
+
 	"carve.dev/carve/lvm"
 )
 
-// Type is the kind of LV a volume is: thick linear (the zero value),
-// striped, raid1, or thin in an administrator's pool.
-type Type struct {
-	Stripes    int
-	StripeSize uint64
-	Mirrors    int
-	ThinPool   string
-}
-
-// IsThin tells a thin volume.
-func (t Type) IsThin() bool { return t.ThinPool != "" }
-
-func (t Type) options(vg lvm.VG, name string, size uint64, tags []string) lvm.CreateLVOptions {
+// lvOptions are lvcreate's options for a volume of type t.
+func lvOptions(t volume.Type, vg lvm.VG, name string, size uint64, tags []string) lvm.CreateLVOptions {
 	return lvm.CreateLVOptions{VG: vg.Name, Name: name, Size: size, Tags: tags, ExtentSize: vg.ExtentSize,
 		Stripes: t.Stripes, StripeSize: t.StripeSize, Mirrors: t.Mirrors, ThinPool: t.ThinPool}
 }
-
-// DefaultOverprovision is the thin over-provisioning ratio when the
-// administrator sets none: thin volumes may promise this many times the
-// pool's free space.
-const DefaultOverprovision = 1.0
 
 // SetOverprovision sets the thin over-provisioning ratio (>= 1).
 func (m *Manager) SetOverprovision(ratio float64) {
@@ -39,13 +25,13 @@ func (m *Manager) SetOverprovision(ratio float64) {
 
 // thinPool returns the pool a thin volume of t goes to, refusing pools
 // that would hand out a former thin volume's blocks unzeroed.
-func (m *Manager) thinPool(ctx context.Context, vg string, t Type) (lvm.LV, error) {
+func (m *Manager) thinPool(ctx context.Context, vg string, t volume.Type) (lvm.LV, error) {
 	pool, err := m.lvm.GetLV(ctx, vg, t.ThinPool)
 	if err != nil {
 		return lvm.LV{}, fmt.Errorf("thin pool %s/%s: %w", vg, t.ThinPool, err)
 	}
 	if !pool.IsThinPool() {
-		return lvm.LV{}, fmt.Errorf("%s/%s is not a thin pool: %w", vg, t.ThinPool, ErrBadPool)
+		return lvm.LV{}, fmt.Errorf("%s/%s is not a thin pool: %w", vg, t.ThinPool, volume.ErrBadPool)
 	}
 	if !pool.Active {
 		// An inactive pool reports no usage (lvm2 reads it from the kernel).
@@ -60,7 +46,7 @@ func (m *Manager) thinPool(ctx context.Context, vg string, t Type) (lvm.LV, erro
 	}
 	if !zeroesNewBlocks(pool) {
 		return lvm.LV{}, fmt.Errorf("thin pool %s/%s does not zero new blocks, so a new volume could read a deleted one's data; "+
-			"run `lvchange --zero y %s/%s`: %w", vg, t.ThinPool, vg, t.ThinPool, ErrBadPool)
+			"run `lvchange --zero y %s/%s`: %w", vg, t.ThinPool, vg, t.ThinPool, volume.ErrBadPool)
 	}
 	return pool, nil
 }
@@ -68,23 +54,16 @@ func (m *Manager) thinPool(ctx context.Context, vg string, t Type) (lvm.LV, erro
 // zeroesNewBlocks reads the pool's zero flag (lv_attr position 8).
 func zeroesNewBlocks(pool lvm.LV) bool { return len(pool.Attr) > 7 && pool.Attr[7] == 'z' }
 
-// thinRoom is what thin volumes may still be promised in a pool with free
-// bytes of data space: the free space times the over-provisioning ratio.
-// GetCapacity (CapacityOf) and the check before a create both use it.
-func thinRoom(free uint64, overprovision float64) uint64 {
-	return uint64(float64(free) * overprovision)
-}
-
 // checkRoom refuses, before any lvcreate, a volume of size that cannot be
 // carved: thin beyond the pool's room, thick beyond the VG's free extents
 // or the PVs raid1 and stripes need.
-func (m *Manager) checkRoom(ctx context.Context, vg lvm.VG, opts lvm.CreateLVOptions, t Type) error {
+func (m *Manager) checkRoom(ctx context.Context, vg lvm.VG, opts lvm.CreateLVOptions, t volume.Type) error {
 	if t.IsThin() {
 		pool, err := m.thinPool(ctx, vg.Name, t)
 		if err != nil {
 			return err
 		}
-		if room := thinRoom(pool.ThinPoolFree(), m.overprovision); opts.Size > room {
+		if room := volume.ThinRoom(pool.ThinPoolFree(), m.overprovision); opts.Size > room {
 			return fmt.Errorf("thin volume of %s does not fit thin pool %s/%s: %s free × %.2f over-provisioning = %s: %w",
 				lvm.FormatSize(opts.Size), vg.Name, t.ThinPool, lvm.FormatSize(pool.ThinPoolFree()), m.overprovision,
 				lvm.FormatSize(room), lvm.ErrNoSpace)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"carve.dev/carve/driver/volume"
+
 	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/lvmvol/lvmfake"
 	"carve.dev/carve/lvm"
@@ -127,7 +129,7 @@ func TestWipeProgressRecordsAreChecked(t *testing.T) {
 		m.SetDataWorkSteps(4*mib, time.Hour)
 		f.Put(lvm.LV{Name: "pvc-1", VGName: vg, Size: 16 * mib,
 			Tags: append([]string{lvmvol.TagVolume, "carve.dev/deleting"}, tc.tags...)})
-		if err := m.DeleteVolume(ctx, lvmvol.ID{Node: node, VG: vg, LV: "pvc-1"}); err != nil {
+		if err := m.DeleteVolume(ctx, volume.ID{Node: node, VG: vg, LV: "pvc-1"}); err != nil {
 			t.Fatal(err)
 		}
 		if len(f.Zeroed) == 0 || f.Zeroed[0].Offset != tc.from || slices.Contains(f.Calls, "AddTags") {

@@ -5,6 +5,8 @@ import (
 	"io/fs"
 	"os"
 
+	"carve.dev/carve/driver/volume"
+
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 )
@@ -25,7 +27,7 @@ import (
 //
 // Idempotency: if target is already a mount point showing the same object
 // as source (same inode, or same device number for device nodes) in the
-// asked read-only mode, nil; otherwise an error wrapping ErrMountConflict.
+// asked read-only mode, nil; otherwise an error wrapping volume.ErrMountConflict.
 func (m *Mounter) BindMount(source, target string, readOnly bool, options []string) error {
 	src, err := os.Stat(source)
 	if err != nil {
@@ -61,7 +63,7 @@ func (m *Mounter) alreadyBound(source string, src os.FileInfo, target string, re
 		return false, fmt.Errorf("bind mount %s at %s: %w", source, target, err)
 	}
 	if !sameObject(src, tgt) {
-		return false, fmt.Errorf("%w: %s is already a mount of something other than %s", ErrMountConflict, target, source)
+		return false, fmt.Errorf("%w: %s is already a mount of something other than %s", volume.ErrMountConflict, target, source)
 	}
 	ro, err := mountReadOnly(target)
 	if err != nil {
@@ -69,7 +71,7 @@ func (m *Mounter) alreadyBound(source string, src os.FileInfo, target string, re
 	}
 	if ro != readOnly {
 		return false, fmt.Errorf("%w: %s is already bound from %s with read-only=%t, asked read-only=%t",
-			ErrMountConflict, target, source, ro, readOnly)
+			volume.ErrMountConflict, target, source, ro, readOnly)
 	}
 	klog.V(2).InfoS("already bind mounted", "source", source, "target", target)
 	return true, nil

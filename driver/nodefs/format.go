@@ -7,25 +7,12 @@ import (
 	"os/exec"
 	"slices"
 
+	"carve.dev/carve/driver/volume"
+
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 	mount "k8s.io/mount-utils"
 )
-
-// DefaultFSType is used when no filesystem type is asked for.
-const DefaultFSType = "ext4"
-
-// supportedFSTypes are the filesystems this driver formats and grows.
-// btrfs is optional: it works where btrfs-progs is installed.
-var supportedFSTypes = []string{"ext4", "xfs", "btrfs"}
-
-// ErrToolMissing: the node lacks the tools of the asked filesystem.
-var ErrToolMissing = errors.New("filesystem tools not installed on this node")
-
-// ErrCannotFormat means a blank device cannot be given the asked
-// filesystem: mkfs refused it (too small for xfs, say), or the mount was
-// asked read-only, which leaves no way to format it.
-var ErrCannotFormat = errors.New("cannot format the device")
 
 // FormatAndMount mounts device at target (PrepareTarget), formatting it
 // with fsType ("" → ext4, or xfs) only when it carries no filesystem.
@@ -33,13 +20,13 @@ var ErrCannotFormat = errors.New("cannot format the device")
 // Why we never reformat: a device with any signature (another filesystem, a
 // partition table, an LVM or LUKS header) may hold someone's data — a
 // volume restored from elsewhere, or a mistake in the caller. Formatting is
-// irreversible, so a mismatch is an error wrapping ErrFilesystemMismatch and
+// irreversible, so a mismatch is an error wrapping volume.ErrFilesystemMismatch and
 // the device is left untouched. Only a device blkid finds blank is formatted
 // (mount.SafeFormatAndMount does that check again right before mkfs).
 //
 // Idempotency: if target is already a mount point, it is fine when the mount
 // is the root of this device's filesystem (same device number, per
-// mountinfo) with the same read-only mode; anything else is ErrMountConflict.
+// mountinfo) with the same read-only mode; anything else is volume.ErrMountConflict.
 // Other mount options of an existing mount are not compared.
 func (m *Mounter) FormatAndMount(ctx context.Context, device, target, fsType string, options []string) error {
 	fsType, err := normalizeFSType(fsType)
@@ -78,11 +65,11 @@ func (m *Mounter) FormatAndMount(ctx context.Context, device, target, fsType str
 }
 
 // classifyMountError marks mount-utils' refusals to format as
-// ErrCannotFormat: a state of the device, not a failure of Carve.
+// volume.ErrCannotFormat: a state of the device, not a failure of Carve.
 func classifyMountError(err error) error {
 	var me mount.MountError
 	if errors.As(err, &me) && (me.Type == mount.FormatFailed || me.Type == mount.UnformattedReadOnly) {
-		return fmt.Errorf("%w: %w", ErrCannotFormat, err)
+		return fmt.Errorf("%w: %w", volume.ErrCannotFormat, err)
 	}
 	return err
 }
@@ -112,14 +99,14 @@ func (m *Mounter) refuseForeignFS(ctx context.Context, device, fsType string) er
 	}
 	if existing != "" && existing != fsType {
 		return fmt.Errorf("%w: device %s holds %q, asked for %q; not reformatting",
-			ErrFilesystemMismatch, device, existing, fsType)
+			volume.ErrFilesystemMismatch, device, existing, fsType)
 	}
 	return nil
 }
 
 // alreadyMounted is true when target is already a mount of device's
 // filesystem root in the asked read-only mode; an error wrapping
-// ErrMountConflict when it is a mount of anything else.
+// volume.ErrMountConflict when it is a mount of anything else.
 func (m *Mounter) alreadyMounted(device, target string, readOnly bool) (bool, error) {
 	mounted, err := m.IsMountPoint(target)
 	if err != nil || !mounted {
@@ -136,11 +123,11 @@ func (m *Mounter) alreadyMounted(device, target string, readOnly bool) (bool, er
 	sameDev := uint32(mi.Major) == unix.Major(rdev) && uint32(mi.Minor) == unix.Minor(rdev)
 	if !sameDev || mi.Root != "/" {
 		return false, fmt.Errorf("%w: %s is mounted from %s (%d:%d, root %s), not %s",
-			ErrMountConflict, target, mi.Source, mi.Major, mi.Minor, mi.Root, device)
+			volume.ErrMountConflict, target, mi.Source, mi.Major, mi.Minor, mi.Root, device)
 	}
 	if ro := slices.Contains(mi.MountOptions, "ro"); ro != readOnly {
 		return false, fmt.Errorf("%w: %s is already mounted from %s with read-only=%t, asked read-only=%t",
-			ErrMountConflict, target, device, ro, readOnly)
+			volume.ErrMountConflict, target, device, ro, readOnly)
 	}
 	klog.V(2).InfoS("already mounted", "device", device, "target", target)
 	return true, nil
@@ -148,13 +135,13 @@ func (m *Mounter) alreadyMounted(device, target string, readOnly bool) (bool, er
 
 func normalizeFSType(fsType string) (string, error) {
 	if fsType == "" {
-		return DefaultFSType, nil
+		return volume.DefaultFSType, nil
 	}
-	if !slices.Contains(supportedFSTypes, fsType) {
-		return "", fmt.Errorf("unsupported filesystem type %q (supported: %v)", fsType, supportedFSTypes)
+	if !slices.Contains(volume.FSTypes, fsType) {
+		return "", fmt.Errorf("%w %q (supported: %v)", volume.ErrUnsupportedFilesystem, fsType, volume.FSTypes)
 	}
 	if _, err := exec.LookPath("mkfs." + fsType); err != nil {
-		return "", fmt.Errorf("mkfs.%s: %w", fsType, ErrToolMissing)
+		return "", fmt.Errorf("mkfs.%s: %w", fsType, volume.ErrToolMissing)
 	}
 	return fsType, nil
 }

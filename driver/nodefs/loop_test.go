@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 
+	"carve.dev/carve/driver/volume"
+
 	"golang.org/x/sys/unix"
 	mount "k8s.io/mount-utils"
 )
@@ -89,8 +91,8 @@ func TestFormatAndMountNeverReformats(t *testing.T) {
 	}
 
 	err := m.FormatAndMount(ctxT(t), dev, target, "xfs", nil)
-	if !errors.Is(err, ErrFilesystemMismatch) {
-		t.Fatalf("ext4 device asked as xfs: err = %v, want ErrFilesystemMismatch", err)
+	if !errors.Is(err, volume.ErrFilesystemMismatch) {
+		t.Fatalf("ext4 device asked as xfs: err = %v, want volume.ErrFilesystemMismatch", err)
 	}
 	if ok, _ := m.IsMountPoint(target); ok {
 		t.Fatal("mismatched device got mounted")
@@ -114,7 +116,7 @@ func TestFormatAndMountRefusesPartitionTable(t *testing.T) {
 	target := filepath.Join(t.TempDir(), "staging")
 	cleanupMounts(t, target)
 	err := m.FormatAndMount(ctxT(t), dev, target, "ext4", nil)
-	if !errors.Is(err, ErrFilesystemMismatch) || rec.count("mkfs.") != 0 {
+	if !errors.Is(err, volume.ErrFilesystemMismatch) || rec.count("mkfs.") != 0 {
 		t.Fatalf("partitioned device: err = %v, mkfs runs = %d", err, rec.count("mkfs."))
 	}
 }
@@ -148,11 +150,11 @@ func TestFormatAndMountConflicts(t *testing.T) {
 	target := stage(t, m, devA, "ext4")
 
 	err := m.FormatAndMount(ctxT(t), devB, target, "ext4", nil)
-	if !errors.Is(err, ErrMountConflict) {
+	if !errors.Is(err, volume.ErrMountConflict) {
 		t.Fatalf("other device on target: err = %v", err)
 	}
 	err = m.FormatAndMount(ctxT(t), devA, target, "ext4", []string{"ro"})
-	if !errors.Is(err, ErrMountConflict) {
+	if !errors.Is(err, volume.ErrMountConflict) {
 		t.Fatalf("same device, read-only asked on rw mount: err = %v", err)
 	}
 	// A bind of a subdirectory of devA's filesystem is not devA's root.
@@ -166,7 +168,7 @@ func TestFormatAndMountConflicts(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = m.FormatAndMount(ctxT(t), devA, other, "ext4", nil)
-	if !errors.Is(err, ErrMountConflict) {
+	if !errors.Is(err, volume.ErrMountConflict) {
 		t.Fatalf("subdirectory bind on target: err = %v", err)
 	}
 }
@@ -207,7 +209,7 @@ func TestBindMountDirectory(t *testing.T) {
 	cleanupMounts(t, rw)
 	cleanupMounts(t, ro)
 	// The CO makes the directory it hands out targets in; Carve does not.
-	if err := m.BindMount(staging, rw, false, nil); !errors.Is(err, ErrUnsafeTarget) {
+	if err := m.BindMount(staging, rw, false, nil); !errors.Is(err, volume.ErrUnsafeTarget) {
 		t.Fatalf("target in a missing directory: err = %v", err)
 	}
 	if err := os.Mkdir(filepath.Join(dir, "pods"), 0o750); err != nil {
@@ -239,10 +241,10 @@ func TestBindMountDirectory(t *testing.T) {
 	// The ro remount must not have made the staging mount read-only.
 	writeFile(t, filepath.Join(staging, "still-rw"), "yes")
 
-	if err := m.BindMount(staging, ro, false, nil); !errors.Is(err, ErrMountConflict) {
+	if err := m.BindMount(staging, ro, false, nil); !errors.Is(err, volume.ErrMountConflict) {
 		t.Errorf("rw asked on ro bind: err = %v", err)
 	}
-	if err := m.BindMount(t.TempDir(), rw, false, nil); !errors.Is(err, ErrMountConflict) {
+	if err := m.BindMount(t.TempDir(), rw, false, nil); !errors.Is(err, volume.ErrMountConflict) {
 		t.Errorf("other source on bind: err = %v", err)
 	}
 
@@ -288,10 +290,10 @@ func TestBindMountBlockDevice(t *testing.T) {
 		t.Fatalf("BlockSize(bind) = %d, %v", size, err)
 	}
 	other, _ := newLoop(t, 64*mib)
-	if err := m.BindMount(other, target, false, nil); !errors.Is(err, ErrMountConflict) {
+	if err := m.BindMount(other, target, false, nil); !errors.Is(err, volume.ErrMountConflict) {
 		t.Fatalf("other device on target: err = %v", err)
 	}
-	if err := m.BindMount(dev, target, true, nil); !errors.Is(err, ErrMountConflict) {
+	if err := m.BindMount(dev, target, true, nil); !errors.Is(err, volume.ErrMountConflict) {
 		t.Fatalf("ro asked on rw bind: err = %v", err)
 	}
 	roTarget := filepath.Join(t.TempDir(), "ro-dev")
@@ -304,7 +306,7 @@ func TestBindMountBlockDevice(t *testing.T) {
 	if ro, err := mountReadOnly(roTarget); err != nil || !ro {
 		t.Fatalf("ro device bind: read-only = %t, %v", ro, err)
 	}
-	if err := m.BindMount(dev, roTarget, false, nil); !errors.Is(err, ErrMountConflict) {
+	if err := m.BindMount(dev, roTarget, false, nil); !errors.Is(err, volume.ErrMountConflict) {
 		t.Fatalf("rw asked on ro device bind: err = %v", err)
 	}
 	// A directory already at the target cannot take a device.

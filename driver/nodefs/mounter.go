@@ -20,22 +20,15 @@ import (
 	"io/fs"
 	"os"
 
+	"carve.dev/carve/driver/volume"
+
 	"k8s.io/klog/v2"
 	mount "k8s.io/mount-utils"
 	utilexec "k8s.io/utils/exec"
 )
 
-var (
-	// ErrMountConflict means the target is already a mount point, but not of what
-	// was asked (another device, another directory, other read-only mode).
-	ErrMountConflict = errors.New("mount conflict")
-	// ErrFilesystemMismatch means the device already holds a filesystem (or a
-	// partition table or other signature) that is not the one asked for.
-	// Such a device is never reformatted.
-	ErrFilesystemMismatch = errors.New("filesystem mismatch")
-	// ErrNotMounted means the path is not a mount point.
-	ErrNotMounted = errors.New("not mounted")
-)
+// ErrNotMounted means the path is not a mount point.
+var ErrNotMounted = errors.New("not mounted")
 
 // Mounter does the node's filesystem work through k8s.io/mount-utils.
 type Mounter struct {
@@ -92,10 +85,10 @@ func (m *Mounter) Unmount(target string) error {
 		}
 		still, err := m.IsMountPoint(target)
 		if err != nil {
-			return fmt.Errorf("%w: %s: after one unmount: %w", ErrUnsafeTarget, target, err)
+			return fmt.Errorf("%w: %s: after one unmount: %w", volume.ErrUnsafeTarget, target, err)
 		}
 		if still {
-			return fmt.Errorf("%w: %s is still a mount point after one unmount (stacked mounts)", ErrUnsafeTarget, target)
+			return fmt.Errorf("%w: %s is still a mount point after one unmount (stacked mounts)", volume.ErrUnsafeTarget, target)
 		}
 		klog.InfoS("unmounted", "target", target)
 	}

@@ -5,12 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-)
 
-// ErrBadMountFlag means a mount flag the CO asked for is not one the
-// filesystem takes, or one that would change what mount does rather than
-// how the volume is mounted.
-var ErrBadMountFlag = errors.New("mount flag not accepted")
+	"carve.dev/carve/driver/volume"
+)
 
 // The flags a CO may ask for, checked before mount runs. mount(8) reads
 // "-o" as one comma-separated list, so a flag holding a comma would smuggle
@@ -53,16 +50,16 @@ var (
 
 func words(s string) []string { return strings.Fields(s) }
 
-// CheckMountFlags refuses, with an error wrapping ErrBadMountFlag, any flag
+// CheckMountFlags refuses, with an error wrapping volume.ErrBadMountFlag, any flag
 // that fsType (ext4 when empty) does not take; see vfsFlags and fsFlags.
 func CheckMountFlags(fsType string, flags []string) error {
 	fsType, known := strings.TrimSpace(fsType), fsFlags[fsType]
 	if fsType == "" {
-		fsType, known = DefaultFSType, fsFlags[DefaultFSType]
+		fsType, known = volume.DefaultFSType, fsFlags[volume.DefaultFSType]
 	}
 	for _, f := range flags {
 		if err := checkFlag(f, known); err != nil {
-			return fmt.Errorf("%w: %q for %s: %w", ErrBadMountFlag, f, fsType, err)
+			return fmt.Errorf("%w: %q for %s: %w", volume.ErrBadMountFlag, f, fsType, err)
 		}
 	}
 	return nil

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"carve.dev/carve/driver/volume"
 )
 
 func TestCheckMountFlags(t *testing.T) {
@@ -36,8 +38,8 @@ func TestCheckMountFlags(t *testing.T) {
 		{"ext4", "noatime=1"}, // a bare flag given a value
 		{"ext4", "commit"},    // a valued one given none
 	} {
-		if err := CheckMountFlags(tc.fsType, []string{"noatime", tc.flag}); !errors.Is(err, ErrBadMountFlag) {
-			t.Errorf("CheckMountFlags(%q, %q) = %v, want ErrBadMountFlag", tc.fsType, tc.flag, err)
+		if err := CheckMountFlags(tc.fsType, []string{"noatime", tc.flag}); !errors.Is(err, volume.ErrBadMountFlag) {
+			t.Errorf("CheckMountFlags(%q, %q) = %v, want volume.ErrBadMountFlag", tc.fsType, tc.flag, err)
 		}
 	}
 }
@@ -58,8 +60,8 @@ func TestPrepareTargetRefusesContent(t *testing.T) {
 		path string
 		dir  bool
 	}{{full, true}, {file, false}, {file, true}, {link, true}, {full, false}} {
-		if err := m.PrepareTarget(tc.path, tc.dir); !errors.Is(err, ErrUnsafeTarget) {
-			t.Errorf("PrepareTarget(%s, dir=%t) = %v, want ErrUnsafeTarget", tc.path, tc.dir, err)
+		if err := m.PrepareTarget(tc.path, tc.dir); !errors.Is(err, volume.ErrUnsafeTarget) {
+			t.Errorf("PrepareTarget(%s, dir=%t) = %v, want volume.ErrUnsafeTarget", tc.path, tc.dir, err)
 		}
 	}
 	if readFile(t, file) != "content" || readFile(t, filepath.Join(full, "keep")) != "x" {
@@ -88,8 +90,8 @@ func TestUnmountRemovesOnlyWhatCarveMakes(t *testing.T) {
 	writeFile(t, filepath.Join(full, "keep"), "x")
 	writeFile(t, file, "content")
 	for _, p := range []string{full, file} {
-		if err := m.Unmount(p); !errors.Is(err, ErrUnsafeTarget) {
-			t.Errorf("Unmount(%s) = %v, want ErrUnsafeTarget", p, err)
+		if err := m.Unmount(p); !errors.Is(err, volume.ErrUnsafeTarget) {
+			t.Errorf("Unmount(%s) = %v, want volume.ErrUnsafeTarget", p, err)
 		}
 		if _, err := os.Lstat(p); err != nil {
 			t.Errorf("%s removed: %v", p, err)
@@ -145,14 +147,14 @@ func TestMountOwnership(t *testing.T) {
 }
 
 // TestMkfsRefusalIsCannotFormat: a device mkfs refuses (too small for xfs)
-// is ErrCannotFormat, and nothing is mounted.
+// is volume.ErrCannotFormat, and nothing is mounted.
 func TestMkfsRefusalIsCannotFormat(t *testing.T) {
 	dev, _ := newLoop(t, 64*mib)
 	m := New(nil)
 	target := filepath.Join(t.TempDir(), "staging")
 	cleanupMounts(t, target)
-	if err := m.FormatAndMount(ctxT(t), dev, target, "xfs", nil); !errors.Is(err, ErrCannotFormat) {
-		t.Fatalf("xfs on 64 MiB: err = %v, want ErrCannotFormat", err)
+	if err := m.FormatAndMount(ctxT(t), dev, target, "xfs", nil); !errors.Is(err, volume.ErrCannotFormat) {
+		t.Fatalf("xfs on 64 MiB: err = %v, want volume.ErrCannotFormat", err)
 	}
 	if ok, _ := m.IsMountPoint(target); ok {
 		t.Fatal("mounted after a refused format")

@@ -7,13 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
-)
 
-// ErrUnsafeTarget means a path holds something Carve did not put there (a
-// file with content, a non-empty directory, a symlink, a device) or sits
-// where Carve must not create anything: mounting over it would hide it,
-// removing it would lose it. Nothing is done to it.
-var ErrUnsafeTarget = errors.New("path holds something that is not Carve's")
+	"carve.dev/carve/driver/volume"
+)
 
 // PrepareTarget makes path ready to be mounted on: a directory, or for a
 // device node an empty file. A missing path is created, but never its
@@ -31,10 +27,10 @@ func (m *Mounter) PrepareTarget(path string, dir bool) error {
 		return err
 	}
 	if fi.Mode()&fs.ModeSymlink != 0 {
-		return fmt.Errorf("%w: %s is a symlink", ErrUnsafeTarget, path)
+		return fmt.Errorf("%w: %s is a symlink", volume.ErrUnsafeTarget, path)
 	}
 	if fi.IsDir() != dir {
-		return fmt.Errorf("%w: %s exists and is a directory=%t, a directory=%t is needed", ErrUnsafeTarget, path, fi.IsDir(), dir)
+		return fmt.Errorf("%w: %s exists and is a directory=%t, a directory=%t is needed", volume.ErrUnsafeTarget, path, fi.IsDir(), dir)
 	}
 	if mounted, err := m.IsMountPoint(path); err != nil || mounted {
 		return err
@@ -46,10 +42,10 @@ func (m *Mounter) PrepareTarget(path string, dir bool) error {
 func create(path string, dir bool) error {
 	fi, err := os.Stat(filepath.Dir(path))
 	if err != nil {
-		return fmt.Errorf("%w: the directory that would hold %s (the CO creates it): %w", ErrUnsafeTarget, path, err)
+		return fmt.Errorf("%w: the directory that would hold %s (the CO creates it): %w", volume.ErrUnsafeTarget, path, err)
 	}
 	if !fi.IsDir() {
-		return fmt.Errorf("%w: %s is not a directory to hold %s (the CO creates it)", ErrUnsafeTarget, filepath.Dir(path), path)
+		return fmt.Errorf("%w: %s is not a directory to hold %s (the CO creates it)", volume.ErrUnsafeTarget, filepath.Dir(path), path)
 	}
 	if dir {
 		return os.Mkdir(path, 0o750)
@@ -68,9 +64,9 @@ func checkEmpty(path string, fi os.FileInfo) error {
 	case fi.Mode().IsRegular() && fi.Size() == 0:
 		return nil
 	case fi.Mode().IsRegular():
-		return fmt.Errorf("%w: %s is a file with %d bytes", ErrUnsafeTarget, path, fi.Size())
+		return fmt.Errorf("%w: %s is a file with %d bytes", volume.ErrUnsafeTarget, path, fi.Size())
 	case !fi.IsDir():
-		return fmt.Errorf("%w: %s is a %s", ErrUnsafeTarget, path, fi.Mode().Type())
+		return fmt.Errorf("%w: %s is a %s", volume.ErrUnsafeTarget, path, fi.Mode().Type())
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -78,7 +74,7 @@ func checkEmpty(path string, fi os.FileInfo) error {
 	}
 	defer func() { _ = f.Close() }()
 	if names, _ := f.Readdirnames(1); len(names) > 0 {
-		return fmt.Errorf("%w: %s is a directory with content (%s, ...), not a mount", ErrUnsafeTarget, path, names[0])
+		return fmt.Errorf("%w: %s is a directory with content (%s, ...), not a mount", volume.ErrUnsafeTarget, path, names[0])
 	}
 	return nil
 }
@@ -101,7 +97,7 @@ func removeTarget(path string) error {
 	// this fails rather than deleting what is in it.
 	switch err := os.Remove(path); {
 	case errors.Is(err, syscall.ENOTEMPTY):
-		return fmt.Errorf("%w: %s is no longer empty", ErrUnsafeTarget, path)
+		return fmt.Errorf("%w: %s is no longer empty", volume.ErrUnsafeTarget, path)
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("remove %s: %w", path, err)
 	}

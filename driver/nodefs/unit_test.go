@@ -13,6 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
+	"carve.dev/carve/driver/volume"
+
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 	mount "k8s.io/mount-utils"
@@ -88,8 +92,8 @@ func TestFormatAndMountRefusesForeignSignatureWithoutMkfs(t *testing.T) {
 		m := New(fakeBlkid(t, tc.blkid, 0)) // fails the test if mkfs runs
 		target := filepath.Join(t.TempDir(), "staging")
 		err := m.FormatAndMount(context.Background(), dev, target, tc.fsType, nil)
-		if !errors.Is(err, ErrFilesystemMismatch) {
-			t.Errorf("blkid %q as %q: err = %v, want ErrFilesystemMismatch", tc.blkid, tc.fsType, err)
+		if !errors.Is(err, volume.ErrFilesystemMismatch) {
+			t.Errorf("blkid %q as %q: err = %v, want volume.ErrFilesystemMismatch", tc.blkid, tc.fsType, err)
 		}
 	}
 }
@@ -125,7 +129,7 @@ func TestNormalizeFSType(t *testing.T) {
 	// btrfs is there exactly when its mkfs is.
 	_, lookErr := exec.LookPath("mkfs.btrfs")
 	got, err := normalizeFSType("btrfs")
-	if (lookErr == nil) != (err == nil) || (err != nil && !errors.Is(err, ErrToolMissing)) {
+	if (lookErr == nil) != (err == nil) || (err != nil && !errors.Is(err, volume.ErrToolMissing)) {
 		t.Errorf("normalizeFSType(btrfs) = %q, %v with mkfs.btrfs lookup error %v", got, err, lookErr)
 	}
 }
@@ -378,5 +382,14 @@ func TestSameDevice(t *testing.T) {
 	}
 	if _, err := SameDevice(dev, "/dev/null"); err == nil {
 		t.Error("char device accepted")
+	}
+}
+
+// An unsupported filesystem is the caller's error (INVALID_ARGUMENT), not
+// an internal one.
+func TestUnsupportedFilesystemIsInvalidArgument(t *testing.T) {
+	_, err := normalizeFSType("zfs")
+	if got := volume.CodeOf(err); !errors.Is(err, volume.ErrUnsupportedFilesystem) || got != codes.InvalidArgument {
+		t.Errorf("normalizeFSType(zfs) = %v (%v), want ErrUnsupportedFilesystem, InvalidArgument", err, got)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"carve.dev/carve/driver/volume"
 )
 
 // DefaultRoot is kubelet's root directory, where it puts every staging and
@@ -26,9 +28,6 @@ const (
 	maxNameLen = 255
 )
 
-// ErrInvalidPath marks a path the node refuses to act on.
-var ErrInvalidPath = errors.New("invalid path")
-
 // Root is the directory every path must lie strictly inside.
 type Root struct{ dir string }
 
@@ -38,7 +37,7 @@ func NewRoot(dir string) (Root, error) {
 		return Root{}, fmt.Errorf("path root: %w", err)
 	}
 	if dir == "/" {
-		return Root{}, fmt.Errorf("path root: %w: %q would let paths reach anything on the host", ErrInvalidPath, dir)
+		return Root{}, fmt.Errorf("path root: %w: %q would let paths reach anything on the host", volume.ErrInvalidPath, dir)
 	}
 	return Root{dir: dir}, nil
 }
@@ -59,26 +58,26 @@ func (r Root) Check(path string) error {
 	if r.inside(path) {
 		return nil
 	}
-	return fmt.Errorf("%w: %q is not inside %s, the CO's directory (--path-root)", ErrInvalidPath, path, r.dir)
+	return fmt.Errorf("%w: %q is not inside %s, the CO's directory (--path-root)", volume.ErrInvalidPath, path, r.dir)
 }
 
 // lexical is Check without the root.
 func lexical(path string) error {
 	switch {
 	case path == "":
-		return fmt.Errorf("%w: empty", ErrInvalidPath)
+		return fmt.Errorf("%w: empty", volume.ErrInvalidPath)
 	case len(path) > maxPathLen:
-		return fmt.Errorf("%w: %d bytes, longer than Linux allows (%d)", ErrInvalidPath, len(path), maxPathLen)
+		return fmt.Errorf("%w: %d bytes, longer than Linux allows (%d)", volume.ErrInvalidPath, len(path), maxPathLen)
 	case strings.IndexFunc(path, isControl) >= 0:
-		return fmt.Errorf("%w: %q holds a control character", ErrInvalidPath, path)
+		return fmt.Errorf("%w: %q holds a control character", volume.ErrInvalidPath, path)
 	case !filepath.IsAbs(path):
-		return fmt.Errorf("%w: %q is not absolute", ErrInvalidPath, path)
+		return fmt.Errorf("%w: %q is not absolute", volume.ErrInvalidPath, path)
 	case filepath.Clean(path) != path:
-		return fmt.Errorf("%w: %q is not clean (it should read %q)", ErrInvalidPath, path, filepath.Clean(path))
+		return fmt.Errorf("%w: %q is not clean (it should read %q)", volume.ErrInvalidPath, path, filepath.Clean(path))
 	}
 	for _, name := range strings.Split(path, "/") {
 		if len(name) > maxNameLen {
-			return fmt.Errorf("%w: a name in %q is longer than Linux allows (%d)", ErrInvalidPath, path, maxNameLen)
+			return fmt.Errorf("%w: a name in %q is longer than Linux allows (%d)", volume.ErrInvalidPath, path, maxNameLen)
 		}
 	}
 	return nil
@@ -115,7 +114,7 @@ func (r Root) Resolve(path string) (exists bool, err error) {
 	fi, err := os.Lstat(path)
 	switch {
 	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
-		return false, fmt.Errorf("%w: %s is a symlink", ErrInvalidPath, path)
+		return false, fmt.Errorf("%w: %s is a symlink", volume.ErrInvalidPath, path)
 	case err == nil:
 		exists = true
 	case !errors.Is(err, fs.ErrNotExist):
@@ -126,7 +125,7 @@ func (r Root) Resolve(path string) (exists bool, err error) {
 		return false, fmt.Errorf("parent of %s: %w", path, err)
 	}
 	if parent != r.dir && !r.inside(parent) && !r.isRoot(parent) {
-		return false, fmt.Errorf("%w: %s leads to %s, outside %s", ErrInvalidPath, path, parent, r.dir)
+		return false, fmt.Errorf("%w: %s leads to %s, outside %s", volume.ErrInvalidPath, path, parent, r.dir)
 	}
 	return exists, nil
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"carve.dev/carve/driver/volume"
 )
 
 func mustRoot(t testing.TB, dir string) Root {
@@ -20,8 +22,8 @@ func mustRoot(t testing.TB, dir string) Root {
 
 func TestNewRoot(t *testing.T) {
 	for _, bad := range []string{"", "/", "var/lib/kubelet", "/var/lib/kubelet/", "/var/lib/../lib/kubelet", "/a\nb"} {
-		if _, err := NewRoot(bad); !errors.Is(err, ErrInvalidPath) {
-			t.Errorf("NewRoot(%q) = %v, want ErrInvalidPath", bad, err)
+		if _, err := NewRoot(bad); !errors.Is(err, volume.ErrInvalidPath) {
+			t.Errorf("NewRoot(%q) = %v, want volume.ErrInvalidPath", bad, err)
 		}
 	}
 	if r := mustRoot(t, DefaultRoot); r.Dir() != DefaultRoot {
@@ -51,8 +53,8 @@ func TestCheck(t *testing.T) {
 		"/var/lib/kubelet/" + strings.Repeat("n", 256),
 		"/var/lib/kubelet/" + strings.Repeat("a/", 2040),
 	} {
-		if err := r.Check(bad); !errors.Is(err, ErrInvalidPath) {
-			t.Errorf("Check(%q) = %v, want ErrInvalidPath", bad, err)
+		if err := r.Check(bad); !errors.Is(err, volume.ErrInvalidPath) {
+			t.Errorf("Check(%q) = %v, want volume.ErrInvalidPath", bad, err)
 		}
 	}
 }
@@ -97,8 +99,8 @@ func TestResolve(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{link + "/leaf", link + "/escape/x", link + "/escape/new"} {
-		if _, err := r.Resolve(bad); !errors.Is(err, ErrInvalidPath) {
-			t.Errorf("Resolve(%q) = %v, want ErrInvalidPath", bad, err)
+		if _, err := r.Resolve(bad); !errors.Is(err, volume.ErrInvalidPath) {
+			t.Errorf("Resolve(%q) = %v, want volume.ErrInvalidPath", bad, err)
 		}
 	}
 	if _, err := r.Resolve(link + "/missing/x"); !errors.Is(err, fs.ErrNotExist) {
@@ -108,7 +110,7 @@ func TestResolve(t *testing.T) {
 
 // FuzzCheck: any accepted path is absolute, clean, free of control
 // characters and "..", within Linux's limits and strictly inside the root;
-// anything else is ErrInvalidPath.
+// anything else is volume.ErrInvalidPath.
 func FuzzCheck(f *testing.F) {
 	const root = "/var/lib/kubelet"
 	for _, s := range []string{root + "/x", root, "/", "/etc", root + "/../etc", root + "/x\n", "some/path", root + "X/y", root + "//x"} {
@@ -118,8 +120,8 @@ func FuzzCheck(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		err := r.Check(s)
 		if err != nil {
-			if !errors.Is(err, ErrInvalidPath) {
-				t.Fatalf("Check(%q) = %v, not ErrInvalidPath", s, err)
+			if !errors.Is(err, volume.ErrInvalidPath) {
+				t.Fatalf("Check(%q) = %v, not volume.ErrInvalidPath", s, err)
 			}
 			return
 		}

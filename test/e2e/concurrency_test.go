@@ -41,7 +41,7 @@ func TestPublishWhileACloneCopies(t *testing.T) {
 	create(t, clone)
 	create(t, pod("copyclone-1", "copyclone"))
 	// csi-provisioner names the volume pvc-<claim UID>; so is its
-	// LogicalVolume (lvmvol.LVName keeps such names).
+	// LogicalVolume (volume.LVName keeps such names).
 	cloneLV := "pvc-" + string(clone.UID)
 	wait(t, "the clone's LogicalVolume Copying", 3*time.Minute, func(ctx context.Context) (bool, error) {
 		return copying(ctx, cloneLV)

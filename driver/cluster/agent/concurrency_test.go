@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"carve.dev/carve/driver/volume"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -53,7 +55,7 @@ func (r *rig) run(t *testing.T) *running {
 
 // kick enqueues a reconcile of name, as a watch event would.
 func (c *running) kick(name string) {
-	c.events <- event.GenericEvent{Object: volume(name, node, 1)}
+	c.events <- event.GenericEvent{Object: lvResource(name, node, 1)}
 }
 
 // eventually polls cond for up to limit.
@@ -84,8 +86,8 @@ func (r *rig) asOnANode() {
 }
 
 func clone(name, of string, size int64) *v1alpha1.LogicalVolume {
-	v := volume(name, node, size)
-	v.Spec.Source = &v1alpha1.ContentSource{Kind: lvmvol.SourceVolume, ID: node + "/vg0/" + of}
+	v := lvResource(name, node, size)
+	v.Spec.Source = &v1alpha1.ContentSource{Kind: volume.SourceVolume, ID: node + "/vg0/" + of}
 	return v
 }
 
@@ -93,7 +95,7 @@ func clone(name, of string, size int64) *v1alpha1.LogicalVolume {
 // another volume on the node is published at once; the clone becomes
 // Ready once its copy is done.
 func TestPublishWhileACloneCopies(t *testing.T) {
-	r := newRig(t, volume("pvc-src", node, 8*mib), volume("pvc-other", node, 4*mib), clone("pvc-clone", "pvc-src", 8*mib))
+	r := newRig(t, lvResource("pvc-src", node, 8*mib), lvResource("pvc-other", node, 4*mib), clone("pvc-clone", "pvc-src", 8*mib))
 	r.asOnANode()
 	for _, name := range []string{"pvc-src", "pvc-other"} {
 		if _, err := r.reconcile(name); err != nil {
@@ -134,7 +136,7 @@ func TestPublishWhileACloneCopies(t *testing.T) {
 // Warning) and looked at again soon; deleting it meanwhile stops the copy
 // and removes the LV.
 func TestCopyingIsReportedThenDeletable(t *testing.T) {
-	r := newRig(t, volume("pvc-src", node, 8*mib), clone("pvc-clone", "pvc-src", 8*mib))
+	r := newRig(t, lvResource("pvc-src", node, 8*mib), clone("pvc-clone", "pvc-src", 8*mib))
 	r.asOnANode()
 	r.r.Volumes.(*lvmvol.Manager).BackgroundDataWork(10 * time.Millisecond)
 	rec := events.NewFakeRecorder(10)

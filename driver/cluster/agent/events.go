@@ -4,13 +4,12 @@ import (
 	"errors"
 	"fmt"
 
+	"carve.dev/carve/driver/volume"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
-
-	"carve.dev/carve/driver"
-	"carve.dev/carve/driver/lvmvol"
 )
 
 // ConditionReady is the condition the agent keeps on its resources: True
@@ -46,21 +45,21 @@ func readyCondition(conds *[]metav1.Condition, generation int64, opErr error) {
 	c := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "Reconciled",
 		ObservedGeneration: generation}
 	if opErr != nil {
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, driver.CodeOf(opErr).String(), opErr.Error()
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, volume.CodeOf(opErr).String(), opErr.Error()
 	}
 	meta.SetStatusCondition(conds, c)
 }
 
 // pendingOf returns the data work err says runs, or nil.
-func pendingOf(err error) *lvmvol.PendingError {
-	var p *lvmvol.PendingError
+func pendingOf(err error) *volume.PendingError {
+	var p *volume.PendingError
 	if errors.As(err, &p) {
 		return p
 	}
 	return nil
 }
 
-func pendingReason(p *lvmvol.PendingError) string {
+func pendingReason(p *volume.PendingError) string {
 	if p.Work == "wipe" {
 		return ReasonWiping
 	}
@@ -70,13 +69,13 @@ func pendingReason(p *lvmvol.PendingError) string {
 // pendingMessage says how far the work has got, in steps of 10%: each
 // change of the message is a status write, which triggers a reconcile of
 // its own, so a finer one would make the agent busy-poll a fast copy.
-func pendingMessage(p *lvmvol.PendingError) string {
+func pendingMessage(p *volume.PendingError) string {
 	return fmt.Sprintf("%s of %s runs in the background: %d%% done", p.Work, p.LV, p.Percent()/10*10)
 }
 
 // pendingCondition sets Ready False for data work that runs and tells
 // whether the reason changed (the work started, or changed kind).
-func pendingCondition(conds *[]metav1.Condition, generation int64, p *lvmvol.PendingError) bool {
+func pendingCondition(conds *[]metav1.Condition, generation int64, p *volume.PendingError) bool {
 	reason := pendingReason(p)
 	old := meta.FindStatusCondition(*conds, ConditionReady)
 	changed := old == nil || old.Reason != reason
@@ -87,5 +86,5 @@ func pendingCondition(conds *[]metav1.Condition, generation int64, p *lvmvol.Pen
 
 // failed emits the Warning event of a failed operation.
 func failed(rec events.EventRecorder, obj runtime.Object, action string, err error) {
-	emit(rec, obj, "Warning", ReasonFailed, action, "%s", fmt.Sprintf("%s: %v", driver.CodeOf(err), err))
+	emit(rec, obj, "Warning", ReasonFailed, action, "%s", fmt.Sprintf("%s: %v", volume.CodeOf(err), err))
 }

@@ -38,7 +38,7 @@ func wantEvents(t *testing.T, rec *events.FakeRecorder, prefixes ...string) {
 }
 
 func TestEventsAndReadyCondition(t *testing.T) {
-	r := newRig(t, volume("pvc-1", node, 4*mib), volume("pvc-big", node, 500*mib))
+	r := newRig(t, lvResource("pvc-1", node, 4*mib), lvResource("pvc-big", node, 500*mib))
 	rec := events.NewFakeRecorder(10)
 	r.r.Events = rec
 

@@ -5,15 +5,15 @@ import (
 	"fmt"
 	"time"
 
+	"carve.dev/carve/driver/volume"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	"carve.dev/carve/driver"
 	"carve.dev/carve/driver/cluster/api/v1alpha1"
-	"carve.dev/carve/driver/lvmvol"
 )
 
 // SnapshotFinalizer holds a LogicalVolumeSnapshot until its LV is removed.
@@ -25,8 +25,8 @@ const copyPoll = 2 * time.Second
 
 // Snapshots is the snapshot half of the LVM semantics (lvmvol.Manager).
 type Snapshots interface {
-	CreateSnapshot(ctx context.Context, name string, source lvmvol.ID) (lvmvol.Snapshot, error)
-	DeleteSnapshot(ctx context.Context, id lvmvol.ID) error
+	CreateSnapshot(ctx context.Context, name string, source volume.ID) (volume.Snapshot, error)
+	DeleteSnapshot(ctx context.Context, id volume.ID) error
 }
 
 // SnapshotReconciler reconciles the LogicalVolumeSnapshots of one node.
@@ -50,9 +50,9 @@ func (r *SnapshotReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if s.Spec.NodeName != r.Node {
 		return ctrl.Result{}, nil
 	}
-	source, err := lvmvol.ParseID(s.Spec.SourceVolumeID)
+	source, err := volume.ParseID(s.Spec.SourceVolumeID)
 	if err != nil {
-		return ctrl.Result{}, r.report(ctx, &s, lvmvol.Snapshot{}, err)
+		return ctrl.Result{}, r.report(ctx, &s, volume.Snapshot{}, err)
 	}
 	if !s.DeletionTimestamp.IsZero() {
 		return outcome(r.remove(ctx, &s, source))
@@ -73,16 +73,16 @@ func (r *SnapshotReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 }
 
 // snapshotID is the ID the snapshot's LV has, in its source's VG.
-func snapshotID(s *v1alpha1.LogicalVolumeSnapshot, source lvmvol.ID) lvmvol.ID {
-	return lvmvol.ID{Node: source.Node, VG: source.VG, LV: lvmvol.SnapshotLVName(s.Spec.Name)}
+func snapshotID(s *v1alpha1.LogicalVolumeSnapshot, source volume.ID) volume.ID {
+	return volume.ID{Node: source.Node, VG: source.VG, LV: volume.SnapshotLVName(s.Spec.Name)}
 }
 
-func (r *SnapshotReconciler) remove(ctx context.Context, s *v1alpha1.LogicalVolumeSnapshot, source lvmvol.ID) error {
+func (r *SnapshotReconciler) remove(ctx context.Context, s *v1alpha1.LogicalVolumeSnapshot, source volume.ID) error {
 	if !controllerutil.ContainsFinalizer(s, SnapshotFinalizer) {
 		return nil
 	}
 	if err := r.Snapshots.DeleteSnapshot(ctx, snapshotID(s, source)); err != nil {
-		return r.report(ctx, s, lvmvol.Snapshot{}, err)
+		return r.report(ctx, s, volume.Snapshot{}, err)
 	}
 	controllerutil.RemoveFinalizer(s, SnapshotFinalizer)
 	if err := r.Client.Update(ctx, s); err != nil {
@@ -92,7 +92,7 @@ func (r *SnapshotReconciler) remove(ctx context.Context, s *v1alpha1.LogicalVolu
 	return nil
 }
 
-func (r *SnapshotReconciler) report(ctx context.Context, s *v1alpha1.LogicalVolumeSnapshot, snap lvmvol.Snapshot, opErr error) error {
+func (r *SnapshotReconciler) report(ctx context.Context, s *v1alpha1.LogicalVolumeSnapshot, snap volume.Snapshot, opErr error) error {
 	if p := pendingOf(opErr); p != nil {
 		return r.reportPending(ctx, s, p)
 	}
@@ -101,7 +101,7 @@ func (r *SnapshotReconciler) report(ctx context.Context, s *v1alpha1.LogicalVolu
 	readyCondition(&st.Conditions, s.Generation, opErr)
 	if opErr != nil {
 		st.Phase = v1alpha1.PhaseFailed
-		st.Error = &v1alpha1.OperationError{Code: driver.CodeOf(opErr).String(), Message: opErr.Error()}
+		st.Error = &v1alpha1.OperationError{Code: volume.CodeOf(opErr).String(), Message: opErr.Error()}
 	} else {
 		st.Phase, st.Error = v1alpha1.PhaseReady, nil
 		st.SnapshotID, st.SizeBytes, st.ReadyToUse = snap.ID.String(), snap.SizeBytes, snap.Ready
@@ -125,7 +125,7 @@ func (r *SnapshotReconciler) report(ctx context.Context, s *v1alpha1.LogicalVolu
 // reportPending says in the status that a wipe runs (no Error: the
 // controller keeps waiting); it returns the pending error once the status
 // says so.
-func (r *SnapshotReconciler) reportPending(ctx context.Context, s *v1alpha1.LogicalVolumeSnapshot, p *lvmvol.PendingError) error {
+func (r *SnapshotReconciler) reportPending(ctx context.Context, s *v1alpha1.LogicalVolumeSnapshot, p *volume.PendingError) error {
 	s.Status.Error = nil
 	started := pendingCondition(&s.Status.Conditions, s.Generation, p)
 	if err := r.Client.Status().Update(ctx, s); err != nil {

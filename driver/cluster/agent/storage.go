@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"carve.dev/carve/driver/volume"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -13,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"carve.dev/carve/driver/cluster/api/v1alpha1"
-	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/metrics"
 )
 
@@ -25,14 +26,14 @@ type StorageReporter struct {
 	Client client.Client
 	Node   string
 	// Space reads the served VGs (lvmvol.Manager.Space).
-	Space func(ctx context.Context) ([]lvmvol.VGSpace, error)
+	Space func(ctx context.Context) ([]volume.VGSpace, error)
 	// Overprovision is the node's thin over-provisioning ratio.
 	Overprovision float64
 	// Interval between reports; 0 means 30 s.
 	Interval time.Duration
 	// Volumes lists Carve's volumes on the node (lvmvol.Manager.ListVolumes),
 	// to find orphans; nil skips that.
-	Volumes func(ctx context.Context) ([]lvmvol.Volume, error)
+	Volumes func(ctx context.Context) ([]volume.Volume, error)
 
 	suspects map[string]bool // orphans seen once, by the previous report
 }
@@ -140,7 +141,7 @@ func (s *StorageReporter) orphans(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-func vgStatuses(space []lvmvol.VGSpace) []v1alpha1.VolumeGroupStatus {
+func vgStatuses(space []volume.VGSpace) []v1alpha1.VolumeGroupStatus {
 	out := make([]v1alpha1.VolumeGroupStatus, 0, len(space))
 	for _, vg := range space {
 		st := v1alpha1.VolumeGroupStatus{Name: vg.Name, SizeBytes: int64(vg.Size), FreeBytes: int64(vg.Free),

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 
+	"carve.dev/carve/driver/volume"
+
 	"k8s.io/apimachinery/pkg/types"
 
 	"carve.dev/carve/driver/cluster/api/v1alpha1"
@@ -13,12 +15,12 @@ import (
 // An LV of Carve's that no LogicalVolume claims is reported as orphaned,
 // but only from the second report that sees it, and never removed.
 func TestOrphanedVolumesAreReportedNotRemoved(t *testing.T) {
-	r := newRig(t, volume("pvc-claimed", node, 5*mib))
+	r := newRig(t, lvResource("pvc-claimed", node, 5*mib))
 	if _, err := r.reconcile("pvc-claimed"); err != nil {
 		t.Fatal(err)
 	}
 	vols := lvmvol.NewManager(r.lvm, r.lvm, node, []string{"vg0"})
-	if _, err := vols.CreateVolume(ctx, lvmvol.CreateRequest{Name: "pvc-orphan", Node: node, VG: "vg0",
+	if _, err := vols.CreateVolume(ctx, volume.CreateRequest{Name: "pvc-orphan", Node: node, VG: "vg0",
 		RequiredBytes: 5 * mib, ParamsDigest: "d"}); err != nil {
 		t.Fatal(err)
 	}

@@ -31,15 +31,15 @@ import (
 	"fmt"
 	"time"
 
+	"carve.dev/carve/driver/volume"
+
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	"carve.dev/carve/driver"
 	"carve.dev/carve/driver/cluster/api/v1alpha1"
-	"carve.dev/carve/driver/lvmvol"
 )
 
 // Finalizer holds a LogicalVolume until its LV is removed.
@@ -47,12 +47,12 @@ const Finalizer = "lvm.carve.dev/logical-volume"
 
 // Volumes is the LVM semantics the agent applies: lvmvol.Manager.
 type Volumes interface {
-	CreateVolume(ctx context.Context, req lvmvol.CreateRequest) (lvmvol.Volume, error)
-	GetVolume(ctx context.Context, id lvmvol.ID) (lvmvol.Volume, error)
-	DeleteVolume(ctx context.Context, id lvmvol.ID) error
-	ExpandVolume(ctx context.Context, id lvmvol.ID, requiredBytes, limitBytes int64) (lvmvol.Volume, error)
-	PublishVolume(ctx context.Context, id lvmvol.ID, node string) (string, error)
-	UnpublishVolume(ctx context.Context, id lvmvol.ID, node string) error
+	CreateVolume(ctx context.Context, req volume.CreateRequest) (volume.Volume, error)
+	GetVolume(ctx context.Context, id volume.ID) (volume.Volume, error)
+	DeleteVolume(ctx context.Context, id volume.ID) error
+	ExpandVolume(ctx context.Context, id volume.ID, requiredBytes, limitBytes int64) (volume.Volume, error)
+	PublishVolume(ctx context.Context, id volume.ID, node string) (string, error)
+	UnpublishVolume(ctx context.Context, id volume.ID, node string) error
 }
 
 // DefaultWorkers is how many resources of a kind the agent reconciles at
@@ -108,29 +108,29 @@ func (r *VolumeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 // without the growing backoff of a failure. Anything else is returned for
 // controller-runtime to retry with backoff.
 func outcome(err error) (ctrl.Result, error) {
-	if errors.Is(err, lvmvol.ErrDataPending) {
+	if errors.Is(err, volume.ErrDataPending) {
 		return ctrl.Result{RequeueAfter: dataPoll}, nil
 	}
 	return ctrl.Result{}, err
 }
 
 // volumeID is the CSI ID the resource's LV has (or will have).
-func volumeID(lv *v1alpha1.LogicalVolume) lvmvol.ID {
-	return lvmvol.ID{Node: lv.Spec.NodeName, VG: lv.Spec.VolumeGroup, LV: lvmvol.LVName(lv.Spec.Name)}
+func volumeID(lv *v1alpha1.LogicalVolume) volume.ID {
+	return volume.ID{Node: lv.Spec.NodeName, VG: lv.Spec.VolumeGroup, LV: volume.LVName(lv.Spec.Name)}
 }
 
 // errVanished: a volume that was Ready has no LV any more.
 var errVanished = errors.New("logical volume vanished")
 
 // apply runs the idempotent steps: create, grow, (un)publish.
-func (r *VolumeReconciler) apply(ctx context.Context, lv *v1alpha1.LogicalVolume) (lvmvol.Volume, error) {
+func (r *VolumeReconciler) apply(ctx context.Context, lv *v1alpha1.LogicalVolume) (volume.Volume, error) {
 	id := volumeID(lv)
 	vol, err := r.Volumes.GetVolume(ctx, id)
 	switch {
 	case err == nil:
 		// It exists: the spec may have grown since, which is an
 		// expansion, not a create with other arguments.
-	case !errors.Is(err, lvmvol.ErrVolumeNotFound):
+	case !errors.Is(err, volume.ErrVolumeNotFound):
 		return vol, err
 	case lv.Status.VolumeID != "":
 		// It existed once (and a later reconcile must not forget that
@@ -154,7 +154,7 @@ func (r *VolumeReconciler) apply(ctx context.Context, lv *v1alpha1.LogicalVolume
 }
 
 // publish keeps the LV active exactly while the spec publishes it here.
-func (r *VolumeReconciler) publish(ctx context.Context, lv *v1alpha1.LogicalVolume, vol lvmvol.Volume) (lvmvol.Volume, error) {
+func (r *VolumeReconciler) publish(ctx context.Context, lv *v1alpha1.LogicalVolume, vol volume.Volume) (volume.Volume, error) {
 	switch want := lv.Spec.PublishedNode; {
 	case want == r.Node && !vol.Published:
 		if _, err := r.Volumes.PublishVolume(ctx, vol.ID, r.Node); err != nil {
@@ -167,32 +167,32 @@ func (r *VolumeReconciler) publish(ctx context.Context, lv *v1alpha1.LogicalVolu
 		}
 		vol.Published = false
 	case want != "" && want != r.Node:
-		return vol, fmt.Errorf("volume %s lives on %s and cannot be published to %s: %w", vol.ID, r.Node, want, lvmvol.ErrNodeNotFound)
+		return vol, fmt.Errorf("volume %s lives on %s and cannot be published to %s: %w", vol.ID, r.Node, want, volume.ErrNodeNotFound)
 	}
 	return vol, nil
 }
 
 // createRequest turns a spec into lvmvol's request.
-func createRequest(s v1alpha1.LogicalVolumeSpec) (lvmvol.CreateRequest, error) {
-	req := lvmvol.CreateRequest{
+func createRequest(s v1alpha1.LogicalVolumeSpec) (volume.CreateRequest, error) {
+	req := volume.CreateRequest{
 		Name: s.Name, VG: s.VolumeGroup, RequiredBytes: s.RequiredBytes, LimitBytes: s.LimitBytes,
 		ParamsDigest: s.ParamsDigest,
-		Type: lvmvol.Type{ThinPool: s.Type.ThinPool, Stripes: s.Type.Stripes,
+		Type: volume.Type{ThinPool: s.Type.ThinPool, Stripes: s.Type.Stripes,
 			StripeSize: uint64(max(s.Type.StripeSize, 0)), Mirrors: s.Type.Mirrors},
 	}
 	if s.Source != nil {
-		id, err := lvmvol.ParseID(s.Source.ID)
+		id, err := volume.ParseID(s.Source.ID)
 		if err != nil {
 			return req, fmt.Errorf("source of %s: %w", s.Name, err)
 		}
-		req.Source = &lvmvol.ContentSource{Kind: s.Source.Kind, ID: id}
+		req.Source = &volume.ContentSource{Kind: s.Source.Kind, ID: id}
 	}
 	return req, nil
 }
 
 // report writes the outcome into the status; a failure is returned so that
 // controller-runtime retries with backoff.
-func (r *VolumeReconciler) report(ctx context.Context, lv *v1alpha1.LogicalVolume, vol lvmvol.Volume, opErr error) error {
+func (r *VolumeReconciler) report(ctx context.Context, lv *v1alpha1.LogicalVolume, vol volume.Volume, opErr error) error {
 	if p := pendingOf(opErr); p != nil {
 		return r.reportPending(ctx, lv, p)
 	}
@@ -205,7 +205,7 @@ func (r *VolumeReconciler) report(ctx context.Context, lv *v1alpha1.LogicalVolum
 		if lv.Status.VolumeID != "" && !errors.Is(opErr, errVanished) {
 			st.Phase = v1alpha1.PhaseReady // the LV exists; the last change failed
 		}
-		st.Error = &v1alpha1.OperationError{Code: driver.CodeOf(opErr).String(), Message: opErr.Error()}
+		st.Error = &v1alpha1.OperationError{Code: volume.CodeOf(opErr).String(), Message: opErr.Error()}
 	} else {
 		st.Phase, st.Error = v1alpha1.PhaseReady, nil
 		st.VolumeID, st.SizeBytes, st.Published = vol.ID.String(), vol.SizeBytes, vol.Published
@@ -225,7 +225,7 @@ func (r *VolumeReconciler) report(ctx context.Context, lv *v1alpha1.LogicalVolum
 // reportPending says in the status that data work runs: not Ready yet,
 // and no failure either (no Error, so the controller keeps waiting). It
 // returns the pending error only once the status says so.
-func (r *VolumeReconciler) reportPending(ctx context.Context, lv *v1alpha1.LogicalVolume, p *lvmvol.PendingError) error {
+func (r *VolumeReconciler) reportPending(ctx context.Context, lv *v1alpha1.LogicalVolume, p *volume.PendingError) error {
 	st := &lv.Status
 	st.ObservedGeneration, st.Error = lv.Generation, nil
 	if st.VolumeID == "" {
@@ -261,7 +261,7 @@ func (r *VolumeReconciler) events(lv *v1alpha1.LogicalVolume, before v1alpha1.Lo
 	}
 }
 
-func healthOf(ps []lvmvol.Problem) []v1alpha1.HealthProblem {
+func healthOf(ps []volume.Problem) []v1alpha1.HealthProblem {
 	var out []v1alpha1.HealthProblem
 	for _, p := range ps {
 		out = append(out, v1alpha1.HealthProblem{Kind: p.Kind.String(), Reason: p.Reason, Message: p.Message})
@@ -277,7 +277,7 @@ func (r *VolumeReconciler) remove(ctx context.Context, lv *v1alpha1.LogicalVolum
 		return nil
 	}
 	if err := r.Volumes.DeleteVolume(ctx, volumeID(lv)); err != nil {
-		return r.report(ctx, lv, lvmvol.Volume{}, err)
+		return r.report(ctx, lv, volume.Volume{}, err)
 	}
 	controllerutil.RemoveFinalizer(lv, Finalizer)
 	if err := r.Client.Update(ctx, lv); err != nil {

@@ -40,7 +40,7 @@ func newRig(t *testing.T, objs ...client.Object) *rig {
 	return &rig{t: t, c: c, lvm: f, r: &VolumeReconciler{Client: c, Node: node, Volumes: lvmvol.NewManager(f, f, node, []string{"vg0"})}}
 }
 
-func volume(name, onNode string, size int64) *v1alpha1.LogicalVolume {
+func lvResource(name, onNode string, size int64) *v1alpha1.LogicalVolume {
 	return &v1alpha1.LogicalVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec:       v1alpha1.LogicalVolumeSpec{Name: name, NodeName: onNode, VolumeGroup: "vg0", RequiredBytes: size, ParamsDigest: "d"},
@@ -66,7 +66,7 @@ func (r *rig) update(lv *v1alpha1.LogicalVolume, change func(*v1alpha1.LogicalVo
 }
 
 func TestCreatePublishExpandDelete(t *testing.T) {
-	r := newRig(t, volume("pvc-1", node, 5*mib))
+	r := newRig(t, lvResource("pvc-1", node, 5*mib))
 	lv, err := r.reconcile("pvc-1")
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +108,7 @@ func TestCreatePublishExpandDelete(t *testing.T) {
 }
 
 func TestOtherNodesVolumesAreLeftAlone(t *testing.T) {
-	r := newRig(t, volume("pvc-b", "node-b", 4*mib))
+	r := newRig(t, lvResource("pvc-b", "node-b", 4*mib))
 	lv, err := r.reconcile("pvc-b")
 	if err != nil || len(lv.Finalizers) != 0 || lv.Status.Phase != "" {
 		t.Fatalf("another node's volume touched: %+v, %v", lv, err)
@@ -119,7 +119,7 @@ func TestOtherNodesVolumesAreLeftAlone(t *testing.T) {
 }
 
 func TestFailureIsReportedWithItsCode(t *testing.T) {
-	r := newRig(t, volume("pvc-big", node, 500*mib))
+	r := newRig(t, lvResource("pvc-big", node, 500*mib))
 	lv, err := r.reconcile("pvc-big")
 	if err == nil {
 		t.Fatal("reconcile of a volume that cannot fit succeeded")
@@ -130,7 +130,7 @@ func TestFailureIsReportedWithItsCode(t *testing.T) {
 }
 
 func TestVanishedVolumeIsNotRecreatedBlank(t *testing.T) {
-	r := newRig(t, volume("pvc-1", node, 4*mib))
+	r := newRig(t, lvResource("pvc-1", node, 4*mib))
 	if _, err := r.reconcile("pvc-1"); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestVanishedVolumeIsNotRecreatedBlank(t *testing.T) {
 }
 
 func TestPublishToAnotherNodeIsRefused(t *testing.T) {
-	v := volume("pvc-1", node, 4*mib)
+	v := lvResource("pvc-1", node, 4*mib)
 	v.Spec.PublishedNode = "node-b"
 	r := newRig(t, v)
 	lv, err := r.reconcile("pvc-1")

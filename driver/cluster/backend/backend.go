@@ -5,7 +5,7 @@
 // done (or failed, with the CSI code of the failure).
 //
 // Idempotency: a resource is named after the volume's LV name, itself
-// derived from the CSI name (lvmvol.LVName), so a retried call finds what
+// derived from the CSI name (volume.LVName), so a retried call finds what
 // the first one made. The resource carries the agent's finalizer from its
 // creation, so it is gone only when its LV is.
 package backend
@@ -15,6 +15,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"carve.dev/carve/driver/volume"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -27,7 +29,6 @@ import (
 	"carve.dev/carve/driver"
 	"carve.dev/carve/driver/cluster/agent"
 	"carve.dev/carve/driver/cluster/api/v1alpha1"
-	"carve.dev/carve/driver/lvmvol"
 )
 
 // pollInterval paces the wait for the agent's status.
@@ -52,9 +53,9 @@ func (b *Backend) VolumeGroups() []string { return b.VGs }
 
 // CreateVolume writes the volume's resource on the requested node and
 // waits for the agent to carve it.
-func (b *Backend) CreateVolume(ctx context.Context, req lvmvol.CreateRequest) (lvmvol.Volume, error) {
+func (b *Backend) CreateVolume(ctx context.Context, req volume.CreateRequest) (volume.Volume, error) {
 	if req.Node == "" {
-		return lvmvol.Volume{}, status.Error(codes.InvalidArgument,
+		return volume.Volume{}, status.Error(codes.InvalidArgument,
 			"cluster mode needs a node in the accessibility requirements: use a WaitForFirstConsumer StorageClass")
 	}
 	if req.VG == "" && req.Source != nil {
@@ -66,19 +67,19 @@ func (b *Backend) CreateVolume(ctx context.Context, req lvmvol.CreateRequest) (l
 	switch {
 	case apierrors.IsNotFound(err):
 		if err := b.Client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
-			return lvmvol.Volume{}, fmt.Errorf("create %s: %w", want.Name, err)
+			return volume.Volume{}, fmt.Errorf("create %s: %w", want.Name, err)
 		}
 	case err != nil:
-		return lvmvol.Volume{}, fmt.Errorf("get %s: %w", want.Name, err)
+		return volume.Volume{}, fmt.Errorf("get %s: %w", want.Name, err)
 	case lv.Spec.NodeName != req.Node && lv.Status.VolumeID == "":
 		// An earlier attempt on another node never carved anything (the
 		// CO rescheduled after RESOURCE_EXHAUSTED): start over here.
 		if err := b.Client.Delete(ctx, &lv); err != nil && !apierrors.IsNotFound(err) {
-			return lvmvol.Volume{}, fmt.Errorf("drop attempt on %s: %w", lv.Spec.NodeName, err)
+			return volume.Volume{}, fmt.Errorf("drop attempt on %s: %w", lv.Spec.NodeName, err)
 		}
-		return lvmvol.Volume{}, status.Errorf(codes.Aborted, "moving volume %q from node %s to %s", req.Name, lv.Spec.NodeName, req.Node)
+		return volume.Volume{}, status.Errorf(codes.Aborted, "moving volume %q from node %s to %s", req.Name, lv.Spec.NodeName, req.Node)
 	case !sameVolume(lv.Spec, want.Spec):
-		return lvmvol.Volume{}, fmt.Errorf("volume %q exists with other arguments: %w", req.Name, lvmvol.ErrNameConflict)
+		return volume.Volume{}, fmt.Errorf("volume %q exists with other arguments: %w", req.Name, volume.ErrNameConflict)
 	}
 	vol, err := b.waitVolume(ctx, want.Name, func(lv *v1alpha1.LogicalVolume) bool { return lv.Status.VolumeID != "" })
 	if status.Code(err) == codes.ResourceExhausted {
@@ -104,9 +105,9 @@ func (b *Backend) dropUncarved(ctx context.Context, name string) {
 }
 
 // resourceFor is the LogicalVolume of a create request.
-func resourceFor(req lvmvol.CreateRequest) *v1alpha1.LogicalVolume {
+func resourceFor(req volume.CreateRequest) *v1alpha1.LogicalVolume {
 	lv := &v1alpha1.LogicalVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: lvmvol.LVName(req.Name), Finalizers: []string{agent.Finalizer}},
+		ObjectMeta: metav1.ObjectMeta{Name: volume.LVName(req.Name), Finalizers: []string{agent.Finalizer}},
 		Spec: v1alpha1.LogicalVolumeSpec{
 			Name: req.Name, NodeName: req.Node, VolumeGroup: req.VG,
 			RequiredBytes: req.RequiredBytes, LimitBytes: req.LimitBytes, ParamsDigest: req.ParamsDigest,
@@ -146,7 +147,7 @@ func poll(ctx context.Context, step func() (done bool, err error)) error {
 
 // waitVolume polls the resource until done says so, the agent reports a
 // failure newer than the spec, or ctx ends.
-func (b *Backend) waitVolume(ctx context.Context, name string, done func(*v1alpha1.LogicalVolume) bool) (lvmvol.Volume, error) {
+func (b *Backend) waitVolume(ctx context.Context, name string, done func(*v1alpha1.LogicalVolume) bool) (volume.Volume, error) {
 	var lv v1alpha1.LogicalVolume
 	err := poll(ctx, func() (bool, error) {
 		if err := b.Client.Get(ctx, types.NamespacedName{Name: name}, &lv); err != nil {
@@ -159,7 +160,7 @@ func (b *Backend) waitVolume(ctx context.Context, name string, done func(*v1alph
 		return current && done(&lv), nil
 	})
 	if err != nil {
-		return lvmvol.Volume{}, err
+		return volume.Volume{}, err
 	}
 	return volumeOf(&lv)
 }
@@ -174,31 +175,31 @@ func agentError(e *v1alpha1.OperationError) error {
 	return status.Error(codes.Internal, e.Message)
 }
 
-func volumeOf(lv *v1alpha1.LogicalVolume) (lvmvol.Volume, error) {
-	id, err := lvmvol.ParseID(lv.Status.VolumeID)
+func volumeOf(lv *v1alpha1.LogicalVolume) (volume.Volume, error) {
+	id, err := volume.ParseID(lv.Status.VolumeID)
 	if err != nil {
-		return lvmvol.Volume{}, fmt.Errorf("status of %s: %w", lv.Name, err)
+		return volume.Volume{}, fmt.Errorf("status of %s: %w", lv.Name, err)
 	}
-	v := lvmvol.Volume{ID: id, Name: lv.Spec.Name, SizeBytes: lv.Status.SizeBytes,
+	v := volume.Volume{ID: id, Name: lv.Spec.Name, SizeBytes: lv.Status.SizeBytes,
 		Published: lv.Status.Published, DevicePath: lv.Status.DevicePath}
 	if s := lv.Spec.Source; s != nil {
-		if sid, err := lvmvol.ParseID(s.ID); err == nil {
-			v.Source = &lvmvol.ContentSource{Kind: s.Kind, ID: sid}
+		if sid, err := volume.ParseID(s.ID); err == nil {
+			v.Source = &volume.ContentSource{Kind: s.Kind, ID: sid}
 		}
 	}
 	for _, h := range lv.Status.Health {
-		v.Health = append(v.Health, lvmvol.Problem{Kind: lvmvol.ParseProblemKind(h.Kind), Reason: h.Reason, Message: h.Message})
+		v.Health = append(v.Health, volume.Problem{Kind: volume.ParseProblemKind(h.Kind), Reason: h.Reason, Message: h.Message})
 	}
 	return v, nil
 }
 
 // lookup finds the resource of a volume ID; a resource of another node is
 // not this volume.
-func (b *Backend) lookup(ctx context.Context, id lvmvol.ID) (*v1alpha1.LogicalVolume, error) {
+func (b *Backend) lookup(ctx context.Context, id volume.ID) (*v1alpha1.LogicalVolume, error) {
 	var lv v1alpha1.LogicalVolume
 	err := b.Client.Get(ctx, types.NamespacedName{Name: id.LV}, &lv)
 	if apierrors.IsNotFound(err) || (err == nil && (lv.Spec.NodeName != id.Node || lv.Spec.VolumeGroup != id.VG)) {
-		return nil, fmt.Errorf("volume %s: %w", id, lvmvol.ErrVolumeNotFound)
+		return nil, fmt.Errorf("volume %s: %w", id, volume.ErrVolumeNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get %s: %w", id.LV, err)
@@ -207,24 +208,24 @@ func (b *Backend) lookup(ctx context.Context, id lvmvol.ID) (*v1alpha1.LogicalVo
 }
 
 // GetVolume reports a volume the agent has carved.
-func (b *Backend) GetVolume(ctx context.Context, id lvmvol.ID) (lvmvol.Volume, error) {
+func (b *Backend) GetVolume(ctx context.Context, id volume.ID) (volume.Volume, error) {
 	lv, err := b.lookup(ctx, id)
 	if err != nil {
-		return lvmvol.Volume{}, err
+		return volume.Volume{}, err
 	}
 	if lv.Status.VolumeID == "" || !lv.DeletionTimestamp.IsZero() {
-		return lvmvol.Volume{}, fmt.Errorf("volume %s is being created or deleted: %w", id, lvmvol.ErrVolumeNotFound)
+		return volume.Volume{}, fmt.Errorf("volume %s is being created or deleted: %w", id, volume.ErrVolumeNotFound)
 	}
 	return volumeOf(lv)
 }
 
 // ListVolumes lists the carved volumes in ID order.
-func (b *Backend) ListVolumes(ctx context.Context) ([]lvmvol.Volume, error) {
+func (b *Backend) ListVolumes(ctx context.Context) ([]volume.Volume, error) {
 	var list v1alpha1.LogicalVolumeList
 	if err := b.Client.List(ctx, &list); err != nil {
 		return nil, fmt.Errorf("list volumes: %w", err)
 	}
-	var out []lvmvol.Volume
+	var out []volume.Volume
 	for i := range list.Items {
 		lv := &list.Items[i]
 		if lv.Status.VolumeID == "" || !lv.DeletionTimestamp.IsZero() {
@@ -240,16 +241,16 @@ func (b *Backend) ListVolumes(ctx context.Context) ([]lvmvol.Volume, error) {
 
 // DeleteVolume deletes the resource and waits until the agent has removed
 // the LV and let the resource go.
-func (b *Backend) DeleteVolume(ctx context.Context, id lvmvol.ID) error {
+func (b *Backend) DeleteVolume(ctx context.Context, id volume.ID) error {
 	lv, err := b.lookup(ctx, id)
-	if errors.Is(err, lvmvol.ErrVolumeNotFound) {
+	if errors.Is(err, volume.ErrVolumeNotFound) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
 	if lv.Status.Published {
-		return fmt.Errorf("volume %s is still published: %w", id, lvmvol.ErrInUse)
+		return fmt.Errorf("volume %s is still published: %w", id, volume.ErrInUse)
 	}
 	if err := b.Client.Delete(ctx, lv); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete %s: %w", lv.Name, err)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"carve.dev/carve/driver/volume"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -78,8 +80,8 @@ func within(t *testing.T) context.Context {
 	return ctx
 }
 
-func req(name string, size int64) lvmvol.CreateRequest {
-	return lvmvol.CreateRequest{Name: name, Node: "node-a", VG: "vg0", RequiredBytes: size, ParamsDigest: "d"}
+func req(name string, size int64) volume.CreateRequest {
+	return volume.CreateRequest{Name: name, Node: "node-a", VG: "vg0", RequiredBytes: size, ParamsDigest: "d"}
 }
 
 func wantCode(t *testing.T, what string, err error, code codes.Code) {
@@ -104,10 +106,10 @@ func TestVolumeLifecycleThroughResources(t *testing.T) {
 	}
 	other := req("pvc-1", 5*mib)
 	other.ParamsDigest = "x"
-	if _, err := b.CreateVolume(ctx, other); !errors.Is(err, lvmvol.ErrNameConflict) {
+	if _, err := b.CreateVolume(ctx, other); !errors.Is(err, volume.ErrNameConflict) {
 		t.Errorf("same name, other parameters: %v", err)
 	}
-	if _, err := b.PublishVolume(ctx, vol.ID, "node-b"); !errors.Is(err, lvmvol.ErrNodeNotFound) {
+	if _, err := b.PublishVolume(ctx, vol.ID, "node-b"); !errors.Is(err, volume.ErrNodeNotFound) {
 		t.Errorf("attach to another node: %v", err)
 	}
 	dev, err := b.PublishVolume(ctx, vol.ID, "node-a")
@@ -121,7 +123,7 @@ func TestVolumeLifecycleThroughResources(t *testing.T) {
 	if err != nil || grown.SizeBytes != 16*mib {
 		t.Fatalf("expand: %+v, %v", grown, err)
 	}
-	if err := b.DeleteVolume(ctx, vol.ID); !errors.Is(err, lvmvol.ErrInUse) {
+	if err := b.DeleteVolume(ctx, vol.ID); !errors.Is(err, volume.ErrInUse) {
 		t.Errorf("delete attached: %v, want ErrInUse", err)
 	}
 	if err := b.UnpublishVolume(ctx, vol.ID, "node-a"); err != nil {
@@ -181,13 +183,13 @@ func TestCapacityFromNodeStorage(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		node string
-		t    lvmvol.Type
-		want lvmvol.Capacity
+		t    volume.Type
+		want volume.Capacity
 	}{
-		{"node-a", lvmvol.Type{}, lvmvol.Capacity{AvailableBytes: 60 * mib, MaximumVolumeBytes: 60 * mib}},
-		{"node-a", lvmvol.Type{ThinPool: "pool"}, lvmvol.Capacity{AvailableBytes: 40 * mib, MaximumVolumeBytes: 40 * mib}},
-		{"node-a", lvmvol.Type{Mirrors: 1}, lvmvol.Capacity{}}, // one PV: no raid1
-		{"node-b", lvmvol.Type{}, lvmvol.Capacity{}},
+		{"node-a", volume.Type{}, volume.Capacity{AvailableBytes: 60 * mib, MaximumVolumeBytes: 60 * mib}},
+		{"node-a", volume.Type{ThinPool: "pool"}, volume.Capacity{AvailableBytes: 40 * mib, MaximumVolumeBytes: 40 * mib}},
+		{"node-a", volume.Type{Mirrors: 1}, volume.Capacity{}}, // one PV: no raid1
+		{"node-b", volume.Type{}, volume.Capacity{}},
 	} {
 		got, err := b.Capacity(ctx, tc.node, "vg0", tc.t)
 		if err != nil || got != tc.want {
@@ -195,7 +197,7 @@ func TestCapacityFromNodeStorage(t *testing.T) {
 		}
 	}
 	m.SetOverprovision(2)
-	if direct, err := m.Capacity(ctx, "node-a", "vg0", lvmvol.Type{ThinPool: "pool"}); err != nil || direct.AvailableBytes != 40*mib {
+	if direct, err := m.Capacity(ctx, "node-a", "vg0", volume.Type{ThinPool: "pool"}); err != nil || direct.AvailableBytes != 40*mib {
 		t.Errorf("standalone answer %+v, %v differs from the cluster one", direct, err)
 	}
 }
@@ -207,7 +209,7 @@ func TestThinSnapshotAndRestoreThroughResources(t *testing.T) {
 	ctx := within(t)
 	f.PutThinPool("vg0", "pool", 40*mib, 0)
 	thin := req("pvc-src", 8*mib)
-	thin.Type = lvmvol.Type{ThinPool: "pool"}
+	thin.Type = volume.Type{ThinPool: "pool"}
 	vol, err := b.CreateVolume(ctx, thin)
 	if err != nil {
 		t.Fatal(err)
@@ -223,8 +225,8 @@ func TestThinSnapshotAndRestoreThroughResources(t *testing.T) {
 		t.Errorf("ListSnapshots = %+v, %v", list, err)
 	}
 	restore := req("pvc-restored", 16*mib)
-	restore.Type = lvmvol.Type{ThinPool: "pool"}
-	restore.Source = &lvmvol.ContentSource{Kind: lvmvol.SourceSnapshot, ID: snap.ID}
+	restore.Type = volume.Type{ThinPool: "pool"}
+	restore.Source = &volume.ContentSource{Kind: volume.SourceSnapshot, ID: snap.ID}
 	restored, err := b.CreateVolume(ctx, restore)
 	if err != nil || restored.SizeBytes != 16*mib || restored.Source == nil {
 		t.Fatalf("restore: %+v, %v", restored, err)
@@ -232,7 +234,7 @@ func TestThinSnapshotAndRestoreThroughResources(t *testing.T) {
 	if err := b.DeleteSnapshot(ctx, snap.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.GetSnapshot(ctx, snap.ID); !errors.Is(err, lvmvol.ErrSnapshotNotFound) {
+	if _, err := b.GetSnapshot(ctx, snap.ID); !errors.Is(err, volume.ErrSnapshotNotFound) {
 		t.Errorf("deleted snapshot still there: %v", err)
 	}
 	if _, ok := f.LV("vg0", snap.ID.LV); ok {
@@ -285,7 +287,7 @@ func TestCreateWaitsOutABackgroundCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := req("pvc-clone", 8*mib)
-	r.Source = &lvmvol.ContentSource{Kind: lvmvol.SourceVolume, ID: src.ID}
+	r.Source = &volume.ContentSource{Kind: volume.SourceVolume, ID: src.ID}
 	short, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_, err = b.CreateVolume(short, r)

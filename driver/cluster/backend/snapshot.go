@@ -7,24 +7,25 @@ import (
 	"slices"
 	"strings"
 
+	"carve.dev/carve/driver/volume"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"carve.dev/carve/driver/cluster/agent"
 	"carve.dev/carve/driver/cluster/api/v1alpha1"
-	"carve.dev/carve/driver/lvmvol"
 )
 
 // CreateSnapshot writes the snapshot's resource on its source's node and
 // waits until the agent has taken it (ready or, for a thick volume, still
 // copying: the CO asks again until ready_to_use).
-func (b *Backend) CreateSnapshot(ctx context.Context, name string, source lvmvol.ID) (lvmvol.Snapshot, error) {
+func (b *Backend) CreateSnapshot(ctx context.Context, name string, source volume.ID) (volume.Snapshot, error) {
 	if _, err := b.lookup(ctx, source); err != nil {
-		return lvmvol.Snapshot{}, err
+		return volume.Snapshot{}, err
 	}
 	want := &v1alpha1.LogicalVolumeSnapshot{
-		ObjectMeta: metav1.ObjectMeta{Name: lvmvol.SnapshotLVName(name), Finalizers: []string{agent.SnapshotFinalizer}},
+		ObjectMeta: metav1.ObjectMeta{Name: volume.SnapshotLVName(name), Finalizers: []string{agent.SnapshotFinalizer}},
 		Spec:       v1alpha1.LogicalVolumeSnapshotSpec{Name: name, NodeName: source.Node, SourceVolumeID: source.String()},
 	}
 	var have v1alpha1.LogicalVolumeSnapshot
@@ -32,12 +33,12 @@ func (b *Backend) CreateSnapshot(ctx context.Context, name string, source lvmvol
 	switch {
 	case apierrors.IsNotFound(err):
 		if err := b.Client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
-			return lvmvol.Snapshot{}, fmt.Errorf("create %s: %w", want.Name, err)
+			return volume.Snapshot{}, fmt.Errorf("create %s: %w", want.Name, err)
 		}
 	case err != nil:
-		return lvmvol.Snapshot{}, fmt.Errorf("get %s: %w", want.Name, err)
+		return volume.Snapshot{}, fmt.Errorf("get %s: %w", want.Name, err)
 	case have.Spec != want.Spec:
-		return lvmvol.Snapshot{}, fmt.Errorf("snapshot %q exists with another source: %w", name, lvmvol.ErrNameConflict)
+		return volume.Snapshot{}, fmt.Errorf("snapshot %q exists with another source: %w", name, volume.ErrNameConflict)
 	}
 	err = poll(ctx, func() (bool, error) {
 		if err := b.Client.Get(ctx, types.NamespacedName{Name: want.Name}, &have); err != nil {
@@ -49,21 +50,21 @@ func (b *Backend) CreateSnapshot(ctx context.Context, name string, source lvmvol
 		return have.Status.SnapshotID != "", nil
 	})
 	if err != nil {
-		return lvmvol.Snapshot{}, err
+		return volume.Snapshot{}, err
 	}
 	return snapshotOf(&have)
 }
 
-func snapshotOf(s *v1alpha1.LogicalVolumeSnapshot) (lvmvol.Snapshot, error) {
-	id, err := lvmvol.ParseID(s.Status.SnapshotID)
+func snapshotOf(s *v1alpha1.LogicalVolumeSnapshot) (volume.Snapshot, error) {
+	id, err := volume.ParseID(s.Status.SnapshotID)
 	if err != nil {
-		return lvmvol.Snapshot{}, fmt.Errorf("status of %s: %w", s.Name, err)
+		return volume.Snapshot{}, fmt.Errorf("status of %s: %w", s.Name, err)
 	}
-	src, err := lvmvol.ParseID(s.Spec.SourceVolumeID)
+	src, err := volume.ParseID(s.Spec.SourceVolumeID)
 	if err != nil {
-		return lvmvol.Snapshot{}, fmt.Errorf("spec of %s: %w", s.Name, err)
+		return volume.Snapshot{}, fmt.Errorf("spec of %s: %w", s.Name, err)
 	}
-	out := lvmvol.Snapshot{ID: id, Name: s.Spec.Name, Source: src, SizeBytes: s.Status.SizeBytes, Ready: s.Status.ReadyToUse}
+	out := volume.Snapshot{ID: id, Name: s.Spec.Name, Source: src, SizeBytes: s.Status.SizeBytes, Ready: s.Status.ReadyToUse}
 	if s.Status.CreationTime != nil {
 		out.CreatedAt = s.Status.CreationTime.Time
 	}
@@ -71,11 +72,11 @@ func snapshotOf(s *v1alpha1.LogicalVolumeSnapshot) (lvmvol.Snapshot, error) {
 }
 
 // lookupSnapshot finds the resource of a snapshot ID.
-func (b *Backend) lookupSnapshot(ctx context.Context, id lvmvol.ID) (*v1alpha1.LogicalVolumeSnapshot, error) {
+func (b *Backend) lookupSnapshot(ctx context.Context, id volume.ID) (*v1alpha1.LogicalVolumeSnapshot, error) {
 	var s v1alpha1.LogicalVolumeSnapshot
 	err := b.Client.Get(ctx, types.NamespacedName{Name: id.LV}, &s)
 	if apierrors.IsNotFound(err) || (err == nil && (s.Status.SnapshotID != id.String() || !s.DeletionTimestamp.IsZero())) {
-		return nil, fmt.Errorf("snapshot %s: %w", id, lvmvol.ErrSnapshotNotFound)
+		return nil, fmt.Errorf("snapshot %s: %w", id, volume.ErrSnapshotNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get %s: %w", id.LV, err)
@@ -84,21 +85,21 @@ func (b *Backend) lookupSnapshot(ctx context.Context, id lvmvol.ID) (*v1alpha1.L
 }
 
 // GetSnapshot reports a snapshot.
-func (b *Backend) GetSnapshot(ctx context.Context, id lvmvol.ID) (lvmvol.Snapshot, error) {
+func (b *Backend) GetSnapshot(ctx context.Context, id volume.ID) (volume.Snapshot, error) {
 	s, err := b.lookupSnapshot(ctx, id)
 	if err != nil {
-		return lvmvol.Snapshot{}, err
+		return volume.Snapshot{}, err
 	}
 	return snapshotOf(s)
 }
 
 // ListSnapshots lists the taken snapshots in ID order.
-func (b *Backend) ListSnapshots(ctx context.Context) ([]lvmvol.Snapshot, error) {
+func (b *Backend) ListSnapshots(ctx context.Context) ([]volume.Snapshot, error) {
 	var list v1alpha1.LogicalVolumeSnapshotList
 	if err := b.Client.List(ctx, &list); err != nil {
 		return nil, fmt.Errorf("list snapshots: %w", err)
 	}
-	var out []lvmvol.Snapshot
+	var out []volume.Snapshot
 	for i := range list.Items {
 		s := &list.Items[i]
 		if s.Status.SnapshotID == "" || !s.DeletionTimestamp.IsZero() {
@@ -108,15 +109,15 @@ func (b *Backend) ListSnapshots(ctx context.Context) ([]lvmvol.Snapshot, error) 
 			out = append(out, snap)
 		}
 	}
-	slices.SortFunc(out, func(a, b lvmvol.Snapshot) int { return strings.Compare(a.ID.String(), b.ID.String()) })
+	slices.SortFunc(out, func(a, b volume.Snapshot) int { return strings.Compare(a.ID.String(), b.ID.String()) })
 	return out, nil
 }
 
 // DeleteSnapshot deletes the resource and waits until the agent has
 // removed the LV. A snapshot that does not exist is deleted already.
-func (b *Backend) DeleteSnapshot(ctx context.Context, id lvmvol.ID) error {
+func (b *Backend) DeleteSnapshot(ctx context.Context, id volume.ID) error {
 	s, err := b.lookupSnapshot(ctx, id)
-	if errors.Is(err, lvmvol.ErrSnapshotNotFound) {
+	if errors.Is(err, volume.ErrSnapshotNotFound) {
 		return nil
 	}
 	if err != nil {

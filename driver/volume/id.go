@@ -1,4 +1,4 @@
-package lvmvol
+package volume
 
 import (
 	"errors"

@@ -1,0 +1,86 @@
+package volume
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"carve.dev/carve/lvm"
+)
+
+// codeTable is ordered: the first kind the error wraps decides the code.
+// Every sentinel of this package and of package lvm has a row (a test
+// reads both packages' sources to hold that).
+var codeTable = []struct {
+	kind error
+	code codes.Code
+}{
+	{ErrInvalidArgument, codes.InvalidArgument},
+	{ErrOperationPending, codes.Aborted},
+	{ErrInvalidToken, codes.Aborted},
+	{ErrDataPending, codes.Aborted},
+	{ErrUnimplemented, codes.Unimplemented},
+	{ErrNotFound, codes.NotFound},
+	{ErrFailedPrecondition, codes.FailedPrecondition},
+	{ErrResourceExhausted, codes.ResourceExhausted},
+	{ErrInvalidID, codes.NotFound},
+	{ErrVolumeNotFound, codes.NotFound},
+	{ErrSnapshotNotFound, codes.NotFound},
+	{ErrSourceMismatch, codes.InvalidArgument},
+	{ErrBadPool, codes.FailedPrecondition},
+	{ErrNodeNotFound, codes.NotFound},
+	{ErrNameConflict, codes.AlreadyExists},
+	{ErrOutOfRange, codes.OutOfRange},
+	{ErrInUse, codes.FailedPrecondition},
+	{ErrUnmanagedVG, codes.InvalidArgument},
+	{ErrNotManaged, codes.FailedPrecondition},
+	{ErrPublishLimit, codes.ResourceExhausted},
+	{ErrWrongNode, codes.ResourceExhausted},
+	{ErrMountConflict, codes.AlreadyExists},
+	{ErrFilesystemMismatch, codes.FailedPrecondition},
+	{ErrUnsupportedFilesystem, codes.InvalidArgument},
+	{ErrToolMissing, codes.FailedPrecondition},
+	{ErrCannotFormat, codes.FailedPrecondition},
+	{ErrBadMountFlag, codes.InvalidArgument},
+	{ErrUnsafeTarget, codes.FailedPrecondition},
+	{ErrInvalidPath, codes.InvalidArgument},
+	{lvm.ErrNoSpace, codes.ResourceExhausted},
+	{lvm.ErrInvalidName, codes.InvalidArgument},
+	{lvm.ErrInvalidArgument, codes.InvalidArgument},
+	{lvm.ErrNotFound, codes.NotFound},
+	{lvm.ErrAlreadyExists, codes.AlreadyExists},
+	{lvm.ErrHasDependents, codes.FailedPrecondition},
+	{lvm.ErrBusy, codes.FailedPrecondition},
+	{context.DeadlineExceeded, codes.DeadlineExceeded},
+	{context.Canceled, codes.Canceled},
+}
+
+// CodeOf maps an error to its gRPC code; a gRPC status keeps its own, and
+// unknown errors are INTERNAL. The CSI services answer with it, and the
+// node agent records it in a resource's status, so that the controller
+// answers the CO with the code the node's failure deserves.
+func CodeOf(err error) codes.Code {
+	for _, e := range codeTable {
+		if errors.Is(err, e.kind) {
+			return e.code
+		}
+	}
+	if s, ok := status.FromError(err); ok {
+		return s.Code()
+	}
+	return codes.Internal
+}
+
+// Status converts an error into the gRPC status a caller sees; nil stays
+// nil, and a status passes as it is.
+func Status(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, isStatus := status.FromError(err); isStatus {
+		return err
+	}
+	return status.Error(CodeOf(err), err.Error())
+}

@@ -1,0 +1,40 @@
+package volume
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"regexp"
+	"strings"
+
+	"carve.dev/carve/lvm"
+)
+
+// hashedPrefix starts every LV name derived by hashing. Readable names may not
+// start with it, so a readable name never equals a hashed one.
+const hashedPrefix = "csi-"
+
+// snapshotPrefix starts every snapshot's LV name; volume names may not start
+// with it, so volume and snapshot names never collide.
+const snapshotPrefix = "snap-"
+
+// readableName is what a CSI name must look like to be used as the LV name
+// as is: Kubernetes PV names ("pvc-<uuid>") pass, so `lvs` shows the PV.
+// Every LV name Carve derives is also a valid Kubernetes object name (a DNS
+// subdomain), which cluster mode uses to name a volume's resource.
+var readableName = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$`)
+
+// LVName derives the LV name of a CSI volume name, deterministically, so that
+// CreateVolume is idempotent with no state outside LVM. Names that are not
+// safe LV names (csi-sanity uses spaces, 128-byte names) are replaced by a
+// hash of 128 bits.
+func LVName(csiName string) string {
+	if readableName.MatchString(csiName) && !strings.HasPrefix(csiName, hashedPrefix) &&
+		!strings.HasPrefix(csiName, snapshotPrefix) && lvm.ValidateLVName(csiName) == nil {
+		return csiName
+	}
+	sum := sha256.Sum256([]byte(csiName))
+	return hashedPrefix + hex.EncodeToString(sum[:16])
+}
+
+// SnapshotLVName derives the LV name of a CSI snapshot name.
+func SnapshotLVName(csiName string) string { return snapshotPrefix + LVName(csiName) }

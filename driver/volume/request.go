@@ -1,0 +1,64 @@
+package volume
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"sort"
+	"strings"
+)
+
+// CreateRequest is a volume to carve. Sizes follow CSI's capacity range:
+// RequiredBytes is the least acceptable size (already defaulted by the
+// caller), LimitBytes the most (0: no limit).
+type CreateRequest struct {
+	Name string
+	// Node is where the CO wants the volume ("" : anywhere): the
+	// accessibility requirement's preferred segment.
+	Node          string
+	VG            string
+	RequiredBytes int64
+	LimitBytes    int64
+	// Type of LV to carve.
+	Type Type
+	// Source, when set, gives the new volume its data (restore, clone).
+	Source *ContentSource
+	// ParamsDigest identifies the parameters (see ParamsDigest).
+	ParamsDigest string
+}
+
+// Source kinds, as recorded in the carve.dev/source tag of a volume.
+const (
+	SourceSnapshot = "snapshot"
+	SourceVolume   = "volume"
+)
+
+// ContentSource is where a volume's initial data came from.
+type ContentSource struct {
+	Kind string // SourceSnapshot or SourceVolume
+	ID   ID
+}
+
+// ignoredParamPrefix marks parameters that describe the request, not the
+// volume (csi-provisioner's --extra-create-metadata): they stay out of the
+// digest.
+const ignoredParamPrefix = "csi.storage.k8s.io/"
+
+// ParamsDigest is a short, order-independent digest of the parameters that
+// shape a volume.
+func ParamsDigest(params map[string]string) string {
+	keys := make([]string, 0, len(params))
+	for k := range params {
+		if !strings.HasPrefix(k, ignoredParamPrefix) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	h := sha256.New()
+	for _, k := range keys {
+		h.Write([]byte(k))
+		h.Write([]byte{0})
+		h.Write([]byte(params[k]))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
