@@ -95,19 +95,19 @@ lint: vet ## vet, then golangci-lint
 fuzz: ## each fuzz target for 30 s
 	$(GO) test ./lvm -run '^$$' -fuzz FuzzParseReports -fuzztime 30s
 	$(GO) test ./lvm -run '^$$' -fuzz FuzzValidateName -fuzztime 30s
-	$(GO) test ./driver -run '^$$' -fuzz FuzzParseParams -fuzztime 30s
+	$(GO) test ./driver/csi -run '^$$' -fuzz FuzzParseParams -fuzztime 30s
 	$(GO) test ./driver/volume -run '^$$' -fuzz FuzzParseID -fuzztime 30s
-	$(GO) test ./driver -run '^$$' -fuzz FuzzResolveDevice -fuzztime 30s
-	$(GO) test ./driver -run '^$$' -fuzz FuzzUnpublishPath -fuzztime 30s
+	$(GO) test ./driver/csi -run '^$$' -fuzz FuzzResolveDevice -fuzztime 30s
+	$(GO) test ./driver/csi -run '^$$' -fuzz FuzzUnpublishPath -fuzztime 30s
 	$(GO) test ./driver/nodepath -run '^$$' -fuzz FuzzCheck -fuzztime 30s
 
 bench: ## benchmarks: report parsing, the CSI call path over gRPC (figures printed, no pass/fail)
-	$(GO) test -run '^$$' -bench . -benchmem ./lvm/ ./driver/
+	$(GO) test -run '^$$' -bench . -benchmem ./lvm/ ./driver/csi/
 
-generate: ## deepcopy code and CRD manifests of driver/cluster/api (controller-gen)
+generate: ## deepcopy code and CRD manifests of driver/api (controller-gen)
 	test -x $(CONTROLLER_GEN) || $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
-	$(CONTROLLER_GEN) object paths=./driver/cluster/api/...
-	$(CONTROLLER_GEN) crd paths=./driver/cluster/api/... output:crd:artifacts:config=deploy/crds
+	$(CONTROLLER_GEN) object paths=./driver/api/...
+	$(CONTROLLER_GEN) crd paths=./driver/api/... output:crd:artifacts:config=deploy/crds
 	deploy/sync-crds.sh
 
 clean:

@@ -233,7 +233,7 @@ func decodeAll(t *testing.T, objs []object) {
 	}
 }
 
-// Carve's StorageClass parameters (driver/params.go); the CO's
+// Carve's StorageClass parameters (driver/csi/params.go); the CO's
 // csi.storage.k8s.io/ ones are passed through.
 var carveParams = []string{"volumeGroup", "fsType", "thinPool", "stripes", "stripeSize", "mirrors"}
 

@@ -20,8 +20,8 @@ type need struct {
 }
 
 // needs: what each ServiceAccount's processes call. carve's entries come
-// from driver/cluster/backend (controller: direct client), and
-// driver/cluster/agent (node: controller-runtime's cached client, hence
+// from driver/backend (controller: direct client), and
+// driver/agent (node: controller-runtime's cached client, hence
 // list/watch for every Get); the sidecars' from their upstream rbac.yaml.
 var needs = []need{
 	{controller, "lvm.carve.dev", "logicalvolumes", false, []string{"get", "list", "create", "patch", "delete"}, "backend: volumes, publish"},

@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"carve.dev/carve/driver"
-	"carve.dev/carve/driver/cluster/api/v1alpha1"
+	"carve.dev/carve/driver/api/v1alpha1"
+	"carve.dev/carve/driver/csi"
 )
 
 // clusterFlags are the flags both cluster-mode commands take.
@@ -76,7 +76,7 @@ func newManager(cfg *rest.Config, c *clusterFlags, opts manager.Options) (manage
 // leadership: every replica answers its own sidecars, which elect their
 // own leader.
 type csiRunnable struct {
-	srv      *driver.Server
+	srv      *csi.Server
 	endpoint string
 }
 

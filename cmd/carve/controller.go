@@ -9,9 +9,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"carve.dev/carve/driver"
-	"carve.dev/carve/driver/cluster/api/v1alpha1"
-	"carve.dev/carve/driver/cluster/backend"
+	"carve.dev/carve/driver/api/v1alpha1"
+	"carve.dev/carve/driver/backend"
+	"carve.dev/carve/driver/csi"
 )
 
 // runController serves CSI Identity + Controller for the cluster: volume
@@ -50,7 +50,7 @@ func runController(args []string) error {
 	}
 	b := &backend.Backend{Client: direct, VGs: vgs}
 	probe := apiProber{direct}
-	srv := driver.NewServer(driver.NewIdentity(version, true, probe), driver.NewController(b), nil)
+	srv := csi.NewServer(csi.NewIdentity(version, true, probe), csi.NewController(b), nil)
 	if err := mgr.Add(csiRunnable{srv: srv, endpoint: endpoint}); err != nil {
 		return err
 	}

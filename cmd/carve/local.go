@@ -9,17 +9,16 @@ import (
 	"strings"
 	"time"
 
-	"carve.dev/carve/driver/volume"
-
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/klog/v2"
 
-	"carve.dev/carve/driver"
+	"carve.dev/carve/driver/csi"
 	"carve.dev/carve/driver/healthz"
 	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/metrics"
 	"carve.dev/carve/driver/nodefs"
 	"carve.dev/carve/driver/nodepath"
+	"carve.dev/carve/driver/volume"
 	"carve.dev/carve/lvm"
 	"carve.dev/carve/lvm/runner"
 )
@@ -89,12 +88,12 @@ func parseVGs(s string) ([]string, error) {
 }
 
 // build makes the LVM semantics and the CSI Node service on this node.
-func (f *localFlags) build() (*lvmvol.Manager, *driver.Node) {
+func (f *localFlags) build() (*lvmvol.Manager, *csi.Node) {
 	run := runner.New(f.cmdTimeout, lvmEnv(udevControl)...)
 	vols := lvmvol.NewManager(lvm.New(run), lvmvol.ZeroWiper{Run: run}, f.nodeID, f.vgs)
 	vols.LimitPublished(int(f.maxVolumes))
 	vols.SetOverprovision(f.overprov)
-	node := driver.NewNode(driver.NodeConfig{NodeID: f.nodeID, MaxVolumes: f.maxVolumes, DeviceWait: f.deviceWait,
+	node := csi.NewNode(csi.NodeConfig{NodeID: f.nodeID, MaxVolumes: f.maxVolumes, DeviceWait: f.deviceWait,
 		PathRoot: f.root}, vols, nodefs.New(run.AsExecInterface()))
 	return vols, node
 }

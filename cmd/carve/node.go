@@ -11,8 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"carve.dev/carve/driver"
-	"carve.dev/carve/driver/cluster/agent"
+	"carve.dev/carve/driver/agent"
+	"carve.dev/carve/driver/csi"
 	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/registration"
 )
@@ -31,8 +31,8 @@ func runNode(args []string) error {
 	)
 	fs := flag.NewFlagSet("node", flag.ContinueOnError)
 	c.register(fs)
-	lf.register(fs, "unix:///var/lib/kubelet/plugins/"+driver.Name+"/csi.sock")
-	fs.StringVar(&regSocket, "registration-socket", "/var/lib/kubelet/plugins_registry/"+driver.Name+"-reg.sock",
+	lf.register(fs, "unix:///var/lib/kubelet/plugins/"+csi.Name+"/csi.sock")
+	fs.StringVar(&regSocket, "registration-socket", "/var/lib/kubelet/plugins_registry/"+csi.Name+"-reg.sock",
 		"kubelet plugin registration socket")
 	fs.StringVar(&kubeletPath, "kubelet-csi-path", "", "the CSI socket's path as kubelet sees it (default: the --endpoint path)")
 	fs.DurationVar(&reportEvery, "storage-report-interval", 30*time.Second, "how often NodeStorage is refreshed")
@@ -67,14 +67,14 @@ func runNode(args []string) error {
 	if err := addAgent(mgr, direct, lf, vols, reportEvery, workers); err != nil {
 		return err
 	}
-	srv := driver.NewServer(driver.NewIdentity(version, false, vols), nil, node)
+	srv := csi.NewServer(csi.NewIdentity(version, false, vols), nil, node)
 	if err := mgr.Add(csiRunnable{srv: srv, endpoint: lf.endpoint}); err != nil {
 		return err
 	}
 	if kubeletPath == "" {
 		kubeletPath = socketPath(lf.endpoint)
 	}
-	reg := registration.New(driver.Name, kubeletPath, regSocket)
+	reg := registration.New(csi.Name, kubeletPath, regSocket)
 	go func() {
 		if err := reg.Serve(); err != nil {
 			klog.ErrorS(err, "Registration server stopped")

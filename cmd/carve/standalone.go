@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"carve.dev/carve/driver"
+	"carve.dev/carve/driver/csi"
 )
 
 // runStandalone wires the CSI services straight onto this node's LVM and
@@ -27,7 +27,7 @@ func runStandalone(args []string) error {
 		return err
 	}
 	vols, node := f.build()
-	srv := driver.NewServer(driver.NewIdentity(version, true, vols), driver.NewController(vols), node)
+	srv := csi.NewServer(csi.NewIdentity(version, true, vols), csi.NewController(vols), node)
 	health := serveHealth(healthAddr, vols, true)
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)

@@ -7,10 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"carve.dev/carve/driver/volume"
-
 	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/lvmvol/lvmfake"
+	"carve.dev/carve/driver/volume"
 )
 
 // backgroundManager is the node agent's Manager over the fake: long data

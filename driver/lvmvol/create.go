@@ -5,10 +5,9 @@ import (
 	"errors"
 	"fmt"
 
-	"carve.dev/carve/driver/volume"
-
 	"k8s.io/klog/v2"
 
+	"carve.dev/carve/driver/volume"
 	"carve.dev/carve/lvm"
 )
 

@@ -4,10 +4,9 @@ import (
 	"errors"
 	"testing"
 
-	"carve.dev/carve/driver/volume"
-
 	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/lvmvol/lvmfake"
+	"carve.dev/carve/driver/volume"
 	"carve.dev/carve/lvm"
 )
 

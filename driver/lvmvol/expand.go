@@ -4,10 +4,9 @@ import (
 	"context"
 	"fmt"
 
-	"carve.dev/carve/driver/volume"
-
 	"k8s.io/klog/v2"
 
+	"carve.dev/carve/driver/volume"
 	"carve.dev/carve/lvm"
 )
 

@@ -7,10 +7,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"carve.dev/carve/driver/volume"
-
 	"k8s.io/klog/v2"
 
+	"carve.dev/carve/driver/volume"
 	"carve.dev/carve/lvm"
 )
 

@@ -7,10 +7,9 @@ import (
 	"slices"
 	"testing"
 
-	"carve.dev/carve/driver/volume"
-
 	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/lvmvol/lvmfake"
+	"carve.dev/carve/driver/volume"
 	"carve.dev/carve/lvm"
 )
 

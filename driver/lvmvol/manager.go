@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"carve.dev/carve/driver/volume"
-
 	"carve.dev/carve/lvm"
 )
 

@@ -7,10 +7,9 @@ import (
 	"sort"
 	"time"
 
-	"carve.dev/carve/driver/volume"
-
 	"k8s.io/klog/v2"
 
+	"carve.dev/carve/driver/volume"
 	"carve.dev/carve/lvm"
 	"carve.dev/carve/lvm/runner"
 )

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"carve.dev/carve/driver/volume"
-
 	"carve.dev/carve/lvm"
 )
 

@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"carve.dev/carve/driver/volume"
-
 	"carve.dev/carve/lvm"
 )
 

@@ -12,10 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"carve.dev/carve/driver/volume"
-
 	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/lvmvol/lvmfake"
+	"carve.dev/carve/driver/volume"
 	"carve.dev/carve/lvm"
 	"carve.dev/carve/lvm/runner"
 )

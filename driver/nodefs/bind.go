@@ -5,10 +5,10 @@ import (
 	"io/fs"
 	"os"
 
-	"carve.dev/carve/driver/volume"
-
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
+
+	"carve.dev/carve/driver/volume"
 )
 
 // BindMount bind-mounts source onto target, read-only when asked, with

@@ -7,11 +7,11 @@ import (
 	"os/exec"
 	"slices"
 
-	"carve.dev/carve/driver/volume"
-
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 	mount "k8s.io/mount-utils"
+
+	"carve.dev/carve/driver/volume"
 )
 
 // FormatAndMount mounts device at target (PrepareTarget), formatting it

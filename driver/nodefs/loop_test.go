@@ -14,10 +14,10 @@ import (
 	"syscall"
 	"testing"
 
-	"carve.dev/carve/driver/volume"
-
 	"golang.org/x/sys/unix"
 	mount "k8s.io/mount-utils"
+
+	"carve.dev/carve/driver/volume"
 )
 
 // minSize is the smallest device each filesystem is tested on (xfs

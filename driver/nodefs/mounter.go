@@ -20,11 +20,11 @@ import (
 	"io/fs"
 	"os"
 
-	"carve.dev/carve/driver/volume"
-
 	"k8s.io/klog/v2"
 	mount "k8s.io/mount-utils"
 	utilexec "k8s.io/utils/exec"
+
+	"carve.dev/carve/driver/volume"
 )
 
 // ErrNotMounted means the path is not a mount point.

@@ -16,7 +16,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"carve.dev/carve/driver/cluster/api/v1alpha1"
+	"carve.dev/carve/driver/api/v1alpha1"
 )
 
 // Scenario 6: csi-provisioner's CSIStorageCapacity objects follow the VG's

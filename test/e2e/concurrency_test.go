@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 
-	"carve.dev/carve/driver/cluster/agent"
-	"carve.dev/carve/driver/cluster/api/v1alpha1"
+	"carve.dev/carve/driver/agent"
+	"carve.dev/carve/driver/api/v1alpha1"
 )
 
 // Issue 15: a clone's copy must not hold up other volumes of its node.

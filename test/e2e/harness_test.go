@@ -33,7 +33,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"carve.dev/carve/driver/cluster/api/v1alpha1"
+	"carve.dev/carve/driver/api/v1alpha1"
 )
 
 const (

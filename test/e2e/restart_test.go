@@ -13,7 +13,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"carve.dev/carve/driver/cluster/api/v1alpha1"
+	"carve.dev/carve/driver/api/v1alpha1"
 )
 
 // Scenario 7: carve controller and carve node are killed mid-flow (while

@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"carve.dev/carve/driver/cluster/api/v1alpha1"
+	"carve.dev/carve/driver/api/v1alpha1"
 )
 
 // vm is the QEMU guest of node carve-vm and the vmexec server in it.

@@ -1,0 +1,90 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+
+	"carve.dev/carve/driver/volume"
+)
+
+// ConditionReady is the condition the agent keeps on its resources: True
+// when the last reconcile succeeded; False with the failure's CSI code as
+// the reason (e.g. ResourceExhausted) and its message otherwise.
+const ConditionReady = "Ready"
+
+// Event types and reasons the agent emits on LogicalVolumes and
+// LogicalVolumeSnapshots (kubectl describe shows them).
+const (
+	ReasonCreated     = "Created"
+	ReasonExpanded    = "Expanded"
+	ReasonPublished   = "Published"
+	ReasonUnpublished = "Unpublished"
+	ReasonDeleted     = "Deleted"
+	ReasonFailed      = "Failed"
+	// ReasonCopying and ReasonWiping: long data work runs in the
+	// background (the Ready condition's reason meanwhile; a Normal event
+	// when it starts).
+	ReasonCopying = "Copying"
+	ReasonWiping  = "Wiping"
+)
+
+// emit records an event when there is a recorder (tests may have none).
+func emit(rec events.EventRecorder, obj runtime.Object, typ, reason, action, note string, args ...any) {
+	if rec != nil {
+		rec.Eventf(obj, nil, typ, reason, action, note, args...)
+	}
+}
+
+// readyCondition sets the Ready condition from an operation's outcome.
+func readyCondition(conds *[]metav1.Condition, generation int64, opErr error) {
+	c := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "Reconciled",
+		ObservedGeneration: generation}
+	if opErr != nil {
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, volume.CodeOf(opErr).String(), opErr.Error()
+	}
+	meta.SetStatusCondition(conds, c)
+}
+
+// pendingOf returns the data work err says runs, or nil.
+func pendingOf(err error) *volume.PendingError {
+	var p *volume.PendingError
+	if errors.As(err, &p) {
+		return p
+	}
+	return nil
+}
+
+func pendingReason(p *volume.PendingError) string {
+	if p.Work == "wipe" {
+		return ReasonWiping
+	}
+	return ReasonCopying
+}
+
+// pendingMessage says how far the work has got, in steps of 10%: each
+// change of the message is a status write, which triggers a reconcile of
+// its own, so a finer one would make the agent busy-poll a fast copy.
+func pendingMessage(p *volume.PendingError) string {
+	return fmt.Sprintf("%s of %s runs in the background: %d%% done", p.Work, p.LV, p.Percent()/10*10)
+}
+
+// pendingCondition sets Ready False for data work that runs and tells
+// whether the reason changed (the work started, or changed kind).
+func pendingCondition(conds *[]metav1.Condition, generation int64, p *volume.PendingError) bool {
+	reason := pendingReason(p)
+	old := meta.FindStatusCondition(*conds, ConditionReady)
+	changed := old == nil || old.Reason != reason
+	meta.SetStatusCondition(conds, metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse,
+		Reason: reason, Message: pendingMessage(p), ObservedGeneration: generation})
+	return changed
+}
+
+// failed emits the Warning event of a failed operation.
+func failed(rec events.EventRecorder, obj runtime.Object, action string, err error) {
+	emit(rec, obj, "Warning", ReasonFailed, action, "%s", fmt.Sprintf("%s: %v", volume.CodeOf(err), err))
+}

@@ -1,0 +1,140 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"carve.dev/carve/driver/api/v1alpha1"
+	"carve.dev/carve/driver/volume"
+)
+
+// copyPoll is how soon a snapshot whose data is still being copied is
+// looked at again (nothing else would trigger a reconcile).
+const copyPoll = 2 * time.Second
+
+// Snapshots is the snapshot half of the LVM semantics (lvmvol.Manager).
+type Snapshots interface {
+	CreateSnapshot(ctx context.Context, name string, source volume.ID) (volume.Snapshot, error)
+	DeleteSnapshot(ctx context.Context, id volume.ID) error
+}
+
+// SnapshotReconciler reconciles the LogicalVolumeSnapshots of one node.
+type SnapshotReconciler struct {
+	Client    client.Client
+	Node      string
+	Snapshots Snapshots
+	// Events, when set, records what the agent did and what failed.
+	Events events.EventRecorder
+	// Workers is how many snapshots are reconciled at once; 0 means
+	// DefaultWorkers.
+	Workers int
+}
+
+// Reconcile takes (or resumes) the snapshot, or deletes it.
+func (r *SnapshotReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var s v1alpha1.LogicalVolumeSnapshot
+	if err := r.Client.Get(ctx, req.NamespacedName, &s); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if s.Spec.NodeName != r.Node {
+		return ctrl.Result{}, nil
+	}
+	source, err := volume.ParseID(s.Spec.SourceVolumeID)
+	if err != nil {
+		return ctrl.Result{}, r.report(ctx, &s, volume.Snapshot{}, err)
+	}
+	if !s.DeletionTimestamp.IsZero() {
+		return outcome(r.remove(ctx, &s, source))
+	}
+	if controllerutil.AddFinalizer(&s, v1alpha1.SnapshotFinalizer) {
+		if err := r.Client.Update(ctx, &s); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer to %s: %w", s.Name, err)
+		}
+	}
+	snap, err := r.Snapshots.CreateSnapshot(ctx, s.Spec.Name, source)
+	if err := r.report(ctx, &s, snap, err); err != nil {
+		return outcome(err) // a wipe of a half-deleted snapshot may run on
+	}
+	if !snap.Ready {
+		return ctrl.Result{RequeueAfter: copyPoll}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// snapshotID is the ID the snapshot's LV has, in its source's VG.
+func snapshotID(s *v1alpha1.LogicalVolumeSnapshot, source volume.ID) volume.ID {
+	return volume.ID{Node: source.Node, VG: source.VG, LV: volume.SnapshotLVName(s.Spec.Name)}
+}
+
+func (r *SnapshotReconciler) remove(ctx context.Context, s *v1alpha1.LogicalVolumeSnapshot, source volume.ID) error {
+	if !controllerutil.ContainsFinalizer(s, v1alpha1.SnapshotFinalizer) {
+		return nil
+	}
+	if err := r.Snapshots.DeleteSnapshot(ctx, snapshotID(s, source)); err != nil {
+		return r.report(ctx, s, volume.Snapshot{}, err)
+	}
+	controllerutil.RemoveFinalizer(s, v1alpha1.SnapshotFinalizer)
+	if err := r.Client.Update(ctx, s); err != nil {
+		return fmt.Errorf("remove finalizer of %s: %w", s.Name, err)
+	}
+	emit(r.Events, s, "Normal", ReasonDeleted, "Delete", "removed snapshot LV %s", snapshotID(s, source))
+	return nil
+}
+
+func (r *SnapshotReconciler) report(ctx context.Context, s *v1alpha1.LogicalVolumeSnapshot, snap volume.Snapshot, opErr error) error {
+	if p := pendingOf(opErr); p != nil {
+		return r.reportPending(ctx, s, p)
+	}
+	st := &s.Status
+	wasReady := st.ReadyToUse
+	readyCondition(&st.Conditions, s.Generation, opErr)
+	if opErr != nil {
+		st.Phase = v1alpha1.PhaseFailed
+		st.Error = &v1alpha1.OperationError{Code: volume.CodeOf(opErr).String(), Message: opErr.Error()}
+	} else {
+		st.Phase, st.Error = v1alpha1.PhaseReady, nil
+		st.SnapshotID, st.SizeBytes, st.ReadyToUse = snap.ID.String(), snap.SizeBytes, snap.Ready
+		if !snap.CreatedAt.IsZero() {
+			t := metav1.NewTime(snap.CreatedAt)
+			st.CreationTime = &t
+		}
+	}
+	if err := r.Client.Status().Update(ctx, s); err != nil {
+		return fmt.Errorf("update status of %s: %w", s.Name, err)
+	}
+	switch {
+	case opErr != nil:
+		failed(r.Events, s, "Snapshot", opErr)
+	case st.ReadyToUse && !wasReady:
+		emit(r.Events, s, "Normal", ReasonCreated, "Snapshot", "snapshot %s of %s is ready (%d bytes)", st.SnapshotID, s.Spec.SourceVolumeID, st.SizeBytes)
+	}
+	return opErr
+}
+
+// reportPending says in the status that a wipe runs (no Error: the
+// controller keeps waiting); it returns the pending error once the status
+// says so.
+func (r *SnapshotReconciler) reportPending(ctx context.Context, s *v1alpha1.LogicalVolumeSnapshot, p *volume.PendingError) error {
+	s.Status.Error = nil
+	started := pendingCondition(&s.Status.Conditions, s.Generation, p)
+	if err := r.Client.Status().Update(ctx, s); err != nil {
+		return fmt.Errorf("update status of %s: %w", s.Name, err)
+	}
+	if started {
+		emit(r.Events, s, "Normal", pendingReason(p), "Snapshot", "%s", pendingMessage(p))
+	}
+	return p
+}
+
+// SetupWithManager watches LogicalVolumeSnapshots.
+func (r *SnapshotReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).For(&v1alpha1.LogicalVolumeSnapshot{}).Named("logicalvolumesnapshot").
+		WithOptions(workers(r.Workers)).Complete(r)
+}

@@ -1,0 +1,160 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"carve.dev/carve/driver/api/v1alpha1"
+	"carve.dev/carve/driver/metrics"
+	"carve.dev/carve/driver/volume"
+)
+
+// StorageReporter publishes the node's volume groups in its NodeStorage
+// resource, so that the controller answers GetCapacity with no LVM call and
+// csi-provisioner's capacity tracking keeps pods off nodes that cannot fit
+// their volumes.
+type StorageReporter struct {
+	Client client.Client
+	Node   string
+	// Space reads the served VGs (lvmvol.Manager.Space).
+	Space func(ctx context.Context) ([]volume.VGSpace, error)
+	// Overprovision is the node's thin over-provisioning ratio.
+	Overprovision float64
+	// Interval between reports; 0 means 30 s.
+	Interval time.Duration
+	// Volumes lists Carve's volumes on the node (lvmvol.Manager.ListVolumes),
+	// to find orphans; nil skips that.
+	Volumes func(ctx context.Context) ([]volume.Volume, error)
+
+	suspects map[string]bool // orphans seen once, by the previous report
+}
+
+// Start reports now and then every Interval until ctx ends (a
+// controller-runtime Runnable). A failed report is logged and retried.
+func (s *StorageReporter) Start(ctx context.Context) error {
+	every := s.Interval
+	if every == 0 {
+		every = 30 * time.Second
+	}
+	for {
+		if err := s.Report(ctx); err != nil {
+			klog.ErrorS(err, "Storage report failed", "node", s.Node)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(every):
+		}
+	}
+}
+
+// Report writes the node's storage now.
+func (s *StorageReporter) Report(ctx context.Context) error {
+	space, err := s.Space(ctx)
+	if err != nil {
+		return err
+	}
+	for _, vg := range space {
+		metrics.VolumeGroup(s.Node, vg.Name, vg.Size, vg.Free)
+		for _, p := range vg.Pools {
+			metrics.ThinPool(s.Node, vg.Name, p.Name, p.DataPercent, p.MetadataPercent)
+		}
+	}
+	var ns v1alpha1.NodeStorage
+	err = s.Client.Get(ctx, types.NamespacedName{Name: s.Node}, &ns)
+	if apierrors.IsNotFound(err) {
+		ns = v1alpha1.NodeStorage{ObjectMeta: metav1.ObjectMeta{Name: s.Node}}
+		if err = s.Client.Create(ctx, &ns); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create NodeStorage %s: %w", s.Node, err)
+		}
+		err = s.Client.Get(ctx, types.NamespacedName{Name: s.Node}, &ns)
+	}
+	if err != nil {
+		return fmt.Errorf("get NodeStorage %s: %w", s.Node, err)
+	}
+	orphans, err := s.orphans(ctx)
+	if err != nil {
+		return err
+	}
+	ns.Status = v1alpha1.NodeStorageStatus{
+		VolumeGroups:       vgStatuses(space),
+		OverprovisionRatio: strconv.FormatFloat(s.Overprovision, 'f', -1, 64),
+		UpdateTime:         metav1.Now(),
+		OrphanedVolumes:    orphans,
+	}
+	if err := s.Client.Status().Update(ctx, &ns); err != nil {
+		return fmt.Errorf("update NodeStorage %s: %w", s.Node, err)
+	}
+	return nil
+}
+
+// orphans finds Carve's LVs on this node that no LogicalVolume claims.
+//
+// A LogicalVolume exists before its LV is created and is gone only after
+// its LV is removed (finalizer), so an LV without one is an orphan: its
+// resource was deleted by force, or it was made by hand or by standalone
+// mode. One reading can still race: the LVs are listed first, then the
+// resources, and a volume deleted in between looks orphaned. Such a volume
+// is gone by the next report, so only LVs seen orphaned twice in a row are
+// reported. They are never removed: they may hold data.
+func (s *StorageReporter) orphans(ctx context.Context) ([]string, error) {
+	if s.Volumes == nil {
+		return nil, nil
+	}
+	vols, err := s.Volumes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var list v1alpha1.LogicalVolumeList
+	if err := s.Client.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("list LogicalVolumes: %w", err)
+	}
+	claimed := map[string]bool{}
+	for _, lv := range list.Items {
+		if lv.Spec.NodeName == s.Node {
+			claimed[lv.Spec.VolumeGroup+"/"+lv.Name] = true
+		}
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, v := range vols {
+		key := v.ID.VG + "/" + v.ID.LV
+		if claimed[key] {
+			continue
+		}
+		seen[key] = true
+		if s.suspects[key] {
+			out = append(out, key)
+			klog.InfoS("Orphaned volume: an LV of Carve's with no LogicalVolume; left in place", "node", s.Node, "lv", key, "name", v.Name)
+		}
+	}
+	s.suspects = seen
+	return out, nil
+}
+
+func vgStatuses(space []volume.VGSpace) []v1alpha1.VolumeGroupStatus {
+	out := make([]v1alpha1.VolumeGroupStatus, 0, len(space))
+	for _, vg := range space {
+		st := v1alpha1.VolumeGroupStatus{Name: vg.Name, SizeBytes: int64(vg.Size), FreeBytes: int64(vg.Free),
+			ExtentSize: int64(vg.ExtentSize)}
+		for _, f := range vg.PVFree {
+			st.PVFreeBytes = append(st.PVFreeBytes, int64(f))
+		}
+		for _, p := range vg.Pools {
+			st.ThinPools = append(st.ThinPools, v1alpha1.ThinPoolStatus{Name: p.Name, SizeBytes: int64(p.Size),
+				FreeBytes: int64(p.Free), DataPercent: percent(p.DataPercent), MetadataPercent: percent(p.MetadataPercent)})
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+func percent(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) }

@@ -1,0 +1,48 @@
+package agent
+
+import (
+	"slices"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"carve.dev/carve/driver/api/v1alpha1"
+	"carve.dev/carve/driver/lvmvol"
+	"carve.dev/carve/driver/volume"
+)
+
+// An LV of Carve's that no LogicalVolume claims is reported as orphaned,
+// but only from the second report that sees it, and never removed.
+func TestOrphanedVolumesAreReportedNotRemoved(t *testing.T) {
+	r := newRig(t, lvResource("pvc-claimed", node, 5*mib))
+	if _, err := r.reconcile("pvc-claimed"); err != nil {
+		t.Fatal(err)
+	}
+	vols := lvmvol.NewManager(r.lvm, r.lvm, node, []string{"vg0"})
+	if _, err := vols.CreateVolume(ctx, volume.CreateRequest{Name: "pvc-orphan", Node: node, VG: "vg0",
+		RequiredBytes: 5 * mib, ParamsDigest: "d"}); err != nil {
+		t.Fatal(err)
+	}
+	rep := &StorageReporter{Client: r.c, Node: node, Space: vols.Space, Overprovision: 1, Volumes: vols.ListVolumes}
+	report := func() []string {
+		t.Helper()
+		if err := rep.Report(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var ns v1alpha1.NodeStorage
+		if err := r.c.Get(ctx, types.NamespacedName{Name: node}, &ns); err != nil {
+			t.Fatal(err)
+		}
+		return ns.Status.OrphanedVolumes
+	}
+	if got := report(); len(got) != 0 {
+		t.Errorf("first report: orphans %v, want none until seen twice", got)
+	}
+	if got := report(); !slices.Equal(got, []string{"vg0/pvc-orphan"}) {
+		t.Errorf("second report: orphans %v, want [vg0/pvc-orphan]", got)
+	}
+	list, err := vols.ListVolumes(ctx)
+	if err != nil || len(list) != 2 {
+		t.Errorf("volumes after the reports: %v, %v (the orphan must stay)", list, err)
+	}
+}

@@ -1,0 +1,305 @@
+// Package agent is the node agent of cluster mode: it watches the
+// LogicalVolume resources of its own node and makes LVM match them, with the
+// very semantics standalone mode uses (lvmvol.Manager), then reports back
+// in their status.
+//
+// Crash safety: every step is an idempotent lvmvol call, so a reconcile can
+// stop anywhere and the next one finishes the job. The finalizer keeps a
+// resource until its LV is gone. An LV whose resource vanished is never
+// removed by the agent (no data is lost to a deleted object); a resource
+// whose LV vanished after it was Ready is reported Failed, never silently
+// recreated blank.
+//
+// Concurrency: each reconciler runs Workers reconciles at once, and
+// controller-runtime never hands one resource to two workers at a time, so
+// calls of one volume stay serialized (as the driver's per-volume lock
+// does in standalone mode) while different volumes proceed side by side.
+// What the workers share is safe for that: the lvmvol.Manager (standalone
+// mode calls it concurrently for different volumes already; its only
+// mutable state, the data jobs, is under a mutex, and everything else
+// lives in LVM, whose commands lock the VG themselves), the cached client
+// and the event recorder (both made for concurrent use). Long data work
+// (copies into clones and restores, wipes) runs in the Manager's
+// background jobs (lvmvol.Manager.BackgroundDataWork): a reconcile that
+// finds it running reports the resource Copying or Wiping and looks again
+// after dataPoll, so a copy of hours holds no worker.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"carve.dev/carve/driver/api/v1alpha1"
+	"carve.dev/carve/driver/volume"
+)
+
+// Volumes is the LVM semantics the agent applies: lvmvol.Manager.
+type Volumes interface {
+	CreateVolume(ctx context.Context, req volume.CreateRequest) (volume.Volume, error)
+	GetVolume(ctx context.Context, id volume.ID) (volume.Volume, error)
+	DeleteVolume(ctx context.Context, id volume.ID) error
+	ExpandVolume(ctx context.Context, id volume.ID, requiredBytes, limitBytes int64) (volume.Volume, error)
+	PublishVolume(ctx context.Context, id volume.ID, node string) (string, error)
+	UnpublishVolume(ctx context.Context, id volume.ID, node string) error
+}
+
+// DefaultWorkers is how many resources of a kind the agent reconciles at
+// once unless told otherwise (carve node --agent-workers).
+const DefaultWorkers = 4
+
+// DataGrace is how long a reconcile waits for the long data work it
+// starts before it leaves the work in the background
+// (lvmvol.Manager.BackgroundDataWork): small volumes are done in one
+// reconcile, and a worker is held no longer than this.
+const DataGrace = 3 * time.Second
+
+// dataPoll is how soon a volume whose data is still being copied or wiped
+// in the background is looked at again (nothing else would trigger a
+// reconcile).
+const dataPoll = 5 * time.Second
+
+// VolumeReconciler reconciles the LogicalVolumes of one node.
+type VolumeReconciler struct {
+	Client  client.Client
+	Node    string
+	Volumes Volumes
+	// Events, when set, records what the agent did and what failed.
+	Events events.EventRecorder
+	// Workers is how many volumes are reconciled at once; 0 means
+	// DefaultWorkers.
+	Workers int
+}
+
+// Reconcile makes the LV of one LogicalVolume match its spec.
+func (r *VolumeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var lv v1alpha1.LogicalVolume
+	if err := r.Client.Get(ctx, req.NamespacedName, &lv); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if lv.Spec.NodeName != r.Node {
+		return ctrl.Result{}, nil
+	}
+	if !lv.DeletionTimestamp.IsZero() {
+		return outcome(r.remove(ctx, &lv))
+	}
+	if controllerutil.AddFinalizer(&lv, v1alpha1.VolumeFinalizer) {
+		if err := r.Client.Update(ctx, &lv); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer to %s: %w", lv.Name, err)
+		}
+	}
+	vol, err := r.apply(ctx, &lv)
+	return outcome(r.report(ctx, &lv, vol, err))
+}
+
+// outcome: long data work still running is no failure (its state is in
+// the status already): the resource is looked at again after dataPoll,
+// without the growing backoff of a failure. Anything else is returned for
+// controller-runtime to retry with backoff.
+func outcome(err error) (ctrl.Result, error) {
+	if errors.Is(err, volume.ErrDataPending) {
+		return ctrl.Result{RequeueAfter: dataPoll}, nil
+	}
+	return ctrl.Result{}, err
+}
+
+// volumeID is the CSI ID the resource's LV has (or will have).
+func volumeID(lv *v1alpha1.LogicalVolume) volume.ID {
+	return volume.ID{Node: lv.Spec.NodeName, VG: lv.Spec.VolumeGroup, LV: volume.LVName(lv.Spec.Name)}
+}
+
+// errVanished: a volume that was Ready has no LV any more.
+var errVanished = errors.New("logical volume vanished")
+
+// apply runs the idempotent steps: create, grow, (un)publish.
+func (r *VolumeReconciler) apply(ctx context.Context, lv *v1alpha1.LogicalVolume) (volume.Volume, error) {
+	id := volumeID(lv)
+	vol, err := r.Volumes.GetVolume(ctx, id)
+	switch {
+	case err == nil:
+		// It exists: the spec may have grown since, which is an
+		// expansion, not a create with other arguments.
+	case !errors.Is(err, volume.ErrVolumeNotFound):
+		return vol, err
+	case lv.Status.VolumeID != "":
+		// It existed once (and a later reconcile must not forget that
+		// because the last one reported Failed).
+		return vol, fmt.Errorf("%s existed and is gone; not recreating it blank: %w: %w", id, errVanished, err)
+	default:
+		req, err := createRequest(lv.Spec)
+		if err != nil {
+			return vol, err
+		}
+		if vol, err = r.Volumes.CreateVolume(ctx, req); err != nil {
+			return vol, err
+		}
+	}
+	if lv.Spec.RequiredBytes > vol.SizeBytes {
+		if vol, err = r.Volumes.ExpandVolume(ctx, vol.ID, lv.Spec.RequiredBytes, 0); err != nil {
+			return vol, err
+		}
+	}
+	return r.publish(ctx, lv, vol)
+}
+
+// publish keeps the LV active exactly while the spec publishes it here.
+func (r *VolumeReconciler) publish(ctx context.Context, lv *v1alpha1.LogicalVolume, vol volume.Volume) (volume.Volume, error) {
+	switch want := lv.Spec.PublishedNode; {
+	case want == r.Node && !vol.Published:
+		if _, err := r.Volumes.PublishVolume(ctx, vol.ID, r.Node); err != nil {
+			return vol, err
+		}
+		vol.Published = true
+	case want == "" && vol.Published:
+		if err := r.Volumes.UnpublishVolume(ctx, vol.ID, r.Node); err != nil {
+			return vol, err
+		}
+		vol.Published = false
+	case want != "" && want != r.Node:
+		return vol, fmt.Errorf("volume %s lives on %s and cannot be published to %s: %w", vol.ID, r.Node, want, volume.ErrNodeNotFound)
+	}
+	return vol, nil
+}
+
+// createRequest turns a spec into lvmvol's request.
+func createRequest(s v1alpha1.LogicalVolumeSpec) (volume.CreateRequest, error) {
+	req := volume.CreateRequest{
+		Name: s.Name, VG: s.VolumeGroup, RequiredBytes: s.RequiredBytes, LimitBytes: s.LimitBytes,
+		ParamsDigest: s.ParamsDigest,
+		Type: volume.Type{ThinPool: s.Type.ThinPool, Stripes: s.Type.Stripes,
+			StripeSize: uint64(max(s.Type.StripeSize, 0)), Mirrors: s.Type.Mirrors},
+	}
+	if s.Source != nil {
+		id, err := volume.ParseID(s.Source.ID)
+		if err != nil {
+			return req, fmt.Errorf("source of %s: %w", s.Name, err)
+		}
+		req.Source = &volume.ContentSource{Kind: s.Source.Kind, ID: id}
+	}
+	return req, nil
+}
+
+// report writes the outcome into the status; a failure is returned so that
+// controller-runtime retries with backoff.
+func (r *VolumeReconciler) report(ctx context.Context, lv *v1alpha1.LogicalVolume, vol volume.Volume, opErr error) error {
+	if p := pendingOf(opErr); p != nil {
+		return r.reportPending(ctx, lv, p)
+	}
+	st := &lv.Status
+	before := *st.DeepCopy()
+	st.ObservedGeneration = lv.Generation
+	readyCondition(&st.Conditions, lv.Generation, opErr)
+	if opErr != nil {
+		st.Phase = v1alpha1.PhaseFailed
+		if lv.Status.VolumeID != "" && !errors.Is(opErr, errVanished) {
+			st.Phase = v1alpha1.PhaseReady // the LV exists; the last change failed
+		}
+		st.Error = &v1alpha1.OperationError{Code: volume.CodeOf(opErr).String(), Message: opErr.Error()}
+	} else {
+		st.Phase, st.Error = v1alpha1.PhaseReady, nil
+		st.VolumeID, st.SizeBytes, st.Published = vol.ID.String(), vol.SizeBytes, vol.Published
+		st.DevicePath = ""
+		if vol.Published {
+			st.DevicePath = vol.DevicePath
+		}
+		st.Health = healthOf(vol.Health)
+	}
+	if err := r.Client.Status().Update(ctx, lv); err != nil {
+		return errors.Join(opErr, fmt.Errorf("update status of %s: %w", lv.Name, err))
+	}
+	r.events(lv, before, opErr)
+	return opErr
+}
+
+// reportPending says in the status that data work runs: not Ready yet,
+// and no failure either (no Error, so the controller keeps waiting). It
+// returns the pending error only once the status says so.
+func (r *VolumeReconciler) reportPending(ctx context.Context, lv *v1alpha1.LogicalVolume, p *volume.PendingError) error {
+	st := &lv.Status
+	st.ObservedGeneration, st.Error = lv.Generation, nil
+	if st.VolumeID == "" {
+		st.Phase = v1alpha1.PhasePending
+	}
+	started := pendingCondition(&st.Conditions, lv.Generation, p)
+	if err := r.Client.Status().Update(ctx, lv); err != nil {
+		return fmt.Errorf("update status of %s: %w", lv.Name, err)
+	}
+	if started {
+		emit(r.Events, lv, "Normal", pendingReason(p), "Reconcile", "%s", pendingMessage(p))
+	}
+	return p
+}
+
+// events tells what changed, once the status says so.
+func (r *VolumeReconciler) events(lv *v1alpha1.LogicalVolume, before v1alpha1.LogicalVolumeStatus, opErr error) {
+	st := lv.Status
+	switch {
+	case opErr != nil:
+		failed(r.Events, lv, "Reconcile", opErr)
+		return
+	case before.VolumeID == "":
+		emit(r.Events, lv, "Normal", ReasonCreated, "Create", "created LV %s (%d bytes) on %s", st.VolumeID, st.SizeBytes, r.Node)
+	case st.SizeBytes > before.SizeBytes:
+		emit(r.Events, lv, "Normal", ReasonExpanded, "Expand", "expanded LV %s from %d to %d bytes", st.VolumeID, before.SizeBytes, st.SizeBytes)
+	}
+	switch {
+	case st.Published && !before.Published:
+		emit(r.Events, lv, "Normal", ReasonPublished, "Publish", "activated LV %s on %s: %s", st.VolumeID, r.Node, st.DevicePath)
+	case !st.Published && before.Published:
+		emit(r.Events, lv, "Normal", ReasonUnpublished, "Unpublish", "deactivated LV %s on %s", st.VolumeID, r.Node)
+	}
+}
+
+func healthOf(ps []volume.Problem) []v1alpha1.HealthProblem {
+	var out []v1alpha1.HealthProblem
+	for _, p := range ps {
+		out = append(out, v1alpha1.HealthProblem{Kind: p.Kind.String(), Reason: p.Reason, Message: p.Message})
+	}
+	return out
+}
+
+// remove deletes the LV (wiped, as in standalone mode), then lets the
+// resource go by dropping the finalizer, in that order.
+// A wipe that runs on is reported (Wiping) and its ErrDataPending returned.
+func (r *VolumeReconciler) remove(ctx context.Context, lv *v1alpha1.LogicalVolume) error {
+	if !controllerutil.ContainsFinalizer(lv, v1alpha1.VolumeFinalizer) {
+		return nil
+	}
+	if err := r.Volumes.DeleteVolume(ctx, volumeID(lv)); err != nil {
+		return r.report(ctx, lv, volume.Volume{}, err)
+	}
+	controllerutil.RemoveFinalizer(lv, v1alpha1.VolumeFinalizer)
+	if err := r.Client.Update(ctx, lv); err != nil {
+		return fmt.Errorf("remove finalizer of %s: %w", lv.Name, err)
+	}
+	emit(r.Events, lv, "Normal", ReasonDeleted, "Delete", "removed LV %s from %s", volumeID(lv), r.Node)
+	return nil
+}
+
+// SetupWithManager watches LogicalVolumes (the reconciler skips other
+// nodes' ones).
+func (r *VolumeReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).For(&v1alpha1.LogicalVolume{}).Named("logicalvolume").
+		WithOptions(r.controllerOptions()).Complete(r)
+}
+
+// controllerOptions configure the controller's workers.
+func (r *VolumeReconciler) controllerOptions() controller.Options {
+	return workers(r.Workers)
+}
+
+// workers runs n reconciles at once (0: DefaultWorkers); see the package
+// comment for why that is safe.
+func workers(n int) controller.Options {
+	if n <= 0 {
+		n = DefaultWorkers
+	}
+	return controller.Options{MaxConcurrentReconciles: n}
+}

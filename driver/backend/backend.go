@@ -1,0 +1,264 @@
+// Package backend is the controller's side of cluster mode: the driver's
+// Backend carried out through LogicalVolume resources. The controller
+// cannot reach a node's volume group, so each call writes the desired state
+// into the volume's resource and waits until the node agent reports it
+// done (or failed, with the CSI code of the failure).
+//
+// Idempotency: a resource is named after the volume's LV name, itself
+// derived from the CSI name (volume.LVName), so a retried call finds what
+// the first one made. The resource carries the agent's finalizer from its
+// creation, so it is gone only when its LV is.
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"carve.dev/carve/driver/api/v1alpha1"
+	"carve.dev/carve/driver/volume"
+)
+
+// pollInterval paces the wait for the agent's status.
+const pollInterval = 200 * time.Millisecond
+
+// errPending: the agent has not finished within the call's deadline; the
+// CO retries (ABORTED: the operation is still in progress).
+var errPending = status.Error(codes.Aborted, "the node agent has not finished yet")
+
+// Backend implements csi.Backend (the CSI layer's view of volume work) over
+// resources.
+type Backend struct {
+	Client client.Client
+	// VGs are the volume groups StorageClasses may name; the first is the
+	// default.
+	VGs []string
+}
+
+// VolumeGroups are the VGs StorageClasses may name.
+func (b *Backend) VolumeGroups() []string { return b.VGs }
+
+// CreateVolume writes the volume's resource on the requested node and
+// waits for the agent to carve it.
+func (b *Backend) CreateVolume(ctx context.Context, req volume.CreateRequest) (volume.Volume, error) {
+	if req.Node == "" {
+		return volume.Volume{}, status.Error(codes.InvalidArgument,
+			"cluster mode needs a node in the accessibility requirements: use a WaitForFirstConsumer StorageClass")
+	}
+	if req.VG == "" && req.Source != nil {
+		req.VG = req.Source.ID.VG
+	}
+	want := resourceFor(req)
+	var lv v1alpha1.LogicalVolume
+	err := b.Client.Get(ctx, types.NamespacedName{Name: want.Name}, &lv)
+	switch {
+	case apierrors.IsNotFound(err):
+		if err := b.Client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
+			return volume.Volume{}, fmt.Errorf("create %s: %w", want.Name, err)
+		}
+	case err != nil:
+		return volume.Volume{}, fmt.Errorf("get %s: %w", want.Name, err)
+	case lv.Spec.NodeName != req.Node && lv.Status.VolumeID == "":
+		// An earlier attempt on another node never carved anything (the
+		// CO rescheduled after RESOURCE_EXHAUSTED): start over here.
+		if err := b.Client.Delete(ctx, &lv); err != nil && !apierrors.IsNotFound(err) {
+			return volume.Volume{}, fmt.Errorf("drop attempt on %s: %w", lv.Spec.NodeName, err)
+		}
+		return volume.Volume{}, status.Errorf(codes.Aborted, "moving volume %q from node %s to %s", req.Name, lv.Spec.NodeName, req.Node)
+	case !sameVolume(lv.Spec, want.Spec):
+		return volume.Volume{}, fmt.Errorf("volume %q exists with other arguments: %w", req.Name, volume.ErrNameConflict)
+	}
+	vol, err := b.waitVolume(ctx, want.Name, func(lv *v1alpha1.LogicalVolume) bool { return lv.Status.VolumeID != "" })
+	if status.Code(err) == codes.ResourceExhausted {
+		b.dropUncarved(ctx, want.Name)
+	}
+	return vol, err
+}
+
+// dropUncarved deletes a LogicalVolume whose LV was never carved, after the
+// node refused it for want of space. The CO retries CreateVolume (on this
+// node or, rescheduled, another); a fresh resource is reconciled at once,
+// while a failed one would wait out the agent's growing retry backoff,
+// and space freed meanwhile would go unnoticed for minutes. Nothing is lost:
+// no LV exists, and the finalizer still lets the agent check that.
+func (b *Backend) dropUncarved(ctx context.Context, name string) {
+	var lv v1alpha1.LogicalVolume
+	if err := b.Client.Get(ctx, types.NamespacedName{Name: name}, &lv); err != nil || lv.Status.VolumeID != "" {
+		return
+	}
+	if err := b.Client.Delete(ctx, &lv); err != nil && !apierrors.IsNotFound(err) {
+		klog.ErrorS(err, "Dropping a refused volume's resource failed; the agent keeps retrying it", "logicalVolume", name)
+	}
+}
+
+// resourceFor is the LogicalVolume of a create request.
+func resourceFor(req volume.CreateRequest) *v1alpha1.LogicalVolume {
+	lv := &v1alpha1.LogicalVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: volume.LVName(req.Name), Finalizers: []string{v1alpha1.VolumeFinalizer}},
+		Spec: v1alpha1.LogicalVolumeSpec{
+			Name: req.Name, NodeName: req.Node, VolumeGroup: req.VG,
+			RequiredBytes: req.RequiredBytes, LimitBytes: req.LimitBytes, ParamsDigest: req.ParamsDigest,
+			Type: v1alpha1.VolumeType{ThinPool: req.Type.ThinPool, Stripes: req.Type.Stripes,
+				StripeSize: int64(req.Type.StripeSize), Mirrors: req.Type.Mirrors},
+		},
+	}
+	if req.Source != nil {
+		lv.Spec.Source = &v1alpha1.ContentSource{Kind: req.Source.Kind, ID: req.Source.ID.String()}
+	}
+	return lv
+}
+
+// sameVolume: a retry asks for what the resource already says (its size
+// may have grown since by an expansion).
+func sameVolume(have, want v1alpha1.LogicalVolumeSpec) bool {
+	return have.NodeName == want.NodeName && have.VolumeGroup == want.VolumeGroup &&
+		have.ParamsDigest == want.ParamsDigest && have.Type == want.Type &&
+		(have.Source == nil) == (want.Source == nil) && (have.Source == nil || *have.Source == *want.Source) &&
+		have.RequiredBytes >= want.RequiredBytes
+}
+
+// poll runs step every pollInterval until it reports done or an error;
+// when ctx ends first, the agent is still at work: errPending.
+func poll(ctx context.Context, step func() (done bool, err error)) error {
+	for {
+		if done, err := step(); done || err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errPending
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// waitVolume polls the resource until done says so, the agent reports a
+// failure newer than the spec, or ctx ends.
+func (b *Backend) waitVolume(ctx context.Context, name string, done func(*v1alpha1.LogicalVolume) bool) (volume.Volume, error) {
+	var lv v1alpha1.LogicalVolume
+	err := poll(ctx, func() (bool, error) {
+		if err := b.Client.Get(ctx, types.NamespacedName{Name: name}, &lv); err != nil {
+			return false, fmt.Errorf("get %s: %w", name, err)
+		}
+		current := lv.Status.ObservedGeneration == lv.Generation
+		if current && lv.Status.Error != nil {
+			return false, agentError(lv.Status.Error)
+		}
+		return current && done(&lv), nil
+	})
+	if err != nil {
+		return volume.Volume{}, err
+	}
+	return volumeOf(&lv)
+}
+
+// agentError turns the agent's report back into the CSI error it was.
+func agentError(e *v1alpha1.OperationError) error {
+	for c := codes.OK; c <= codes.Unauthenticated; c++ {
+		if c.String() == e.Code {
+			return status.Error(c, e.Message)
+		}
+	}
+	return status.Error(codes.Internal, e.Message)
+}
+
+func volumeOf(lv *v1alpha1.LogicalVolume) (volume.Volume, error) {
+	id, err := volume.ParseID(lv.Status.VolumeID)
+	if err != nil {
+		return volume.Volume{}, fmt.Errorf("status of %s: %w", lv.Name, err)
+	}
+	v := volume.Volume{ID: id, Name: lv.Spec.Name, SizeBytes: lv.Status.SizeBytes,
+		Published: lv.Status.Published, DevicePath: lv.Status.DevicePath}
+	if s := lv.Spec.Source; s != nil {
+		if sid, err := volume.ParseID(s.ID); err == nil {
+			v.Source = &volume.ContentSource{Kind: s.Kind, ID: sid}
+		}
+	}
+	for _, h := range lv.Status.Health {
+		v.Health = append(v.Health, volume.Problem{Kind: volume.ParseProblemKind(h.Kind), Reason: h.Reason, Message: h.Message})
+	}
+	return v, nil
+}
+
+// lookup finds the resource of a volume ID; a resource of another node is
+// not this volume.
+func (b *Backend) lookup(ctx context.Context, id volume.ID) (*v1alpha1.LogicalVolume, error) {
+	var lv v1alpha1.LogicalVolume
+	err := b.Client.Get(ctx, types.NamespacedName{Name: id.LV}, &lv)
+	if apierrors.IsNotFound(err) || (err == nil && (lv.Spec.NodeName != id.Node || lv.Spec.VolumeGroup != id.VG)) {
+		return nil, fmt.Errorf("volume %s: %w", id, volume.ErrVolumeNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", id.LV, err)
+	}
+	return &lv, nil
+}
+
+// GetVolume reports a volume the agent has carved.
+func (b *Backend) GetVolume(ctx context.Context, id volume.ID) (volume.Volume, error) {
+	lv, err := b.lookup(ctx, id)
+	if err != nil {
+		return volume.Volume{}, err
+	}
+	if lv.Status.VolumeID == "" || !lv.DeletionTimestamp.IsZero() {
+		return volume.Volume{}, fmt.Errorf("volume %s is being created or deleted: %w", id, volume.ErrVolumeNotFound)
+	}
+	return volumeOf(lv)
+}
+
+// ListVolumes lists the carved volumes in ID order.
+func (b *Backend) ListVolumes(ctx context.Context) ([]volume.Volume, error) {
+	var list v1alpha1.LogicalVolumeList
+	if err := b.Client.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("list volumes: %w", err)
+	}
+	var out []volume.Volume
+	for i := range list.Items {
+		lv := &list.Items[i]
+		if lv.Status.VolumeID == "" || !lv.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if v, err := volumeOf(lv); err == nil {
+			out = append(out, v)
+		}
+	}
+	sortVolumes(out)
+	return out, nil
+}
+
+// DeleteVolume deletes the resource and waits until the agent has removed
+// the LV and let the resource go.
+func (b *Backend) DeleteVolume(ctx context.Context, id volume.ID) error {
+	lv, err := b.lookup(ctx, id)
+	if errors.Is(err, volume.ErrVolumeNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if lv.Status.Published {
+		return fmt.Errorf("volume %s is still published: %w", id, volume.ErrInUse)
+	}
+	if err := b.Client.Delete(ctx, lv); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete %s: %w", lv.Name, err)
+	}
+	return poll(ctx, func() (bool, error) {
+		err := b.Client.Get(ctx, types.NamespacedName{Name: lv.Name}, lv)
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		if err == nil && lv.Status.Error != nil && lv.Status.ObservedGeneration == lv.Generation && !lv.DeletionTimestamp.IsZero() {
+			return false, agentError(lv.Status.Error)
+		}
+		return false, nil
+	})
+}

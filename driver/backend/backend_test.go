@@ -1,0 +1,298 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"carve.dev/carve/driver/agent"
+	"carve.dev/carve/driver/api/v1alpha1"
+	"carve.dev/carve/driver/lvmvol"
+	"carve.dev/carve/driver/lvmvol/lvmfake"
+	"carve.dev/carve/driver/volume"
+	"carve.dev/carve/lvm"
+)
+
+const mib = 1 << 20
+
+// cluster is the API (fake client), one node agent reconciling in the
+// background as its watch would, and the controller's backend.
+func cluster(t *testing.T) (*Backend, *lvmfake.LVM) {
+	t.Helper()
+	return clusterWith(t, nil)
+}
+
+// clusterWith is cluster with the node's Manager configured by setup.
+func clusterWith(t *testing.T, setup func(*lvmvol.Manager, *lvmfake.LVM)) (*Backend, *lvmfake.LVM) {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(s).WithStatusSubresource(&v1alpha1.LogicalVolume{}, &v1alpha1.NodeStorage{}, &v1alpha1.LogicalVolumeSnapshot{}).Build()
+	f := lvmfake.New(100*mib, "vg0")
+	m := lvmvol.NewManager(f, f, "node-a", []string{"vg0"})
+	if setup != nil {
+		setup(m, f)
+	}
+	r := &agent.VolumeReconciler{Client: c, Node: "node-a", Volumes: m}
+	sr := &agent.SnapshotReconciler{Client: c, Node: "node-a", Snapshots: m}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			var list v1alpha1.LogicalVolumeList
+			if c.List(ctx, &list) == nil {
+				for _, lv := range list.Items {
+					_, _ = r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: lv.Name}})
+				}
+			}
+			var snaps v1alpha1.LogicalVolumeSnapshotList
+			if c.List(ctx, &snaps) == nil {
+				for _, s := range snaps.Items {
+					_, _ = sr.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: s.Name}})
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return &Backend{Client: c, VGs: []string{"vg0"}}, f
+}
+
+func within(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func req(name string, size int64) volume.CreateRequest {
+	return volume.CreateRequest{Name: name, Node: "node-a", VG: "vg0", RequiredBytes: size, ParamsDigest: "d"}
+}
+
+func wantCode(t *testing.T, what string, err error, code codes.Code) {
+	t.Helper()
+	if got := status.Code(err); got != code {
+		t.Errorf("%s: code %v (%v), want %v", what, got, err, code)
+	}
+}
+
+func TestVolumeLifecycleThroughResources(t *testing.T) {
+	b, f := cluster(t)
+	ctx := within(t)
+	vol, err := b.CreateVolume(ctx, req("pvc-1", 5*mib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vol.ID.String() != "node-a/vg0/pvc-1" || vol.SizeBytes != 8*mib {
+		t.Fatalf("created %+v", vol)
+	}
+	if again, err := b.CreateVolume(ctx, req("pvc-1", 5*mib)); err != nil || again.ID != vol.ID {
+		t.Errorf("repeated create: %+v, %v", again, err)
+	}
+	other := req("pvc-1", 5*mib)
+	other.ParamsDigest = "x"
+	if _, err := b.CreateVolume(ctx, other); !errors.Is(err, volume.ErrNameConflict) {
+		t.Errorf("same name, other parameters: %v", err)
+	}
+	if _, err := b.PublishVolume(ctx, vol.ID, "node-b"); !errors.Is(err, volume.ErrNodeNotFound) {
+		t.Errorf("attach to another node: %v", err)
+	}
+	dev, err := b.PublishVolume(ctx, vol.ID, "node-a")
+	if err != nil || dev != "/dev/vg0/pvc-1" {
+		t.Fatalf("attach: %q, %v", dev, err)
+	}
+	if l, _ := f.LV("vg0", "pvc-1"); !l.Active {
+		t.Fatal("attached LV not active")
+	}
+	grown, err := b.ExpandVolume(ctx, vol.ID, 16*mib, 0)
+	if err != nil || grown.SizeBytes != 16*mib {
+		t.Fatalf("expand: %+v, %v", grown, err)
+	}
+	if err := b.DeleteVolume(ctx, vol.ID); !errors.Is(err, volume.ErrInUse) {
+		t.Errorf("delete attached: %v, want ErrInUse", err)
+	}
+	if err := b.UnpublishVolume(ctx, vol.ID, "node-a"); err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := f.LV("vg0", "pvc-1"); l.Active {
+		t.Fatal("detached LV still active")
+	}
+	if vols, err := b.ListVolumes(ctx); err != nil || len(vols) != 1 {
+		t.Errorf("list: %+v, %v", vols, err)
+	}
+	if err := b.DeleteVolume(ctx, vol.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.LV("vg0", "pvc-1"); ok {
+		t.Fatal("LV left after delete")
+	}
+	if err := b.DeleteVolume(ctx, vol.ID); err != nil {
+		t.Errorf("second delete: %v", err)
+	}
+}
+
+func TestAgentFailuresReachTheCO(t *testing.T) {
+	b, _ := cluster(t)
+	ctx := within(t)
+	_, err := b.CreateVolume(ctx, req("pvc-big", 500*mib))
+	wantCode(t, "too big for the node", err, codes.ResourceExhausted)
+	noNode := req("pvc-x", mib)
+	noNode.Node = ""
+	_, err = b.CreateVolume(ctx, noNode)
+	wantCode(t, "no node", err, codes.InvalidArgument)
+
+	// The CO reschedules after RESOURCE_EXHAUSTED: the attempt that carved
+	// nothing is dropped, and a retry on the new node carves there.
+	moved := req("pvc-big", 500*mib)
+	moved.Node = "node-b"
+	_, err = b.CreateVolume(ctx, moved)
+	wantCode(t, "moving to another node", err, codes.Aborted)
+	var lv v1alpha1.LogicalVolume
+	if err := b.Client.Get(ctx, client.ObjectKey{Name: "pvc-big"}, &lv); err == nil && lv.DeletionTimestamp.IsZero() {
+		t.Errorf("the failed attempt's resource was not dropped: %+v", lv.Spec)
+	}
+}
+
+// TestCapacityFromNodeStorage: the agent reports, the controller answers
+// GetCapacity from the report with standalone mode's rules.
+func TestCapacityFromNodeStorage(t *testing.T) {
+	b, f := cluster(t)
+	ctx := within(t)
+	f.PutThinPool("vg0", "pool", 40*mib, 50)
+	m := lvmvol.NewManager(f, f, "node-a", []string{"vg0"})
+	rep := &agent.StorageReporter{Client: b.Client, Node: "node-a", Space: m.Space, Overprovision: 2}
+	for range 2 { // the second report updates the resource the first made
+		if err := rep.Report(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		node string
+		t    volume.Type
+		want volume.Capacity
+	}{
+		{"node-a", volume.Type{}, volume.Capacity{AvailableBytes: 60 * mib, MaximumVolumeBytes: 60 * mib}},
+		{"node-a", volume.Type{ThinPool: "pool"}, volume.Capacity{AvailableBytes: 40 * mib, MaximumVolumeBytes: 40 * mib}},
+		{"node-a", volume.Type{Mirrors: 1}, volume.Capacity{}}, // one PV: no raid1
+		{"node-b", volume.Type{}, volume.Capacity{}},
+	} {
+		got, err := b.Capacity(ctx, tc.node, "vg0", tc.t)
+		if err != nil || got != tc.want {
+			t.Errorf("Capacity(%s, %+v) = %+v, %v; want %+v", tc.node, tc.t, got, err, tc.want)
+		}
+	}
+	m.SetOverprovision(2)
+	if direct, err := m.Capacity(ctx, "node-a", "vg0", volume.Type{ThinPool: "pool"}); err != nil || direct.AvailableBytes != 40*mib {
+		t.Errorf("standalone answer %+v, %v differs from the cluster one", direct, err)
+	}
+}
+
+// TestThinSnapshotAndRestoreThroughResources: snapshot, list, restore from
+// it, delete it, all through resources the agent carries out.
+func TestThinSnapshotAndRestoreThroughResources(t *testing.T) {
+	b, f := cluster(t)
+	ctx := within(t)
+	f.PutThinPool("vg0", "pool", 40*mib, 0)
+	thin := req("pvc-src", 8*mib)
+	thin.Type = volume.Type{ThinPool: "pool"}
+	vol, err := b.CreateVolume(ctx, thin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := b.CreateSnapshot(ctx, "snapshot-1", vol.ID)
+	if err != nil || !snap.Ready || snap.Source != vol.ID {
+		t.Fatalf("snapshot %+v, %v", snap, err)
+	}
+	if again, err := b.CreateSnapshot(ctx, "snapshot-1", vol.ID); err != nil || again.ID != snap.ID {
+		t.Errorf("repeated CreateSnapshot: %+v, %v", again, err)
+	}
+	if list, err := b.ListSnapshots(ctx); err != nil || len(list) != 1 {
+		t.Errorf("ListSnapshots = %+v, %v", list, err)
+	}
+	restore := req("pvc-restored", 16*mib)
+	restore.Type = volume.Type{ThinPool: "pool"}
+	restore.Source = &volume.ContentSource{Kind: volume.SourceSnapshot, ID: snap.ID}
+	restored, err := b.CreateVolume(ctx, restore)
+	if err != nil || restored.SizeBytes != 16*mib || restored.Source == nil {
+		t.Fatalf("restore: %+v, %v", restored, err)
+	}
+	if err := b.DeleteSnapshot(ctx, snap.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.GetSnapshot(ctx, snap.ID); !errors.Is(err, volume.ErrSnapshotNotFound) {
+		t.Errorf("deleted snapshot still there: %v", err)
+	}
+	if _, ok := f.LV("vg0", snap.ID.LV); ok {
+		t.Error("snapshot LV left behind")
+	}
+}
+
+// A node that refuses a volume for want of space leaves no resource behind:
+// the CO's retry starts afresh, so space freed meanwhile is used at once.
+func TestRefusedVolumeIsRetriedAfresh(t *testing.T) {
+	b, f := cluster(t)
+	ctx := within(t)
+	if _, err := f.CreateLV(ctx, lvm.CreateLVOptions{VG: "vg0", Name: "filler", Size: 90 * mib}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.CreateVolume(ctx, req("pvc-tight", 20*mib))
+	wantCode(t, "no room on the node", err, codes.ResourceExhausted)
+	for {
+		var lv v1alpha1.LogicalVolume
+		err := b.Client.Get(ctx, client.ObjectKey{Name: "pvc-tight"}, &lv)
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the refused volume's resource is still there: %+v, %v", lv.Status, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := f.RemoveLV(ctx, "vg0", "filler"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.CreateVolume(ctx, req("pvc-tight", 20*mib)); err != nil {
+		t.Fatalf("retry after space was freed: %v", err)
+	}
+}
+
+// While the node copies a clone's data, CreateVolume keeps waiting and,
+// when its deadline comes first, answers ABORTED (in progress: the CO
+// retries), never a failure; the retry after the copy gets the volume.
+func TestCreateWaitsOutABackgroundCopy(t *testing.T) {
+	var release func()
+	b, _ := clusterWith(t, func(m *lvmvol.Manager, f *lvmfake.LVM) {
+		m.BackgroundDataWork(10 * time.Millisecond)
+		m.SetCopier(f)
+		release = f.HoldCopies()
+	})
+	defer release()
+	src, err := b.CreateVolume(within(t), req("pvc-src", 8*mib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := req("pvc-clone", 8*mib)
+	r.Source = &volume.ContentSource{Kind: volume.SourceVolume, ID: src.ID}
+	short, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err = b.CreateVolume(short, r)
+	wantCode(t, "create while the node copies", err, codes.Aborted)
+	release()
+	if vol, err := b.CreateVolume(within(t), r); err != nil || vol.ID.LV != "pvc-clone" {
+		t.Fatalf("create after the copy: %+v, %v", vol, err)
+	}
+}

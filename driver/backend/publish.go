@@ -1,0 +1,92 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"carve.dev/carve/driver/api/v1alpha1"
+	"carve.dev/carve/driver/volume"
+)
+
+// change applies edit to the volume's spec (a merge patch, so that
+// concurrent status updates of the agent are not lost) and waits for done.
+func (b *Backend) change(ctx context.Context, id volume.ID, edit func(*v1alpha1.LogicalVolumeSpec) bool,
+	done func(*v1alpha1.LogicalVolume) bool) (volume.Volume, error) {
+	lv, err := b.lookup(ctx, id)
+	if err != nil {
+		return volume.Volume{}, err
+	}
+	before := lv.DeepCopy()
+	if edit(&lv.Spec) {
+		if err := b.Client.Patch(ctx, lv, client.MergeFrom(before)); err != nil {
+			return volume.Volume{}, fmt.Errorf("update %s: %w", lv.Name, err)
+		}
+	}
+	return b.waitVolume(ctx, lv.Name, done)
+}
+
+// PublishVolume is the attach: the agent of the volume's node activates
+// the LV. A volume lives on one node; any other node is refused.
+func (b *Backend) PublishVolume(ctx context.Context, id volume.ID, node string) (string, error) {
+	if node != id.Node {
+		return "", fmt.Errorf("volume %s lives on node %s and cannot be attached to %s: %w", id, id.Node, node, volume.ErrNodeNotFound)
+	}
+	vol, err := b.change(ctx, id,
+		func(s *v1alpha1.LogicalVolumeSpec) bool {
+			changed := s.PublishedNode != node
+			s.PublishedNode = node
+			return changed
+		},
+		func(lv *v1alpha1.LogicalVolume) bool { return lv.Status.Published })
+	return vol.DevicePath, err
+}
+
+// UnpublishVolume is the detach: the agent deactivates the LV once the
+// node has let go of it. A volume that is gone is detached.
+func (b *Backend) UnpublishVolume(ctx context.Context, id volume.ID, node string) error {
+	if node != "" && node != id.Node {
+		return nil
+	}
+	_, err := b.change(ctx, id,
+		func(s *v1alpha1.LogicalVolumeSpec) bool {
+			changed := s.PublishedNode != ""
+			s.PublishedNode = ""
+			return changed
+		},
+		func(lv *v1alpha1.LogicalVolume) bool { return !lv.Status.Published })
+	if errors.Is(err, volume.ErrVolumeNotFound) {
+		return nil
+	}
+	return err
+}
+
+// ExpandVolume raises the volume's required size and waits for the LV to
+// reach it. Shrinking is refused here, as in lvmvol.
+func (b *Backend) ExpandVolume(ctx context.Context, id volume.ID, requiredBytes, limitBytes int64) (volume.Volume, error) {
+	lv, err := b.lookup(ctx, id)
+	if err != nil {
+		return volume.Volume{}, err
+	}
+	if limitBytes > 0 && limitBytes < lv.Status.SizeBytes {
+		return volume.Volume{}, fmt.Errorf("volume %s is %d bytes; shrinking to %d is not supported: %w",
+			id, lv.Status.SizeBytes, limitBytes, volume.ErrOutOfRange)
+	}
+	return b.change(ctx, id,
+		func(s *v1alpha1.LogicalVolumeSpec) bool {
+			grow := requiredBytes > s.RequiredBytes
+			if grow {
+				s.RequiredBytes = requiredBytes
+			}
+			return grow
+		},
+		func(lv *v1alpha1.LogicalVolume) bool { return lv.Status.SizeBytes >= requiredBytes })
+}
+
+func sortVolumes(vs []volume.Volume) {
+	slices.SortFunc(vs, func(a, b volume.Volume) int { return strings.Compare(a.ID.String(), b.ID.String()) })
+}

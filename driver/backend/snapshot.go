@@ -1,0 +1,130 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"carve.dev/carve/driver/api/v1alpha1"
+	"carve.dev/carve/driver/volume"
+)
+
+// CreateSnapshot writes the snapshot's resource on its source's node and
+// waits until the agent has taken it (ready or, for a thick volume, still
+// copying: the CO asks again until ready_to_use).
+func (b *Backend) CreateSnapshot(ctx context.Context, name string, source volume.ID) (volume.Snapshot, error) {
+	if _, err := b.lookup(ctx, source); err != nil {
+		return volume.Snapshot{}, err
+	}
+	want := &v1alpha1.LogicalVolumeSnapshot{
+		ObjectMeta: metav1.ObjectMeta{Name: volume.SnapshotLVName(name), Finalizers: []string{v1alpha1.SnapshotFinalizer}},
+		Spec:       v1alpha1.LogicalVolumeSnapshotSpec{Name: name, NodeName: source.Node, SourceVolumeID: source.String()},
+	}
+	var have v1alpha1.LogicalVolumeSnapshot
+	err := b.Client.Get(ctx, types.NamespacedName{Name: want.Name}, &have)
+	switch {
+	case apierrors.IsNotFound(err):
+		if err := b.Client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
+			return volume.Snapshot{}, fmt.Errorf("create %s: %w", want.Name, err)
+		}
+	case err != nil:
+		return volume.Snapshot{}, fmt.Errorf("get %s: %w", want.Name, err)
+	case have.Spec != want.Spec:
+		return volume.Snapshot{}, fmt.Errorf("snapshot %q exists with another source: %w", name, volume.ErrNameConflict)
+	}
+	err = poll(ctx, func() (bool, error) {
+		if err := b.Client.Get(ctx, types.NamespacedName{Name: want.Name}, &have); err != nil {
+			return false, fmt.Errorf("get %s: %w", want.Name, err)
+		}
+		if have.Status.Error != nil {
+			return false, agentError(have.Status.Error)
+		}
+		return have.Status.SnapshotID != "", nil
+	})
+	if err != nil {
+		return volume.Snapshot{}, err
+	}
+	return snapshotOf(&have)
+}
+
+func snapshotOf(s *v1alpha1.LogicalVolumeSnapshot) (volume.Snapshot, error) {
+	id, err := volume.ParseID(s.Status.SnapshotID)
+	if err != nil {
+		return volume.Snapshot{}, fmt.Errorf("status of %s: %w", s.Name, err)
+	}
+	src, err := volume.ParseID(s.Spec.SourceVolumeID)
+	if err != nil {
+		return volume.Snapshot{}, fmt.Errorf("spec of %s: %w", s.Name, err)
+	}
+	out := volume.Snapshot{ID: id, Name: s.Spec.Name, Source: src, SizeBytes: s.Status.SizeBytes, Ready: s.Status.ReadyToUse}
+	if s.Status.CreationTime != nil {
+		out.CreatedAt = s.Status.CreationTime.Time
+	}
+	return out, nil
+}
+
+// lookupSnapshot finds the resource of a snapshot ID.
+func (b *Backend) lookupSnapshot(ctx context.Context, id volume.ID) (*v1alpha1.LogicalVolumeSnapshot, error) {
+	var s v1alpha1.LogicalVolumeSnapshot
+	err := b.Client.Get(ctx, types.NamespacedName{Name: id.LV}, &s)
+	if apierrors.IsNotFound(err) || (err == nil && (s.Status.SnapshotID != id.String() || !s.DeletionTimestamp.IsZero())) {
+		return nil, fmt.Errorf("snapshot %s: %w", id, volume.ErrSnapshotNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", id.LV, err)
+	}
+	return &s, nil
+}
+
+// GetSnapshot reports a snapshot.
+func (b *Backend) GetSnapshot(ctx context.Context, id volume.ID) (volume.Snapshot, error) {
+	s, err := b.lookupSnapshot(ctx, id)
+	if err != nil {
+		return volume.Snapshot{}, err
+	}
+	return snapshotOf(s)
+}
+
+// ListSnapshots lists the taken snapshots in ID order.
+func (b *Backend) ListSnapshots(ctx context.Context) ([]volume.Snapshot, error) {
+	var list v1alpha1.LogicalVolumeSnapshotList
+	if err := b.Client.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("list snapshots: %w", err)
+	}
+	var out []volume.Snapshot
+	for i := range list.Items {
+		s := &list.Items[i]
+		if s.Status.SnapshotID == "" || !s.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if snap, err := snapshotOf(s); err == nil {
+			out = append(out, snap)
+		}
+	}
+	slices.SortFunc(out, func(a, b volume.Snapshot) int { return strings.Compare(a.ID.String(), b.ID.String()) })
+	return out, nil
+}
+
+// DeleteSnapshot deletes the resource and waits until the agent has
+// removed the LV. A snapshot that does not exist is deleted already.
+func (b *Backend) DeleteSnapshot(ctx context.Context, id volume.ID) error {
+	s, err := b.lookupSnapshot(ctx, id)
+	if errors.Is(err, volume.ErrSnapshotNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := b.Client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete %s: %w", s.Name, err)
+	}
+	return poll(ctx, func() (bool, error) {
+		return apierrors.IsNotFound(b.Client.Get(ctx, types.NamespacedName{Name: s.Name}, s)), nil
+	})
+}

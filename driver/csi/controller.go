@@ -1,0 +1,214 @@
+package csi
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"k8s.io/klog/v2"
+
+	"carve.dev/carve/driver/volume"
+)
+
+// DefaultVolumeSize is carved when a request names no size.
+const DefaultVolumeSize int64 = 1 << 30
+
+// Controller is the CSI Controller service.
+type Controller struct {
+	csi.UnimplementedControllerServer
+	backend Backend
+}
+
+// NewController serves the controller calls from backend.
+func NewController(b Backend) *Controller { return &Controller{backend: b} }
+
+var controllerCaps = []csi.ControllerServiceCapability_RPC_Type{
+	csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
+	csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME,
+	csi.ControllerServiceCapability_RPC_LIST_VOLUMES,
+	csi.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES,
+	csi.ControllerServiceCapability_RPC_GET_CAPACITY,
+	csi.ControllerServiceCapability_RPC_GET_VOLUME,
+	csi.ControllerServiceCapability_RPC_GET_VOLUME_HEALTH,
+	csi.ControllerServiceCapability_RPC_LIST_VOLUME_HEALTH,
+	csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
+	csi.ControllerServiceCapability_RPC_EXPAND_VOLUME,
+	csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT,
+	csi.ControllerServiceCapability_RPC_LIST_SNAPSHOTS,
+	csi.ControllerServiceCapability_RPC_GET_SNAPSHOT,
+	csi.ControllerServiceCapability_RPC_CLONE_VOLUME,
+}
+
+func (c *Controller) ControllerGetCapabilities(context.Context, *csi.ControllerGetCapabilitiesRequest) (*csi.ControllerGetCapabilitiesResponse, error) {
+	out := make([]*csi.ControllerServiceCapability, 0, len(controllerCaps))
+	for _, t := range controllerCaps {
+		out = append(out, &csi.ControllerServiceCapability{
+			Type: &csi.ControllerServiceCapability_Rpc{Rpc: &csi.ControllerServiceCapability_RPC{Type: t}},
+		})
+	}
+	return &csi.ControllerGetCapabilitiesResponse{Capabilities: out}, nil
+}
+
+func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
+	if req.GetName() == "" {
+		return nil, invalidArgument("volume name missing")
+	}
+	if err := checkCapabilities(req.GetVolumeCapabilities()); err != nil {
+		return nil, err
+	}
+	source, err := contentSource(req.GetVolumeContentSource())
+	if err != nil {
+		return nil, err
+	}
+	params, err := parseParams(req.GetParameters(), c.backend.VolumeGroups())
+	if err != nil {
+		return nil, err
+	}
+	fsType, err := chooseFsType(req.GetVolumeCapabilities(), params.FsType)
+	if err != nil {
+		return nil, err
+	}
+	node, err := chooseNode(req.GetAccessibilityRequirements())
+	if err != nil {
+		return nil, err
+	}
+	required, limit, err := sizeRange(req.GetCapacityRange(), fsType)
+	if err != nil {
+		return nil, err
+	}
+	vg := params.VG
+	if source != nil && !params.vgGiven {
+		vg = "" // the source's
+	}
+	vol, err := c.backend.CreateVolume(ctx, volume.CreateRequest{
+		Name: req.GetName(), Node: node, VG: vg, RequiredBytes: required, LimitBytes: limit, Type: params.Type, Source: source,
+		ParamsDigest: paramsDigest(req.GetParameters(), fsType),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &csi.CreateVolumeResponse{Volume: &csi.Volume{
+		VolumeId:           vol.ID.String(),
+		CapacityBytes:      vol.SizeBytes,
+		VolumeContext:      map[string]string{ParamVolumeGroup: vol.ID.VG, ParamFsType: fsType},
+		AccessibleTopology: []*csi.Topology{nodeTopology(vol.ID.Node)},
+		ContentSource:      csiContentSource(vol.Source),
+	}}, nil
+}
+
+// paramsDigest identifies what shapes the volume: the parameters as given
+// (CO metadata excluded by ParamsDigest) and the chosen filesystem.
+func paramsDigest(params map[string]string, fsType string) string {
+	p := make(map[string]string, len(params)+1)
+	for k, v := range params {
+		p[k] = v
+	}
+	p[ParamFsType] = fsType
+	return volume.ParamsDigest(p)
+}
+
+// contentSource reads a CreateVolume content source. An ID that Carve could
+// not have made names nothing: NOT_FOUND, as CSI asks.
+func contentSource(s *csi.VolumeContentSource) (*volume.ContentSource, error) {
+	switch {
+	case s == nil:
+		return nil, nil
+	case s.GetSnapshot() != nil:
+		id, err := volume.ParseID(s.GetSnapshot().GetSnapshotId())
+		if err != nil {
+			return nil, fmt.Errorf("source snapshot: %w: %w", volume.ErrSnapshotNotFound, err)
+		}
+		return &volume.ContentSource{Kind: volume.SourceSnapshot, ID: id}, nil
+	case s.GetVolume() != nil:
+		id, err := volume.ParseID(s.GetVolume().GetVolumeId())
+		if err != nil {
+			return nil, fmt.Errorf("source volume: %w", err)
+		}
+		return &volume.ContentSource{Kind: volume.SourceVolume, ID: id}, nil
+	}
+	return nil, invalidArgument("volume content source of unknown type")
+}
+
+func csiContentSource(s *volume.ContentSource) *csi.VolumeContentSource {
+	switch {
+	case s == nil:
+		return nil
+	case s.Kind == volume.SourceSnapshot:
+		return &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{
+			Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: s.ID.String()}}}
+	default:
+		return &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{
+			Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: s.ID.String()}}}
+	}
+}
+
+func nodeTopology(node string) *csi.Topology {
+	return &csi.Topology{Segments: map[string]string{TopologyKey: node}}
+}
+
+// chooseFsType: the capability's fs_type wins, then the fsType parameter,
+// then ext4. Block volumes carry none but keep the default in their context.
+func chooseFsType(caps []*csi.VolumeCapability, param string) (string, error) {
+	fs, err := capsFsType(caps)
+	if err != nil || fs != "" {
+		return fs, err
+	}
+	if param != "" {
+		return param, nil
+	}
+	return volume.DefaultFSType, nil
+}
+
+// chooseNode returns the node of the requirements' first preferred (else
+// requisite) segment, "" when none is named: under WaitForFirstConsumer it
+// is the node the scheduler selected. A backend that cannot carve there
+// answers RESOURCE_EXHAUSTED, so that the CO reschedules.
+func chooseNode(req *csi.TopologyRequirement) (string, error) {
+	for _, list := range [][]*csi.Topology{req.GetPreferred(), req.GetRequisite()} {
+		for _, t := range list {
+			if n := t.GetSegments()[TopologyKey]; n != "" {
+				return n, nil
+			}
+		}
+	}
+	return "", nil
+}
+
+// sizeRange applies CSI's capacity range rules: no size asked means the
+// default (within the limit), and xfs and btrfs volumes are carved big
+// enough for their mkfs when the limit allows.
+func sizeRange(r *csi.CapacityRange, fsType string) (required, limit int64, err error) {
+	required, limit = r.GetRequiredBytes(), r.GetLimitBytes()
+	if required < 0 || limit < 0 {
+		return 0, 0, invalidArgument("capacity range [%d, %d]: negative size", required, limit)
+	}
+	if limit > 0 && required > limit {
+		return 0, 0, invalidArgument("capacity range: required %d above limit %d", required, limit)
+	}
+	if required == 0 {
+		required = DefaultVolumeSize
+		if limit > 0 && limit < required {
+			required = limit
+		}
+	}
+	if least := volume.MinSize(fsType); required < least && (limit == 0 || limit >= least) {
+		required = least
+	}
+	return required, limit, nil
+}
+
+func (c *Controller) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
+	if req.GetVolumeId() == "" {
+		return nil, invalidArgument("volume id missing")
+	}
+	id, err := volume.ParseID(req.GetVolumeId())
+	if err != nil {
+		// Not an ID Carve could have made: nothing of ours to delete.
+		klog.InfoS("DeleteVolume of a foreign volume id: nothing to do", "volumeId", req.GetVolumeId())
+		return &csi.DeleteVolumeResponse{}, nil
+	}
+	if err := c.backend.DeleteVolume(ctx, id); err != nil {
+		return nil, err
+	}
+	return &csi.DeleteVolumeResponse{}, nil
+}

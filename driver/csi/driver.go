@@ -1,0 +1,51 @@
+// Package csi is Carve's CSI layer: the Identity, Controller and Node
+// services, their parameters, and the gRPC server that maps errors to codes
+// (volume.CodeOf). It speaks CSI to the CO and hands volume work to a
+// Backend (the LVM semantics in lvmvol in standalone mode, the controller
+// backend over resources in cluster mode; cmd/carve wires either in) and
+// filesystem work to nodefs. It imports neither backend: only the volume
+// model and the layers below.
+//
+// Inside this package, "csi." is the CSI specification's Go package.
+package csi
+
+import (
+	"context"
+
+	"carve.dev/carve/driver/volume"
+)
+
+const (
+	// Name is the CSI driver name.
+	Name = "lvm.carve.dev"
+	// TopologyKey is the one topology segment: volumes live on one node.
+	TopologyKey = "topology.lvm.carve.dev/node"
+	// publishDeviceKey carries the device path in the publish context.
+	publishDeviceKey = "devicePath"
+)
+
+// Backend carries out the controller's volume operations. In standalone mode
+// it is lvmvol.Manager on this node's LVM; cluster mode puts its own
+// transport behind the same interface.
+type Backend interface {
+	CreateVolume(ctx context.Context, req volume.CreateRequest) (volume.Volume, error)
+	DeleteVolume(ctx context.Context, id volume.ID) error
+	GetVolume(ctx context.Context, id volume.ID) (volume.Volume, error)
+	ListVolumes(ctx context.Context) ([]volume.Volume, error)
+	PublishVolume(ctx context.Context, id volume.ID, node string) (string, error)
+	UnpublishVolume(ctx context.Context, id volume.ID, node string) error
+	ExpandVolume(ctx context.Context, id volume.ID, requiredBytes, limitBytes int64) (volume.Volume, error)
+	Capacity(ctx context.Context, node, vg string, t volume.Type) (volume.Capacity, error)
+	CreateSnapshot(ctx context.Context, name string, source volume.ID) (volume.Snapshot, error)
+	DeleteSnapshot(ctx context.Context, id volume.ID) error
+	GetSnapshot(ctx context.Context, id volume.ID) (volume.Snapshot, error)
+	ListSnapshots(ctx context.Context) ([]volume.Snapshot, error)
+	// VolumeGroups are the VGs volumes may be carved from; the first is the
+	// default when a StorageClass names none.
+	VolumeGroups() []string
+}
+
+// Prober reports whether the driver can do its work now.
+type Prober interface {
+	Probe(ctx context.Context) error
+}

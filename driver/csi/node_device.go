@@ -1,0 +1,76 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"carve.dev/carve/driver/volume"
+)
+
+// volumeDevice is a Carve volume of this node and the device node that was
+// checked to be its LV's.
+type volumeDevice struct {
+	volume.Volume
+	Path string // the device node, /dev/VG/LV
+	Rdev uint64 // its device number, which is the LV's
+}
+
+// resolveDevice turns a volume ID into its device. Every node call that
+// formats, mounts, grows or measures a volume gets its device here and
+// nowhere else, so that a wrong ID (hand-written, stale, another driver's)
+// is refused before anything on the node changes:
+//
+//   - the ID names a volume of this node with names lvm accepts (localID);
+//   - the VG is one this node serves, and the LV exists, is not internal,
+//     is not a snapshot, carries Carve's volume tag and is neither half
+//     created nor being deleted (GetVolume): NOT_FOUND otherwise, for a
+//     node cannot tell a missing volume from someone else's LV;
+//   - the LV is active, i.e. published to this node (FAILED_PRECONDITION
+//     otherwise), and the device node /dev/VG/LV has the device number lvm
+//     reports for the LV: no symlink, stale node or name trick can lead to
+//     another device (FAILED_PRECONDITION).
+//
+// nodefs still checks that a device is blank before mkfs: a second guard.
+func (n *Node) resolveDevice(ctx context.Context, volumeID string) (volumeDevice, error) {
+	id, err := n.localID(volumeID)
+	if err != nil {
+		return volumeDevice{}, err
+	}
+	vol, err := n.volumes.GetVolume(ctx, id)
+	if errors.Is(err, volume.ErrNotManaged) {
+		// An LV without Carve's tag is no volume of Carve's at all.
+		return volumeDevice{}, fmt.Errorf("%w: %w", volume.ErrNotFound, err)
+	}
+	if err != nil {
+		return volumeDevice{}, err
+	}
+	if !vol.Published || vol.KernelMajor < 0 || vol.KernelMinor < 0 {
+		return volumeDevice{}, fmt.Errorf("%w: volume %s is not published to this node (its LV is not active)",
+			volume.ErrFailedPrecondition, id)
+	}
+	rdev, err := n.waitForDevice(ctx, vol.DevicePath)
+	if err != nil {
+		return volumeDevice{}, err
+	}
+	lvDev := unix.Mkdev(uint32(vol.KernelMajor), uint32(vol.KernelMinor))
+	if rdev != lvDev {
+		return volumeDevice{}, fmt.Errorf("%w: %s is device %d:%d, but lvm says LV %s/%s is %d:%d; refusing to use it",
+			volume.ErrFailedPrecondition, vol.DevicePath, unix.Major(rdev), unix.Minor(rdev), id.VG, id.LV, vol.KernelMajor, vol.KernelMinor)
+	}
+	return volumeDevice{Volume: vol, Path: vol.DevicePath, Rdev: rdev}, nil
+}
+
+// waitForDevice waits (DeviceWait) for the device node of an active LV:
+// udev or lvm may still be creating it.
+func (n *Node) waitForDevice(ctx context.Context, path string) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.DeviceWait)
+	defer cancel()
+	rdev, err := n.waitDevice(ctx, path)
+	if err != nil {
+		return 0, fmt.Errorf("%w: device %s did not appear: %w", volume.ErrFailedPrecondition, path, err)
+	}
+	return rdev, nil
+}

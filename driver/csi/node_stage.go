@@ -1,0 +1,103 @@
+package csi
+
+import (
+	"context"
+	"slices"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"k8s.io/klog/v2"
+
+	"carve.dev/carve/driver/nodefs"
+	"carve.dev/carve/driver/volume"
+)
+
+// NodeStageVolume mounts the volume's filesystem at the staging path,
+// formatting the device first only if it holds no filesystem at all. A
+// block volume needs no staging: its device is bound straight into pods.
+func (n *Node) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
+	if req.GetVolumeId() == "" {
+		return nil, invalidArgument("volume id missing")
+	}
+	staging := req.GetStagingTargetPath()
+	if staging == "" {
+		return nil, invalidArgument("staging target path missing")
+	}
+	if err := checkCapability(req.GetVolumeCapability()); err != nil {
+		return nil, err
+	}
+	mnt := req.GetVolumeCapability().GetMount()
+	fsType := requestFsType(mnt, req.GetVolumeContext())
+	if err := nodefs.CheckMountFlags(fsType, mnt.GetMountFlags()); err != nil {
+		return nil, err
+	}
+	dev, err := n.resolveDevice(ctx, req.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	if err := n.checkPath("staging target path", staging); err != nil {
+		return nil, err
+	}
+	if mnt == nil {
+		return &csi.NodeStageVolumeResponse{}, nil
+	}
+	if err := n.checkMountPath(ctx, "staging target path", staging); err != nil {
+		return nil, err
+	}
+	if err := n.fs.FormatAndMount(ctx, dev.Path, staging, fsType, stageOptions(fsType, mnt.GetMountFlags())); err != nil {
+		return nil, err
+	}
+	if err := n.growIfNeeded(ctx, dev.Path, staging); err != nil {
+		return nil, err
+	}
+	klog.InfoS("Staged volume", "volume", dev.ID, "device", dev.Path, "fsType", fsType, "path", staging)
+	return &csi.NodeStageVolumeResponse{}, nil
+}
+
+// requestFsType is the filesystem a mount capability asks for: its own
+// fs_type, else the volume's (its StorageClass's), else the default.
+func requestFsType(mnt *csi.VolumeCapability_MountVolume, volumeContext map[string]string) string {
+	for _, t := range []string{mnt.GetFsType(), volumeContext[ParamFsType]} {
+		if t != "" {
+			return t
+		}
+	}
+	return volume.DefaultFSType
+}
+
+// NodeUnstageVolume unmounts the staging path; a path that does not exist
+// is unstaged already. What is mounted there must be this volume's
+// filesystem: another volume's staging mount is never unmounted for it.
+// Once unmounted, an empty directory is removed; anything else at the path
+// is not Carve's and is left alone (FAILED_PRECONDITION).
+func (n *Node) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
+	if req.GetVolumeId() == "" {
+		return nil, invalidArgument("volume id missing")
+	}
+	staging := req.GetStagingTargetPath()
+	if staging == "" {
+		return nil, invalidArgument("staging target path missing")
+	}
+	gone, err := n.checkUnmountPath(req.GetVolumeId(), "staging target path", staging)
+	if err != nil || gone {
+		return &csi.NodeUnstageVolumeResponse{}, err
+	}
+	if err := n.checkOwnMount(ctx, req.GetVolumeId(), staging, false); err != nil {
+		return nil, err
+	}
+	if err := n.fs.Unmount(staging); err != nil {
+		return nil, err
+	}
+	klog.InfoS("Unstaged volume", "volumeId", req.GetVolumeId(), "path", staging)
+	return &csi.NodeUnstageVolumeResponse{}, nil
+}
+
+// stageOptions adds what Carve's volumes need to the CO's mount flags: a
+// clone or restore of an xfs volume carries its source's filesystem UUID,
+// and all of them live on the same node, where XFS refuses a second mount
+// of a UUID unless told nouuid.
+func stageOptions(fsType string, flags []string) []string {
+	if fsType == "xfs" && !slices.Contains(flags, "nouuid") {
+		return append(slices.Clone(flags), "nouuid")
+	}
+	return flags
+}

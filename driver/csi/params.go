@@ -1,0 +1,140 @@
+package csi
+
+import (
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"carve.dev/carve/driver/volume"
+	"carve.dev/carve/lvm"
+)
+
+// StorageClass parameters Carve understands.
+const (
+	ParamVolumeGroup = "volumeGroup"
+	ParamFsType      = "fsType"
+	ParamThinPool    = "thinPool"
+	ParamStripes     = "stripes"
+	ParamStripeSize  = "stripeSize"
+	ParamMirrors     = "mirrors"
+)
+
+var knownParams = []string{ParamVolumeGroup, ParamFsType, ParamThinPool, ParamStripes, ParamStripeSize, ParamMirrors}
+
+// Parameters with this prefix are the CO's (csi-provisioner's metadata and
+// secrets references); they are accepted and ignored.
+const coParamPrefix = "csi.storage.k8s.io/"
+
+// volumeParams are the parsed CreateVolume / GetCapacity parameters.
+type volumeParams struct {
+	VG     string
+	FsType string
+	Type   volume.Type
+	// vgGiven: the parameters named the VG (a restore may otherwise use
+	// the source's).
+	vgGiven bool
+}
+
+// parseParams validates params; an unknown key is an error (a typo in a
+// StorageClass should fail loudly, not carve something else).
+func parseParams(params map[string]string, vgs []string) (volumeParams, error) {
+	var unknown []string
+	for k := range params {
+		if !slices.Contains(knownParams, k) && !strings.HasPrefix(k, coParamPrefix) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return volumeParams{}, invalidArgument("unknown parameters %v (known: %v)", unknown, knownParams)
+	}
+	p := volumeParams{VG: params[ParamVolumeGroup], FsType: params[ParamFsType], vgGiven: params[ParamVolumeGroup] != ""}
+	t, err := parseType(params)
+	if err != nil {
+		return volumeParams{}, err
+	}
+	p.Type = t
+	if p.VG == "" && len(vgs) > 0 {
+		p.VG = vgs[0]
+	}
+	if p.VG == "" {
+		return volumeParams{}, invalidArgument("parameter %s missing and no default volume group", ParamVolumeGroup)
+	}
+	if p.FsType != "" && !slices.Contains(volume.FSTypes, p.FsType) {
+		return volumeParams{}, invalidArgument("parameter %s=%q not supported (supported: %v)", ParamFsType, p.FsType, volume.FSTypes)
+	}
+	return p, nil
+}
+
+// Bounds of the type parameters (lvm2's own limits).
+const (
+	maxStripes = 128
+	maxMirrors = 63
+)
+
+// parseType reads the volume type: thick linear unless exactly one of
+// thinPool, stripes (with stripeSize) or mirrors is given.
+func parseType(params map[string]string) (volume.Type, error) {
+	var t volume.Type
+	var err error
+	if t.Stripes, err = intParam(params, ParamStripes, 2, maxStripes); err != nil {
+		return t, err
+	}
+	if t.Mirrors, err = intParam(params, ParamMirrors, 1, maxMirrors); err != nil {
+		return t, err
+	}
+	if s := params[ParamStripeSize]; s != "" {
+		if t.Stripes == 0 {
+			return t, invalidArgument("parameter %s needs %s", ParamStripeSize, ParamStripes)
+		}
+		if t.StripeSize, err = parseSize(s); err != nil || t.StripeSize&(t.StripeSize-1) != 0 || t.StripeSize < 4096 {
+			return t, invalidArgument("parameter %s=%q: want a power of two of at least 4Ki, such as 64Ki", ParamStripeSize, s)
+		}
+	}
+	if t.ThinPool = params[ParamThinPool]; t.ThinPool != "" {
+		if err := lvm.ValidateLVName(t.ThinPool); err != nil {
+			return t, invalidArgument("parameter %s: %v", ParamThinPool, err)
+		}
+	}
+	kinds := 0
+	for _, set := range []bool{t.ThinPool != "", t.Stripes > 0, t.Mirrors > 0} {
+		if set {
+			kinds++
+		}
+	}
+	if kinds > 1 {
+		return t, invalidArgument("parameters %s, %s and %s exclude each other", ParamThinPool, ParamStripes, ParamMirrors)
+	}
+	return t, nil
+}
+
+// intParam reads an optional integer parameter within [lo, hi].
+func intParam(params map[string]string, key string, lo, hi int) (int, error) {
+	s, ok := params[key]
+	if !ok || s == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < lo || n > hi {
+		return 0, invalidArgument("parameter %s=%q: want an integer from %d to %d", key, s, lo, hi)
+	}
+	return n, nil
+}
+
+// parseSize reads bytes with an optional binary suffix: "65536", "64Ki",
+// "1Mi".
+func parseSize(s string) (uint64, error) {
+	mult := uint64(1)
+	for suffix, m := range map[string]uint64{"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30} {
+		if n, ok := strings.CutSuffix(s, suffix); ok {
+			s, mult = n, m
+			break
+		}
+	}
+	n, err := strconv.ParseUint(s, 10, 32)
+	if err != nil {
+		return 0, err
+	}
+	return n * mult, nil
+}

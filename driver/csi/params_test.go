@@ -1,0 +1,120 @@
+package csi
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+
+	"carve.dev/carve/driver/volume"
+)
+
+func TestSizeRange(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		req, lim            int64
+		fs                  string
+		wantReq, wantLim    int64
+		wantInvalidArgument bool
+	}{
+		{"default size", 0, 0, "ext4", DefaultVolumeSize, 0, false},
+		{"default within limit", 0, 100 * mib, "ext4", 100 * mib, 100 * mib, false},
+		{"as asked", 10 * mib, 20 * mib, "ext4", 10 * mib, 20 * mib, false},
+		{"xfs raised to its minimum", 10 * mib, 0, "xfs", 300 * mib, 0, false},
+		{"xfs kept when the limit forbids", 10 * mib, 20 * mib, "xfs", 10 * mib, 20 * mib, false},
+		{"negative", -1, 0, "ext4", 0, 0, true},
+		{"required above limit", 30 * mib, 20 * mib, "ext4", 0, 0, true},
+	} {
+		req, lim, err := sizeRange(&csi.CapacityRange{RequiredBytes: tc.req, LimitBytes: tc.lim}, tc.fs)
+		if tc.wantInvalidArgument {
+			if !errors.Is(err, volume.ErrInvalidArgument) {
+				t.Errorf("%s: error %v, want INVALID_ARGUMENT", tc.name, err)
+			}
+			continue
+		}
+		if err != nil || req != tc.wantReq || lim != tc.wantLim {
+			t.Errorf("%s: got %d, %d, %v; want %d, %d", tc.name, req, lim, err, tc.wantReq, tc.wantLim)
+		}
+	}
+}
+
+func TestParseParams(t *testing.T) {
+	vgs := []string{"vg0", "vg1"}
+	p, err := parseParams(map[string]string{"csi.storage.k8s.io/pvc/name": "x"}, vgs)
+	if err != nil || p.VG != "vg0" || p.FsType != "" {
+		t.Errorf("defaults: %+v, %v; want vg0 and no fsType", p, err)
+	}
+	p, err = parseParams(map[string]string{ParamVolumeGroup: "vg1", ParamFsType: "xfs"}, vgs)
+	if err != nil || p.VG != "vg1" || p.FsType != "xfs" {
+		t.Errorf("explicit: %+v, %v", p, err)
+	}
+	for name, params := range map[string]map[string]string{
+		"unknown key":   {"thinpool": "p"},
+		"bad fsType":    {ParamFsType: "zfs"},
+		"wrong case fs": {ParamFsType: "EXT4"},
+	} {
+		if _, err := parseParams(params, vgs); !errors.Is(err, volume.ErrInvalidArgument) {
+			t.Errorf("%s: error %v, want INVALID_ARGUMENT", name, err)
+		}
+	}
+	if _, err := parseParams(nil, nil); !errors.Is(err, volume.ErrInvalidArgument) {
+		t.Errorf("no VG anywhere: error %v, want INVALID_ARGUMENT", err)
+	}
+}
+
+func TestCheckCapability(t *testing.T) {
+	ok := []*csi.VolumeCapability{
+		mountCap(csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY),
+		{AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER},
+			AccessType: &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}}},
+	}
+	if err := checkCapabilities(ok); err != nil {
+		t.Errorf("supported capabilities refused: %v", err)
+	}
+	bad := map[string]*csi.VolumeCapability{
+		"multi-node reader": mountCap(csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY),
+		"unknown mode":      mountCap(csi.VolumeCapability_AccessMode_UNKNOWN),
+		"no access type":    {AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}},
+		"unsupported fs": {AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+			AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{FsType: "vfat"}}},
+	}
+	for name, c := range bad {
+		if err := checkCapability(c); !errors.Is(err, volume.ErrInvalidArgument) {
+			t.Errorf("%s: error %v, want INVALID_ARGUMENT", name, err)
+		}
+	}
+}
+
+func TestParseType(t *testing.T) {
+	for _, tc := range []struct {
+		params map[string]string
+		want   volume.Type
+	}{
+		{map[string]string{}, volume.Type{}},
+		{map[string]string{ParamThinPool: "pool0"}, volume.Type{ThinPool: "pool0"}},
+		{map[string]string{ParamStripes: "2", ParamStripeSize: "64Ki"}, volume.Type{Stripes: 2, StripeSize: 64 << 10}},
+		{map[string]string{ParamStripes: "4", ParamStripeSize: "1Mi"}, volume.Type{Stripes: 4, StripeSize: 1 << 20}},
+		{map[string]string{ParamMirrors: "1"}, volume.Type{Mirrors: 1}},
+	} {
+		got, err := parseType(tc.params)
+		if err != nil || got != tc.want {
+			t.Errorf("parseType(%v) = %+v, %v; want %+v", tc.params, got, err, tc.want)
+		}
+	}
+	for _, bad := range []map[string]string{
+		{ParamStripes: "1"},
+		{ParamStripes: "x"},
+		{ParamStripes: "129"},
+		{ParamMirrors: "0"},
+		{ParamStripeSize: "64Ki"},
+		{ParamStripes: "2", ParamStripeSize: "3000"},
+		{ParamStripes: "2", ParamStripeSize: "2Ki"},
+		{ParamThinPool: "pool", ParamMirrors: "1"},
+		{ParamStripes: "2", ParamMirrors: "1"},
+		{ParamThinPool: "-bad"},
+	} {
+		if _, err := parseType(bad); !errors.Is(err, volume.ErrInvalidArgument) {
+			t.Errorf("parseType(%v) error %v, want INVALID_ARGUMENT", bad, err)
+		}
+	}
+}

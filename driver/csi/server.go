@@ -1,0 +1,155 @@
+package csi
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/kubernetes-csi/csi-lib-utils/protosanitizer"
+	"google.golang.org/grpc"
+	"k8s.io/klog/v2"
+
+	"carve.dev/carve/driver/internal/keylock"
+	"carve.dev/carve/driver/metrics"
+	"carve.dev/carve/driver/volume"
+)
+
+// Server serves the CSI services over a unix socket.
+type Server struct {
+	grpc  *grpc.Server
+	locks keylock.Set
+}
+
+// NewServer registers the services that are not nil. Every call goes through
+// four interceptors, outermost first: logging, metrics, error mapping,
+// per-volume locking.
+func NewServer(id csi.IdentityServer, ctrl csi.ControllerServer, node csi.NodeServer) *Server {
+	s := &Server{}
+	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(logCalls, metrics.Interceptor, mapErrors, s.lockVolume))
+	csi.RegisterIdentityServer(s.grpc, id)
+	if ctrl != nil {
+		csi.RegisterControllerServer(s.grpc, ctrl)
+	}
+	if node != nil {
+		csi.RegisterNodeServer(s.grpc, node)
+	}
+	return s
+}
+
+// Serve listens on endpoint ("unix:///path" or a path) until Stop. A stale
+// socket from an earlier run is removed first.
+func (s *Server) Serve(endpoint string) error {
+	path, err := socketPath(endpoint)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return fmt.Errorf("socket dir: %w", err)
+	}
+	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("remove stale socket %s: %w", path, err)
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", path, err)
+	}
+	klog.InfoS("Serving CSI", "endpoint", path)
+	return s.grpc.Serve(l)
+}
+
+// Stop ends Serve after the calls in flight finish.
+func (s *Server) Stop() { s.grpc.GracefulStop() }
+
+func socketPath(endpoint string) (string, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Scheme != "unix" && u.Scheme != "") {
+		return "", fmt.Errorf("endpoint %q: want unix:///path/to/socket", endpoint)
+	}
+	if u.Scheme == "" {
+		return endpoint, nil
+	}
+	return u.Path, nil
+}
+
+// logCalls logs each call with secrets stripped, its duration and outcome.
+func logCalls(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	start := time.Now()
+	klog.V(3).InfoS("CSI call", "method", info.FullMethod, "request", protosanitizer.StripSecrets(req))
+	resp, err := h(ctx, req)
+	if err != nil {
+		klog.ErrorS(err, "CSI call failed", "method", info.FullMethod, "duration", time.Since(start))
+	} else {
+		klog.V(3).InfoS("CSI call done", "method", info.FullMethod, "duration", time.Since(start),
+			"response", protosanitizer.StripSecrets(resp))
+	}
+	return resp, err
+}
+
+func mapErrors(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	resp, err := h(ctx, req)
+	return resp, volume.Status(err)
+}
+
+// lockVolume runs at most one state-changing call per volume at a time; a
+// second one is told ABORTED at once and retried by the CO later. Read-only
+// calls never wait.
+func (s *Server) lockVolume(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	key := lockKey(info.FullMethod, req)
+	if key == "" {
+		return h(ctx, req)
+	}
+	release, ok := s.locks.TryLock(key)
+	if !ok {
+		return nil, fmt.Errorf("%s on %s: %w", info.FullMethod, key, volume.ErrOperationPending)
+	}
+	defer release()
+	return h(ctx, req)
+}
+
+// mutating lists the calls that change a volume's state.
+var mutating = map[string]bool{
+	csi.Controller_CreateVolume_FullMethodName:              true,
+	csi.Controller_DeleteVolume_FullMethodName:              true,
+	csi.Controller_ControllerPublishVolume_FullMethodName:   true,
+	csi.Controller_ControllerUnpublishVolume_FullMethodName: true,
+	csi.Controller_ControllerExpandVolume_FullMethodName:    true,
+	csi.Controller_CreateSnapshot_FullMethodName:            true,
+	csi.Controller_DeleteSnapshot_FullMethodName:            true,
+	csi.Node_NodeStageVolume_FullMethodName:                 true,
+	csi.Node_NodeUnstageVolume_FullMethodName:               true,
+	csi.Node_NodePublishVolume_FullMethodName:               true,
+	csi.Node_NodeUnpublishVolume_FullMethodName:             true,
+	csi.Node_NodeExpandVolume_FullMethodName:                true,
+}
+
+// lockKey is the volume or snapshot a mutating call acts on: its ID, or its
+// name for CreateVolume and CreateSnapshot. Missing fields are left to the
+// handler to refuse.
+func lockKey(method string, req any) string {
+	if !mutating[method] {
+		return ""
+	}
+	switch r := req.(type) {
+	case *csi.CreateVolumeRequest:
+		return nonEmpty("name/", r.GetName())
+	case *csi.CreateSnapshotRequest:
+		return nonEmpty("snapshot-name/", r.GetName())
+	case *csi.DeleteSnapshotRequest:
+		return nonEmpty("snapshot/", r.GetSnapshotId())
+	case interface{ GetVolumeId() string }:
+		return nonEmpty("volume/", r.GetVolumeId())
+	}
+	return ""
+}
+
+func nonEmpty(prefix, key string) string {
+	if key == "" {
+		return ""
+	}
+	return prefix + key
+}
