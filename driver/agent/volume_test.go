@@ -13,7 +13,7 @@ import (
 
 	"carve.dev/carve/driver/api/v1alpha1"
 	"carve.dev/carve/driver/lvmvol"
-	"carve.dev/carve/driver/lvmvol/lvmfake"
+	"carve.dev/carve/test/lvmfake"
 )
 
 const (

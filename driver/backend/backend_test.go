@@ -19,9 +19,9 @@ import (
 	"carve.dev/carve/driver/agent"
 	"carve.dev/carve/driver/api/v1alpha1"
 	"carve.dev/carve/driver/lvmvol"
-	"carve.dev/carve/driver/lvmvol/lvmfake"
 	"carve.dev/carve/driver/volume"
 	"carve.dev/carve/lvm"
+	"carve.dev/carve/test/lvmfake"
 )
 
 const mib = 1 << 20

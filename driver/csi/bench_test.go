@@ -8,7 +8,7 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"k8s.io/klog/v2"
 
-	"carve.dev/carve/driver/lvmvol/lvmfake"
+	"carve.dev/carve/test/lvmfake"
 )
 
 // BenchmarkCreateDeleteOverGRPC measures Carve's own cost of a

@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"carve.dev/carve/driver/lvmvol"
-	"carve.dev/carve/driver/lvmvol/lvmfake"
 	"carve.dev/carve/lvm"
+	"carve.dev/carve/test/lvmfake"
 )
 
 const (

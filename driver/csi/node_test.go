@@ -15,11 +15,11 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"carve.dev/carve/driver/lvmvol"
-	"carve.dev/carve/driver/lvmvol/lvmfake"
 	"carve.dev/carve/driver/nodefs"
 	"carve.dev/carve/driver/nodepath"
 	"carve.dev/carve/driver/volume"
 	"carve.dev/carve/lvm"
+	"carve.dev/carve/test/lvmfake"
 )
 
 // nodeEnv is the Node service over a fake LVM: vg0 is served and holds

@@ -7,7 +7,7 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 
-	"carve.dev/carve/driver/lvmvol/lvmfake"
+	"carve.dev/carve/test/lvmfake"
 )
 
 func TestSnapshotRPCs(t *testing.T) {

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"carve.dev/carve/driver/lvmvol"
-	"carve.dev/carve/driver/lvmvol/lvmfake"
 	"carve.dev/carve/driver/volume"
+	"carve.dev/carve/test/lvmfake"
 )
 
 // backgroundManager is the node agent's Manager over the fake: long data

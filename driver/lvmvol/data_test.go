@@ -5,9 +5,9 @@ import (
 	"testing"
 
 	"carve.dev/carve/driver/lvmvol"
-	"carve.dev/carve/driver/lvmvol/lvmfake"
 	"carve.dev/carve/driver/volume"
 	"carve.dev/carve/lvm"
+	"carve.dev/carve/test/lvmfake"
 )
 
 func thinReq(name string, size int64) volume.CreateRequest {

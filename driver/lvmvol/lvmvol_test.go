@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"carve.dev/carve/driver/lvmvol"
-	"carve.dev/carve/driver/lvmvol/lvmfake"
 	"carve.dev/carve/driver/volume"
 	"carve.dev/carve/lvm"
+	"carve.dev/carve/test/lvmfake"
 )
 
 const (

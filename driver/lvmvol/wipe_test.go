@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"carve.dev/carve/driver/lvmvol"
-	"carve.dev/carve/driver/lvmvol/lvmfake"
 	"carve.dev/carve/driver/volume"
 	"carve.dev/carve/lvm"
 	"carve.dev/carve/lvm/runner"
+	"carve.dev/carve/test/lvmfake"
 )
 
 // slowTool puts an executable named name first in PATH for this test: it
