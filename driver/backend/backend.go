@@ -54,8 +54,8 @@ func (b *Backend) CreateVolume(ctx context.Context, req volume.CreateRequest) (v
 		return volume.Volume{}, status.Error(codes.InvalidArgument,
 			"cluster mode needs a node in the accessibility requirements: use a WaitForFirstConsumer StorageClass")
 	}
-	if req.VG == "" && req.Source != nil {
-		req.VG = req.Source.ID.VG
+	if err := req.SettleSourceVG(); err != nil {
+		return volume.Volume{}, err
 	}
 	want := resourceFor(req)
 	var lv v1alpha1.LogicalVolume

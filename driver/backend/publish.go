@@ -66,15 +66,15 @@ func (b *Backend) UnpublishVolume(ctx context.Context, id volume.ID, node string
 }
 
 // ExpandVolume raises the volume's required size and waits for the LV to
-// reach it. Shrinking is refused here, as in lvmvol.
+// reach it. Shrinking is refused here, before the resource changes
+// (volume.CheckNoShrink, as standalone mode does).
 func (b *Backend) ExpandVolume(ctx context.Context, id volume.ID, requiredBytes, limitBytes int64) (volume.Volume, error) {
 	lv, err := b.lookup(ctx, id)
 	if err != nil {
 		return volume.Volume{}, err
 	}
-	if limitBytes > 0 && limitBytes < lv.Status.SizeBytes {
-		return volume.Volume{}, fmt.Errorf("volume %s is %d bytes; shrinking to %d is not supported: %w",
-			id, lv.Status.SizeBytes, limitBytes, volume.ErrOutOfRange)
+	if err := volume.CheckNoShrink(id, uint64(max(lv.Status.SizeBytes, 0)), limitBytes); err != nil {
+		return volume.Volume{}, err
 	}
 	return b.change(ctx, id,
 		func(s *v1alpha1.LogicalVolumeSpec) bool {

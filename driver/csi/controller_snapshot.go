@@ -39,7 +39,7 @@ func (c *Controller) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshot
 // its own yet; unknown ones are refused, as for StorageClasses.
 func checkSnapshotParams(params map[string]string) error {
 	for k := range params {
-		if !strings.HasPrefix(k, coParamPrefix) {
+		if !strings.HasPrefix(k, volume.COParamPrefix) {
 			return invalidArgument("unknown snapshot parameter %q", k)
 		}
 	}

@@ -22,10 +22,6 @@ const (
 
 var knownParams = []string{ParamVolumeGroup, ParamFsType, ParamThinPool, ParamStripes, ParamStripeSize, ParamMirrors}
 
-// Parameters with this prefix are the CO's (csi-provisioner's metadata and
-// secrets references); they are accepted and ignored.
-const coParamPrefix = "csi.storage.k8s.io/"
-
 // volumeParams are the parsed CreateVolume / GetCapacity parameters.
 type volumeParams struct {
 	VG     string
@@ -41,7 +37,7 @@ type volumeParams struct {
 func parseParams(params map[string]string, vgs []string) (volumeParams, error) {
 	var unknown []string
 	for k := range params {
-		if !slices.Contains(knownParams, k) && !strings.HasPrefix(k, coParamPrefix) {
+		if !slices.Contains(knownParams, k) && !strings.HasPrefix(k, volume.COParamPrefix) {
 			unknown = append(unknown, k)
 		}
 	}

@@ -12,20 +12,16 @@ import (
 
 // ExpandVolume grows the volume to at least requiredBytes (rounded up to
 // extents) and returns it. A volume already that large is returned as is,
-// so repeated calls are harmless; shrinking is refused (ErrOutOfRange),
-// since no filesystem Carve formats can shrink online. The space is checked
+// so repeated calls are harmless; shrinking is refused
+// (volume.CheckNoShrink). The space is checked
 // before lvextend, as for a create.
 func (m *Manager) ExpandVolume(ctx context.Context, id volume.ID, requiredBytes, limitBytes int64) (volume.Volume, error) {
-	lv, err := m.lookup(ctx, id)
+	lv, err := m.lookupSettled(ctx, id)
 	if err != nil {
 		return volume.Volume{}, err
 	}
-	if !isSettled(lv) {
-		return volume.Volume{}, fmt.Errorf("volume %s is being created or deleted: %w", id, volume.ErrVolumeNotFound)
-	}
-	if limitBytes > 0 && uint64(limitBytes) < lv.Size {
-		return volume.Volume{}, fmt.Errorf("volume %s is %s; shrinking to at most %s is not supported: %w",
-			id, lvm.FormatSize(lv.Size), lvm.FormatSize(uint64(limitBytes)), volume.ErrOutOfRange)
+	if err := volume.CheckNoShrink(id, lv.Size, limitBytes); err != nil {
+		return volume.Volume{}, err
 	}
 	if requiredBytes <= 0 || uint64(requiredBytes) <= lv.Size {
 		return m.volumeOf(lv), nil

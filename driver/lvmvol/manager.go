@@ -126,14 +126,26 @@ func (m *Manager) lookup(ctx context.Context, id volume.ID) (lvm.LV, error) {
 	return lv, nil
 }
 
-// GetVolume returns a settled volume.
-func (m *Manager) GetVolume(ctx context.Context, id volume.ID) (volume.Volume, error) {
+// lookupSettled is lookup of a volume that is neither half created nor
+// being deleted: what every operation on an existing volume needs. Such a
+// volume is not found, as far as callers can tell: a create's retry
+// finishes it, a delete's retry removes it.
+func (m *Manager) lookupSettled(ctx context.Context, id volume.ID) (lvm.LV, error) {
 	lv, err := m.lookup(ctx, id)
 	if err != nil {
-		return volume.Volume{}, err
+		return lvm.LV{}, err
 	}
 	if !isSettled(lv) {
-		return volume.Volume{}, fmt.Errorf("volume %s is being created or deleted: %w", id, volume.ErrVolumeNotFound)
+		return lvm.LV{}, fmt.Errorf("volume %s is being created or deleted: %w", id, volume.ErrVolumeNotFound)
+	}
+	return lv, nil
+}
+
+// GetVolume returns a settled volume.
+func (m *Manager) GetVolume(ctx context.Context, id volume.ID) (volume.Volume, error) {
+	lv, err := m.lookupSettled(ctx, id)
+	if err != nil {
+		return volume.Volume{}, err
 	}
 	vol := m.volumeOf(lv)
 	if lv.PoolLV != "" {

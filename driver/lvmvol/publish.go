@@ -19,12 +19,9 @@ func (m *Manager) PublishVolume(ctx context.Context, id volume.ID, node string) 
 	if node != m.node {
 		return "", fmt.Errorf("node %q (this driver serves %q): %w", node, m.node, volume.ErrNodeNotFound)
 	}
-	lv, err := m.lookup(ctx, id)
+	lv, err := m.lookupSettled(ctx, id)
 	if err != nil {
 		return "", err
-	}
-	if !isSettled(lv) {
-		return "", fmt.Errorf("volume %s is being created or deleted: %w", id, volume.ErrVolumeNotFound)
 	}
 	if lv.HasTag(tagHeld) {
 		// Held for a copy: the publish takes the activation over, so that

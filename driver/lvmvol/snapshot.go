@@ -67,12 +67,9 @@ func isSnapshot(lv lvm.LV) bool { return lv.HasTag(tagSnapshot) }
 // snapshot an earlier call made (idempotent by name; another source is
 // ErrNameConflict).
 func (m *Manager) CreateSnapshot(ctx context.Context, name string, source volume.ID) (volume.Snapshot, error) {
-	src, err := m.lookup(ctx, source)
+	src, err := m.lookupSettled(ctx, source)
 	if err != nil {
 		return volume.Snapshot{}, err
-	}
-	if !isSettled(src) {
-		return volume.Snapshot{}, fmt.Errorf("volume %s is being created or deleted: %w", source, volume.ErrVolumeNotFound)
 	}
 	lvName := volume.SnapshotLVName(name)
 	lv, err := m.lvm.GetLV(ctx, source.VG, lvName)

@@ -52,11 +52,8 @@ func (m *Manager) resolveSource(ctx context.Context, req *volume.CreateRequest) 
 	if lv.HasTag(tagDeleting) || lv.HasTag(tagPending) {
 		return lvm.LV{}, fmt.Errorf("source %s %s is being created or deleted: %w", src.Kind, src.ID, volume.ErrVolumeNotFound)
 	}
-	if req.VG == "" {
-		req.VG = src.ID.VG
-	}
-	if req.VG != src.ID.VG {
-		return lvm.LV{}, fmt.Errorf("volume group %s asked, but the source lives in %s: %w", req.VG, src.ID.VG, volume.ErrSourceMismatch)
+	if err := req.SettleSourceVG(); err != nil {
+		return lvm.LV{}, err
 	}
 	if size := int64(lv.Size); req.RequiredBytes < size {
 		if req.LimitBytes > 0 && req.LimitBytes < size {

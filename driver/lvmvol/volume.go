@@ -71,10 +71,12 @@ func (m *Manager) volumeOf(lv lvm.LV) volume.Volume {
 // devicePath is where an active LV's device node is (volume.DevicePath).
 func devicePath(vg, lv string) string { return volume.DevicePath(volume.ID{VG: vg, LV: lv}) }
 
-// isManaged tells a Carve volume in a settled state (not half created, not
-// being deleted).
+// isManaged tells an LV Carve made for a volume (its tag), in whatever
+// state: being created, settled, or being deleted.
 func isManaged(lv lvm.LV) bool { return lv.HasTag(TagVolume) }
 
+// isSettled tells a Carve volume in a settled state: not half created, not
+// being deleted.
 func isSettled(lv lvm.LV) bool {
 	return isManaged(lv) && !lv.HasTag(tagPending) && !lv.HasTag(tagDeleting)
 }

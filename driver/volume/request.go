@@ -38,17 +38,18 @@ type ContentSource struct {
 	ID   ID
 }
 
-// ignoredParamPrefix marks parameters that describe the request, not the
-// volume (csi-provisioner's --extra-create-metadata): they stay out of the
-// digest.
-const ignoredParamPrefix = "csi.storage.k8s.io/"
+// COParamPrefix starts the parameters that are the CO's, not Carve's:
+// csi-provisioner's metadata (--extra-create-metadata) and secret
+// references. They describe the request, not the volume: the CSI layer
+// accepts and ignores them, and they stay out of the digest.
+const COParamPrefix = "csi.storage.k8s.io/"
 
 // ParamsDigest is a short, order-independent digest of the parameters that
 // shape a volume.
 func ParamsDigest(params map[string]string) string {
 	keys := make([]string, 0, len(params))
 	for k := range params {
-		if !strings.HasPrefix(k, ignoredParamPrefix) {
+		if !strings.HasPrefix(k, COParamPrefix) {
 			keys = append(keys, k)
 		}
 	}
