@@ -93,6 +93,7 @@ func (r *SnapshotReconciler) report(ctx context.Context, s *v1alpha1.LogicalVolu
 		return r.reportPending(ctx, s, p)
 	}
 	st := &s.Status
+	st.ObservedGeneration = s.Generation
 	wasReady := st.ReadyToUse
 	readyCondition(&st.Conditions, s.Generation, opErr)
 	if opErr != nil {
@@ -122,7 +123,7 @@ func (r *SnapshotReconciler) report(ctx context.Context, s *v1alpha1.LogicalVolu
 // controller keeps waiting); it returns the pending error once the status
 // says so.
 func (r *SnapshotReconciler) reportPending(ctx context.Context, s *v1alpha1.LogicalVolumeSnapshot, p *volume.PendingError) error {
-	s.Status.Error = nil
+	s.Status.Error, s.Status.ObservedGeneration = nil, s.Generation
 	started := pendingCondition(&s.Status.Conditions, s.Generation, p)
 	if err := r.Client.Status().Update(ctx, s); err != nil {
 		return fmt.Errorf("update status of %s: %w", s.Name, err)

@@ -126,39 +126,14 @@ func sameVolume(have, want v1alpha1.LogicalVolumeSpec) bool {
 		have.RequiredBytes >= want.RequiredBytes
 }
 
-// poll runs step every pollInterval until it reports done or an error;
-// when ctx ends first, the agent is still at work: errPending.
-func poll(ctx context.Context, step func() (done bool, err error)) error {
-	for {
-		if done, err := step(); done || err != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return errPending
-		case <-time.After(pollInterval):
-		}
-	}
-}
-
-// waitVolume polls the resource until done says so, the agent reports a
-// failure newer than the spec, or ctx ends.
+// waitVolume waits for the agent to bring the LogicalVolume name to done
+// (see await) and returns the volume it reports.
 func (b *Backend) waitVolume(ctx context.Context, name string, done func(*v1alpha1.LogicalVolume) bool) (volume.Volume, error) {
-	var lv v1alpha1.LogicalVolume
-	err := poll(ctx, func() (bool, error) {
-		if err := b.Client.Get(ctx, types.NamespacedName{Name: name}, &lv); err != nil {
-			return false, fmt.Errorf("get %s: %w", name, err)
-		}
-		current := lv.Status.ObservedGeneration == lv.Generation
-		if current && lv.Status.Error != nil {
-			return false, agentError(lv.Status.Error)
-		}
-		return current && done(&lv), nil
-	})
-	if err != nil {
+	lv := &v1alpha1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := b.await(ctx, lv, volumeReport(lv), func() bool { return done(lv) }); err != nil {
 		return volume.Volume{}, err
 	}
-	return volumeOf(&lv)
+	return volumeOf(lv)
 }
 
 // agentError turns the agent's report back into the CSI error it was.
@@ -251,14 +226,5 @@ func (b *Backend) DeleteVolume(ctx context.Context, id volume.ID) error {
 	if err := b.Client.Delete(ctx, lv); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete %s: %w", lv.Name, err)
 	}
-	return poll(ctx, func() (bool, error) {
-		err := b.Client.Get(ctx, types.NamespacedName{Name: lv.Name}, lv)
-		if apierrors.IsNotFound(err) {
-			return true, nil
-		}
-		if err == nil && lv.Status.Error != nil && lv.Status.ObservedGeneration == lv.Generation && !lv.DeletionTimestamp.IsZero() {
-			return false, agentError(lv.Status.Error)
-		}
-		return false, nil
-	})
+	return b.await(ctx, lv, volumeReport(lv), untilGone)
 }

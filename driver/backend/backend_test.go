@@ -3,7 +3,9 @@ package backend
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -155,15 +157,26 @@ func TestAgentFailuresReachTheCO(t *testing.T) {
 	_, err = b.CreateVolume(ctx, noNode)
 	wantCode(t, "no node", err, codes.InvalidArgument)
 
-	// The CO reschedules after RESOURCE_EXHAUSTED: the attempt that carved
-	// nothing is dropped, and a retry on the new node carves there.
-	moved := req("pvc-big", 500*mib)
+	// The refused attempt carved nothing: its resource is dropped.
+	var lv v1alpha1.LogicalVolume
+	if err := b.Client.Get(ctx, client.ObjectKey{Name: "pvc-big"}, &lv); err == nil && lv.DeletionTimestamp.IsZero() {
+		t.Errorf("the refused attempt's resource was not dropped: %+v", lv.Spec)
+	}
+
+	// The CO reschedules to another node while an attempt that carved
+	// nothing is still there (here: one the agent has not carved yet):
+	// that attempt is dropped, and the CO's retry starts afresh.
+	attempt := resourceFor(req("pvc-elsewhere", 500*mib))
+	attempt.Spec.NodeName = "node-c" // no agent: never carved
+	if err := b.Client.Create(ctx, attempt); err != nil {
+		t.Fatal(err)
+	}
+	moved := req("pvc-elsewhere", 500*mib)
 	moved.Node = "node-b"
 	_, err = b.CreateVolume(ctx, moved)
 	wantCode(t, "moving to another node", err, codes.Aborted)
-	var lv v1alpha1.LogicalVolume
-	if err := b.Client.Get(ctx, client.ObjectKey{Name: "pvc-big"}, &lv); err == nil && lv.DeletionTimestamp.IsZero() {
-		t.Errorf("the failed attempt's resource was not dropped: %+v", lv.Spec)
+	if err := b.Client.Get(ctx, client.ObjectKey{Name: "pvc-elsewhere"}, &lv); err == nil && lv.DeletionTimestamp.IsZero() {
+		t.Errorf("the earlier attempt's resource was not dropped: %+v", lv.Spec)
 	}
 }
 
@@ -294,5 +307,48 @@ func TestCreateWaitsOutABackgroundCopy(t *testing.T) {
 	release()
 	if vol, err := b.CreateVolume(within(t), r); err != nil || vol.ID.LV != "pvc-clone" {
 		t.Fatalf("create after the copy: %+v, %v", vol, err)
+	}
+}
+
+// TestSnapshotDeleteFailureReachesTheCO: the agent's failure to remove a
+// snapshot's LV ends DeleteSnapshot with its code, not with a wait until
+// the CO's deadline (ABORTED, again and again).
+func TestSnapshotDeleteFailureReachesTheCO(t *testing.T) {
+	var refuse atomic.Bool
+	b, f := clusterWith(t, func(_ *lvmvol.Manager, f *lvmfake.LVM) {
+		f.Fail = func(call string) error {
+			if call == "RemoveLV" && refuse.Load() {
+				return fmt.Errorf("lvremove: %w", lvm.ErrBusy)
+			}
+			return nil
+		}
+	})
+	ctx := within(t)
+	f.PutThinPool("vg0", "pool", 40*mib, 0)
+	thin := req("pvc-src", 8*mib)
+	thin.Type = volume.Type{ThinPool: "pool"}
+	vol, err := b.CreateVolume(ctx, thin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := b.CreateSnapshot(ctx, "snapshot-1", vol.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refuse.Store(true)
+	err = b.DeleteSnapshot(ctx, snap.ID)
+	wantCode(t, "delete refused by the node", err, codes.FailedPrecondition)
+	// The CO retries; until the agent has tried again, it hears the last
+	// failure (current: no newer generation), then success, and only once
+	// the LV is gone.
+	refuse.Store(false)
+	for err = b.DeleteSnapshot(ctx, snap.ID); err != nil; err = b.DeleteSnapshot(ctx, snap.ID) {
+		if status.Code(err) != codes.FailedPrecondition || ctx.Err() != nil {
+			t.Fatalf("delete once the node lets it: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, ok := f.LV("vg0", snap.ID.LV); ok {
+		t.Error("snapshot LV left behind")
 	}
 }

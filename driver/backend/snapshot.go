@@ -38,16 +38,8 @@ func (b *Backend) CreateSnapshot(ctx context.Context, name string, source volume
 	case have.Spec != want.Spec:
 		return volume.Snapshot{}, fmt.Errorf("snapshot %q exists with another source: %w", name, volume.ErrNameConflict)
 	}
-	err = poll(ctx, func() (bool, error) {
-		if err := b.Client.Get(ctx, types.NamespacedName{Name: want.Name}, &have); err != nil {
-			return false, fmt.Errorf("get %s: %w", want.Name, err)
-		}
-		if have.Status.Error != nil {
-			return false, agentError(have.Status.Error)
-		}
-		return have.Status.SnapshotID != "", nil
-	})
-	if err != nil {
+	have.Name = want.Name
+	if err := b.await(ctx, &have, snapshotReport(&have), func() bool { return have.Status.SnapshotID != "" }); err != nil {
 		return volume.Snapshot{}, err
 	}
 	return snapshotOf(&have)
@@ -69,11 +61,12 @@ func snapshotOf(s *v1alpha1.LogicalVolumeSnapshot) (volume.Snapshot, error) {
 	return out, nil
 }
 
-// lookupSnapshot finds the resource of a snapshot ID.
+// lookupSnapshot finds the resource of a snapshot ID, also while it is
+// being deleted.
 func (b *Backend) lookupSnapshot(ctx context.Context, id volume.ID) (*v1alpha1.LogicalVolumeSnapshot, error) {
 	var s v1alpha1.LogicalVolumeSnapshot
 	err := b.Client.Get(ctx, types.NamespacedName{Name: id.LV}, &s)
-	if apierrors.IsNotFound(err) || (err == nil && (s.Status.SnapshotID != id.String() || !s.DeletionTimestamp.IsZero())) {
+	if apierrors.IsNotFound(err) || (err == nil && s.Status.SnapshotID != id.String()) {
 		return nil, fmt.Errorf("snapshot %s: %w", id, volume.ErrSnapshotNotFound)
 	}
 	if err != nil {
@@ -82,11 +75,14 @@ func (b *Backend) lookupSnapshot(ctx context.Context, id volume.ID) (*v1alpha1.L
 	return &s, nil
 }
 
-// GetSnapshot reports a snapshot.
+// GetSnapshot reports a snapshot; one being deleted is gone already.
 func (b *Backend) GetSnapshot(ctx context.Context, id volume.ID) (volume.Snapshot, error) {
 	s, err := b.lookupSnapshot(ctx, id)
 	if err != nil {
 		return volume.Snapshot{}, err
+	}
+	if !s.DeletionTimestamp.IsZero() {
+		return volume.Snapshot{}, fmt.Errorf("snapshot %s is being deleted: %w", id, volume.ErrSnapshotNotFound)
 	}
 	return snapshotOf(s)
 }
@@ -112,7 +108,9 @@ func (b *Backend) ListSnapshots(ctx context.Context) ([]volume.Snapshot, error) 
 }
 
 // DeleteSnapshot deletes the resource and waits until the agent has
-// removed the LV. A snapshot that does not exist is deleted already.
+// removed the LV, or reports why it cannot; a retry of a deletion under
+// way waits for it again, so that success means the LV is gone. A
+// snapshot that does not exist is deleted already.
 func (b *Backend) DeleteSnapshot(ctx context.Context, id volume.ID) error {
 	s, err := b.lookupSnapshot(ctx, id)
 	if errors.Is(err, volume.ErrSnapshotNotFound) {
@@ -124,7 +122,5 @@ func (b *Backend) DeleteSnapshot(ctx context.Context, id volume.ID) error {
 	if err := b.Client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete %s: %w", s.Name, err)
 	}
-	return poll(ctx, func() (bool, error) {
-		return apierrors.IsNotFound(b.Client.Get(ctx, types.NamespacedName{Name: s.Name}, s)), nil
-	})
+	return b.await(ctx, s, snapshotReport(s), untilGone)
 }

@@ -32,6 +32,11 @@ type LogicalVolumeSnapshotStatus struct {
 	CreationTime *metav1.Time `json:"creationTime,omitempty"`
 	// +optional
 	Error *OperationError `json:"error,omitempty"`
+	// ObservedGeneration is the generation this status is about: the
+	// spec never changes, but the deletion raises the generation, so an
+	// error about the deletion is told from one about the creation.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// Conditions: Ready, as on LogicalVolume.
 	// +optional
 	// +listType=map
