@@ -6,9 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
-	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
-	"k8s.io/mount-utils"
 
 	"carve.dev/carve/driver/nodefs"
 	"carve.dev/carve/driver/volume"
@@ -111,32 +109,11 @@ func checkSingleWriter(device, staging, target string) error {
 	return nil
 }
 
-// targetsOf lists the mount points that expose device: mounts of its
-// filesystem (same device number in mountinfo) and bind mounts of the device
-// file itself. The latter show as devtmpfs mounts whose node may be named
-// dm-N or mapper/vg-lv, so they are matched by the device number of the
-// mounted file, not by name.
+// targetsOf lists the mount points that expose device (nodefs.MountsOf).
 func targetsOf(device string) ([]string, error) {
-	var st unix.Stat_t
-	if err := unix.Stat(device, &st); err != nil {
-		return nil, fmt.Errorf("stat %s: %w", device, err)
-	}
-	infos, err := mount.ParseMountInfo("/proc/self/mountinfo")
+	rdev, err := nodefs.DeviceNumber(device)
 	if err != nil {
-		return nil, fmt.Errorf("read mountinfo: %w", err)
+		return nil, err
 	}
-	major, minor := int(unix.Major(st.Rdev)), int(unix.Minor(st.Rdev))
-	var out []string
-	for _, mi := range infos {
-		if (mi.Major == major && mi.Minor == minor) || (mi.FsType == "devtmpfs" && isDevice(mi.MountPoint, st.Rdev)) {
-			out = append(out, mi.MountPoint)
-		}
-	}
-	return out, nil
-}
-
-// isDevice tells whether path is a device node of rdev.
-func isDevice(path string, rdev uint64) bool {
-	var st unix.Stat_t
-	return unix.Stat(path, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFBLK && st.Rdev == rdev
+	return nodefs.MountsOf(rdev)
 }

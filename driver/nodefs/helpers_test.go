@@ -188,3 +188,28 @@ func anyBlockDevice(t *testing.T) string {
 	t.Skip("skipping: no block device node visible in /dev")
 	return ""
 }
+
+// deviceOfMount returns the source of the mount at path, as mountinfo
+// records it (the name mount(8) was given after canonicalisation, e.g.
+// /dev/mapper/vg-lv for /dev/vg/lv: compare it with sameDevice).
+func deviceOfMount(path string) (string, error) {
+	mi, err := mountAt(path)
+	if err != nil {
+		return "", err
+	}
+	return mi.Source, nil
+}
+
+// sameDevice reports whether two paths name the same block device, by
+// device number, whatever symlinks or node names lead to it.
+func sameDevice(a, b string) (bool, error) {
+	ra, err := deviceNumber(a)
+	if err != nil {
+		return false, err
+	}
+	rb, err := deviceNumber(b)
+	if err != nil {
+		return false, err
+	}
+	return ra == rb, nil
+}

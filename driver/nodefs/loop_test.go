@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 	mount "k8s.io/mount-utils"
+	utilexec "k8s.io/utils/exec"
 
 	"carve.dev/carve/driver/volume"
 )
@@ -70,11 +72,11 @@ func assertMountOf(t *testing.T, m *Mounter, target, dev string) {
 	if ok, err := m.IsMountPoint(target); err != nil || !ok {
 		t.Fatalf("IsMountPoint(%s) = %t, %v", target, ok, err)
 	}
-	src, err := m.DeviceOfMount(target)
+	src, err := deviceOfMount(target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if same, err := SameDevice(src, dev); err != nil || !same {
+	if same, err := sameDevice(src, dev); err != nil || !same {
 		t.Fatalf("DeviceOfMount(%s) = %s, want %s (%v)", target, src, dev, err)
 	}
 }
@@ -283,7 +285,7 @@ func TestBindMountBlockDevice(t *testing.T) {
 	if ok, err := m.IsMountPoint(target); err != nil || !ok {
 		t.Fatalf("IsMountPoint = %t, %v", ok, err)
 	}
-	if same, err := SameDevice(target, dev); err != nil || !same {
+	if same, err := sameDevice(target, dev); err != nil || !same {
 		t.Fatalf("SameDevice = %t, %v", same, err)
 	}
 	if size, err := BlockSize(target); err != nil || size != 64*mib {
@@ -476,5 +478,49 @@ func TestBindMountUndoesHalfDoneBind(t *testing.T) {
 	}
 	if ok, err := m.IsMountPoint(target); ok || err != nil {
 		t.Fatalf("half-done bind left behind: mounted=%t, %v", ok, err)
+	}
+}
+
+// TestMountsOf finds every mount point that exposes a device: its staging
+// mount, a bind of it at a path with a space (escaped in mountinfo), and
+// a bind of the device node itself; and nothing of another device.
+func TestMountsOf(t *testing.T) {
+	dev, _ := newLoop(t, 64*mib)
+	other, _ := newLoop(t, 64*mib)
+	m := New(utilexec.New())
+	staging := stage(t, m, dev, "ext4")
+	published := filepath.Join(t.TempDir(), "pod volume")
+	cleanupMounts(t, published)
+	if err := m.BindMount(staging, published, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	node := filepath.Join(t.TempDir(), "block")
+	cleanupMounts(t, node)
+	if err := m.BindMount(dev, node, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	rdev, err := DeviceNumber(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := MountsOf(rdev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got)
+	want := []string{staging, published, node}
+	for i, p := range want {
+		if want[i], err = filepath.EvalSymlinks(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("MountsOf(%s) = %q, want %q", dev, got, want)
+	}
+	if rdevOther, err := DeviceNumber(other); err != nil {
+		t.Fatal(err)
+	} else if got, err := MountsOf(rdevOther); err != nil || len(got) != 0 {
+		t.Errorf("MountsOf(unmounted %s) = %q, %v", other, got, err)
 	}
 }

@@ -15,19 +15,6 @@ import (
 
 const mountInfoPath = "/proc/self/mountinfo"
 
-// DeviceOfMount returns the source of the mount at path, as mountinfo
-// records it. That is the name mount(8) was given after canonicalisation
-// (e.g. /dev/mapper/vg-lv for /dev/vg/lv), so compare it with SameDevice,
-// not ==. For a bind mount it is the source of the underlying mount.
-// A path that is not a mount point gives an error wrapping ErrNotMounted.
-func (m *Mounter) DeviceOfMount(path string) (string, error) {
-	mi, err := mountAt(path)
-	if err != nil {
-		return "", err
-	}
-	return mi.Source, nil
-}
-
 // Mount is one mount, as mountinfo records it.
 type Mount struct {
 	Point  string // where it is mounted (symlinks resolved)
@@ -42,9 +29,9 @@ func toMount(mi mount.MountInfo) Mount {
 	return Mount{Point: mi.MountPoint, Root: mi.Root, Source: mi.Source, FsType: mi.FsType, Major: mi.Major, Minor: mi.Minor}
 }
 
-// MountAt returns the top-most mount at path (symlinks resolved); an error
+// mountOf returns the top-most mount at path (symlinks resolved); an error
 // wrapping ErrNotMounted when path is no mount point.
-func MountAt(path string) (Mount, error) {
+func mountOf(path string) (Mount, error) {
 	mi, err := mountAt(path)
 	return toMount(mi), err
 }
@@ -77,7 +64,7 @@ func (mt Mount) Device() uint64 {
 // the block device rdev: a staging mount of it, or a bind of one (a
 // publish). A path that is no mount point, or is missing, is false.
 func FilesystemOf(path string, rdev uint64) (bool, error) {
-	mt, err := MountAt(path)
+	mt, err := mountOf(path)
 	if errors.Is(err, ErrNotMounted) || errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
@@ -90,7 +77,7 @@ func FilesystemOf(path string, rdev uint64) (bool, error) {
 // DeviceNodeOf reports whether path is a mount point showing a node of the
 // block device rdev: a raw block volume bound into place.
 func DeviceNodeOf(path string, rdev uint64) (bool, error) {
-	_, err := MountAt(path)
+	_, err := mountOf(path)
 	if errors.Is(err, ErrNotMounted) || errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
@@ -123,22 +110,32 @@ func Holder(path string) (Mount, error) {
 	return toMount(mi), err
 }
 
+// MountsOf lists the mount points that expose the block device rdev: the
+// mounts of its filesystem (OfDevice's rules) and bind mounts of a node of
+// the device itself, which show as devtmpfs mounts whose node may be
+// named dm-N or mapper/vg-lv, so they are matched by the device number of
+// the mounted file, not by name. Mount points are unescaped.
+func MountsOf(rdev uint64) ([]string, error) {
+	infos, err := mount.ParseMountInfo(mountInfoPath)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", mountInfoPath, err)
+	}
+	var out []string
+	for _, mi := range infos {
+		mi.MountPoint, mi.Source = unescapeMountInfo(mi.MountPoint), unescapeMountInfo(mi.Source)
+		if toMount(mi).OfDevice(rdev) {
+			out = append(out, mi.MountPoint)
+			continue
+		}
+		if n, err := deviceNumber(mi.MountPoint); mi.FsType == "devtmpfs" && err == nil && n == rdev {
+			out = append(out, mi.MountPoint)
+		}
+	}
+	return out, nil
+}
+
 // DeviceNumber returns the device number of the block device at path.
 func DeviceNumber(path string) (uint64, error) { return deviceNumber(path) }
-
-// SameDevice reports whether two paths name the same block device, by
-// device number, whatever symlinks or node names lead to it.
-func SameDevice(a, b string) (bool, error) {
-	ra, err := deviceNumber(a)
-	if err != nil {
-		return false, err
-	}
-	rb, err := deviceNumber(b)
-	if err != nil {
-		return false, err
-	}
-	return ra == rb, nil
-}
 
 // mountAt returns the mountinfo entry of the mount at path. When mounts are
 // stacked on one point, the last entry is the visible one.

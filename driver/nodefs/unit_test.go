@@ -330,10 +330,10 @@ func TestIsMountPointAndDeviceOfMountMissing(t *testing.T) {
 	if ok, err := m.IsMountPoint(t.TempDir()); ok || err != nil {
 		t.Errorf("IsMountPoint(plain dir) = %t, %v", ok, err)
 	}
-	if _, err := m.DeviceOfMount(t.TempDir()); !errors.Is(err, ErrNotMounted) {
+	if _, err := deviceOfMount(t.TempDir()); !errors.Is(err, ErrNotMounted) {
 		t.Errorf("DeviceOfMount(plain dir): %v", err)
 	}
-	if _, err := m.DeviceOfMount(missing); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := deviceOfMount(missing); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("DeviceOfMount(missing): %v", err)
 	}
 }
@@ -377,10 +377,10 @@ func TestSameDevice(t *testing.T) {
 	if err := os.Symlink(dev, link); err != nil {
 		t.Fatal(err)
 	}
-	if same, err := SameDevice(dev, link); err != nil || !same {
-		t.Errorf("SameDevice(dev, link) = %t, %v", same, err)
+	if same, err := sameDevice(dev, link); err != nil || !same {
+		t.Errorf("sameDevice(dev, link) = %t, %v", same, err)
 	}
-	if _, err := SameDevice(dev, "/dev/null"); err == nil {
+	if _, err := sameDevice(dev, "/dev/null"); err == nil {
 		t.Error("char device accepted")
 	}
 }
