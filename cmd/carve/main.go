@@ -1,6 +1,14 @@
-// Command carve is the Carve CSI driver: `carve standalone` serves CSI
-// Identity, Controller and Node for this node's volume groups straight onto
-// LVM; `carve version` prints the version.
+// Command carve is the Carve CSI driver, one binary for every role:
+//   - `carve standalone` serves CSI Identity, Controller and Node for this
+//     node's volume groups straight onto LVM (no cluster needed);
+//   - `carve controller` (cluster mode) serves CSI Identity and Controller
+//     by writing Carve's resources (driver/backend);
+//   - `carve node` (cluster mode) serves CSI Identity and Node to kubelet
+//     and runs the node agent that carries the resources out on LVM
+//     (driver/agent);
+//   - `carve version` and `carve help` print the version and the usage.
+//
+// This package only wires: flags, the layers of driver/, signals.
 package main
 
 import (
