@@ -17,8 +17,10 @@ const (
 // OperationError is the last failure of the node agent, with a code the
 // controller maps back to a CSI error code.
 type OperationError struct {
-	// Code names the kind of failure, e.g. NoSpace, NotFound, InUse,
-	// InvalidArgument, OutOfRange, Conflict, Internal.
+	// Code is the name of the gRPC code the failure maps to
+	// (volume.CodeOf), e.g. ResourceExhausted, NotFound,
+	// FailedPrecondition, InvalidArgument, OutOfRange, AlreadyExists,
+	// Internal: the controller answers the CO with that code.
 	Code string `json:"code"`
 	// Message says what happened, for people.
 	Message string `json:"message"`
