@@ -27,7 +27,7 @@ BG           = $(if $(TAG_OUTPUT),nice -n 10)
 CONTROLLER_GEN ?= $(shell go env GOPATH)/bin/controller-gen
 CONTROLLER_GEN_VERSION := v0.23.0
 
-.PHONY: all build image test vm-then-unit vet test-unit test-vm test-vm-full e2e e2e-upstream demo lint fuzz bench generate clean
+.PHONY: all build image test vm-then-unit vet check-generated test-unit test-vm test-vm-full e2e e2e-upstream demo lint fuzz bench generate clean
 
 all: build
 
@@ -65,7 +65,7 @@ vet: ## gofmt and go vet clean, with every build tag
 	$(GO) vet -tags e2e ./... $(TAG)
 	$(GO) vet -tags image ./test/image $(TAG)
 
-test-unit: vet ## vet, then unit tests, real loop-device mounts (as root), fuzz seeds
+test-unit: vet check-generated ## vet and the generated files' check, then unit tests, real loop-device mounts (as root), fuzz seeds
 	$(GO) test -count=1 ./... $(TAG)
 	@echo "== $@ passed at $$(date -u +%T)"
 
@@ -109,6 +109,9 @@ generate: ## deepcopy code and CRD manifests of driver/api (controller-gen)
 	$(CONTROLLER_GEN) object paths=./driver/api/...
 	$(CONTROLLER_GEN) crd paths=./driver/api/... output:crd:artifacts:config=deploy/crds
 	deploy/sync-crds.sh
+
+check-generated: ## fail when deepcopy code or CRDs differ from what make generate writes (it rewrites them)
+	scripts/check-generated.sh
 
 clean:
 	rm -rf bin _output
