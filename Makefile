@@ -65,8 +65,12 @@ vet: ## gofmt and go vet clean, with every build tag
 	$(GO) vet -tags e2e ./... $(TAG)
 	$(GO) vet -tags image ./test/image $(TAG)
 
-test-unit: vet check-generated ## vet and the generated files' check, then unit tests, real loop-device mounts (as root), fuzz seeds
-	$(GO) test -count=1 ./... $(TAG)
+# The agent's and the backend's tests run against a real etcd and
+# kube-apiserver (test/apiserver), the ones scripts/k8s/build.sh builds for
+# the e2e: it waits for a build under way (CI starts one beside make test)
+# and prints their directory last.
+test-unit: vet check-generated ## vet and the generated files' check, then unit tests, real loop-device mounts (as root), a real API server for the agent and backend, fuzz seeds
+	KUBEBUILDER_ASSETS="$$(scripts/k8s/build.sh | tail -n 1)" $(GO) test -count=1 ./... $(TAG)
 	@echo "== $@ passed at $$(date -u +%T)"
 
 test-vm: ## lvm package, CSI lifecycle and csi-sanity on real LVM inside a QEMU VM (block and thin sanity: only what they add to the mount run)

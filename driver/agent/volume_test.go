@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -9,10 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"carve.dev/carve/driver/api/v1alpha1"
 	"carve.dev/carve/driver/lvmvol"
+	"carve.dev/carve/test/apiserver"
 	"carve.dev/carve/test/lvmfake"
 )
 
@@ -22,6 +23,11 @@ const (
 )
 
 var ctx = context.Background()
+
+// server is the real API server of the package's tests (TestMain).
+var server *apiserver.Server
+
+func TestMain(m *testing.M) { os.Exit(apiserver.RunTests(m, &server)) }
 
 type rig struct {
 	t   *testing.T
@@ -35,7 +41,20 @@ func newRig(t *testing.T, objs ...client.Object) *rig {
 	if err := v1alpha1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
-	c := fake.NewClientBuilder().WithScheme(s).WithStatusSubresource(&v1alpha1.LogicalVolume{}, &v1alpha1.NodeStorage{}).WithObjects(objs...).Build()
+	c, err := client.New(server.Config, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := apiserver.Reset(context.Background(), c); err != nil {
+			t.Errorf("reset the API: %v", err)
+		}
+	})
+	for _, o := range objs {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
 	f := lvmfake.New(100*mib, "vg0")
 	return &rig{t: t, c: c, lvm: f, r: &VolumeReconciler{Client: c, Node: node, Volumes: lvmvol.NewManager(f, f, node, []string{"vg0"})}}
 }

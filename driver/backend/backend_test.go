@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,19 +17,24 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"carve.dev/carve/driver/agent"
 	"carve.dev/carve/driver/api/v1alpha1"
 	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/volume"
 	"carve.dev/carve/lvm"
+	"carve.dev/carve/test/apiserver"
 	"carve.dev/carve/test/lvmfake"
 )
 
 const mib = 1 << 20
 
-// cluster is the API (fake client), one node agent reconciling in the
+// server is the real API server of the package's tests (TestMain).
+var server *apiserver.Server
+
+func TestMain(m *testing.M) { os.Exit(apiserver.RunTests(m, &server)) }
+
+// cluster is the API (a real API server), one node agent reconciling in the
 // background as its watch would, and the controller's backend.
 func cluster(t *testing.T) (*Backend, *lvmfake.LVM) {
 	t.Helper()
@@ -42,7 +48,15 @@ func clusterWith(t *testing.T, setup func(*lvmvol.Manager, *lvmfake.LVM)) (*Back
 	if err := v1alpha1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
-	c := fake.NewClientBuilder().WithScheme(s).WithStatusSubresource(&v1alpha1.LogicalVolume{}, &v1alpha1.NodeStorage{}, &v1alpha1.LogicalVolumeSnapshot{}).Build()
+	c, err := client.New(server.Config, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := apiserver.Reset(context.Background(), c); err != nil {
+			t.Errorf("reset the API: %v", err)
+		}
+	})
 	f := lvmfake.New(100*mib, "vg0")
 	m := lvmvol.NewManager(f, f, "node-a", []string{"vg0"})
 	if setup != nil {

@@ -1,0 +1,100 @@
+// Package apiserver starts a real etcd and kube-apiserver (controller-
+// runtime's envtest) with Carve's CRDs installed, for the tests of the node
+// agent and the controller backend: unlike a fake client, a real API server
+// sets generations, runs finalizers and deletion, serves the status
+// subresource and watches, which the backend and the agent rely on.
+//
+// The binaries are the ones scripts/k8s/build.sh builds from the Go module
+// proxy, the same the e2e cluster runs: from KUBEBUILDER_ASSETS when set
+// (make test-unit sets it), else from build.sh's cache.
+package apiserver
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// Server is a running API server.
+type Server struct {
+	env *envtest.Environment
+	// Config reaches it as an administrator.
+	Config *rest.Config
+}
+
+// Start runs etcd and kube-apiserver with the CRDs of deploy/crds.
+func Start() (*Server, error) {
+	repo, err := repoRoot()
+	if err != nil {
+		return nil, err
+	}
+	bin, err := binDir(repo)
+	if err != nil {
+		return nil, err
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: bin,
+		CRDDirectoryPaths:     []string{filepath.Join(repo, "deploy", "crds")},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("start etcd and kube-apiserver from %s: %w", bin, err)
+	}
+	return &Server{env: env, Config: cfg}, nil
+}
+
+// Stop ends both processes.
+func (s *Server) Stop() error { return s.env.Stop() }
+
+// binDir is where etcd and kube-apiserver are.
+func binDir(repo string) (string, error) {
+	dir := os.Getenv("KUBEBUILDER_ASSETS")
+	if dir == "" {
+		// The cache directory build.sh uses, as versions.sh derives it.
+		out, err := exec.Command("bash", "-c", `source "$1" && echo "$K8S_BIN"`, "-",
+			filepath.Join(repo, "scripts", "k8s", "versions.sh")).Output()
+		if err != nil {
+			return "", fmt.Errorf("read the Kubernetes binaries' directory from scripts/k8s/versions.sh: %w", err)
+		}
+		dir = strings.TrimSpace(string(out))
+	}
+	for _, b := range []string{"etcd", "kube-apiserver"} {
+		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
+			return "", fmt.Errorf("%s not built in %s: run scripts/k8s/build.sh (make test-unit does): %w", b, dir, err)
+		}
+	}
+	return dir, nil
+}
+
+// repoRoot is the module's root, from this file's place in it.
+func repoRoot() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", fmt.Errorf("cannot locate the repository")
+	}
+	return filepath.Abs(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// RunTests is a package's TestMain: it starts a server into *s, runs the
+// tests, stops the server and returns the exit code.
+func RunTests(m *testing.M, s **Server) int {
+	srv, err := Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	*s = srv
+	code := m.Run()
+	if err := srv.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop the API server:", err)
+	}
+	return code
+}
