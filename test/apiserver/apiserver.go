@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -74,13 +73,23 @@ func binDir(repo string) (string, error) {
 	return dir, nil
 }
 
-// repoRoot is the module's root, from this file's place in it.
+// repoRoot is the module's root: the first directory above the working
+// directory (a test's is its package's) that holds go.mod.
 func repoRoot() (string, error) {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		return "", fmt.Errorf("cannot locate the repository")
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
 	}
-	return filepath.Abs(filepath.Join(filepath.Dir(file), "..", ".."))
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above the working directory")
+		}
+		dir = parent
+	}
 }
 
 // RunTests is a package's TestMain: it starts a server into *s, runs the
