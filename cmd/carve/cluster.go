@@ -12,7 +12,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -49,27 +48,23 @@ func newScheme() (*runtime.Scheme, error) {
 	return s, v1alpha1.AddToScheme(s)
 }
 
-// newManager builds the controller-runtime manager (caches, metrics,
-// leader election) and a direct, uncached client: the backend reads what
-// it has just written, which a cache may not show yet.
-func newManager(cfg *rest.Config, c *clusterFlags, opts manager.Options) (manager.Manager, client.Client, error) {
+// newManager builds the controller-runtime manager: its cache (what opts
+// select of the API, watched), its client (reads from that cache, writes to
+// the API), metrics and leader election.
+func newManager(cfg *rest.Config, c *clusterFlags, opts manager.Options) (manager.Manager, error) {
 	ctrl.SetLogger(klog.NewKlogr()) // one log stream, klog's
 	s, err := newScheme()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	opts.Scheme = s
 	opts.Metrics = metricsserver.Options{BindAddress: c.metricsAddr}
 	opts.HealthProbeBindAddress = "0" // /healthz is served by carve itself
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
-		return nil, nil, fmt.Errorf("manager: %w", err)
+		return nil, fmt.Errorf("manager: %w", err)
 	}
-	direct, err := client.New(cfg, client.Options{Scheme: s})
-	if err != nil {
-		return nil, nil, fmt.Errorf("client: %w", err)
-	}
-	return mgr, direct, nil
+	return mgr, nil
 }
 
 // csiRunnable serves a CSI server for the manager's lifetime. It needs no

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -42,14 +43,17 @@ func runController(args []string) error {
 	if err != nil {
 		return err
 	}
-	mgr, direct, err := newManager(cfg, &c, manager.Options{
+	mgr, err := newManager(cfg, &c, manager.Options{
 		LeaderElection: leaderElect, LeaderElectionID: "controller.lvm.carve.dev", LeaderElectionNamespace: leaderNS,
 	})
 	if err != nil {
 		return err
 	}
-	b := &backend.Backend{Client: direct, VGs: vgs}
-	probe := apiProber{direct}
+	b, err := newBackend(cfg, mgr, vgs)
+	if err != nil {
+		return err
+	}
+	probe := apiProber{b.Client}
 	srv := csi.NewServer(csi.NewIdentity(version, true, probe), csi.NewController(b), nil)
 	if err := mgr.Add(csiRunnable{srv: srv, endpoint: endpoint}); err != nil {
 		return err
@@ -58,6 +62,35 @@ func runController(args []string) error {
 	defer closeServer(health)
 	klog.InfoS("Carve controller starting", "version", version, "volumeGroups", vgs)
 	return run(mgr)
+}
+
+// newBackend is the controller backend over the manager's cache: the
+// cache watches every LogicalVolume, LogicalVolumeSnapshot and NodeStorage
+// (what the waits, the lists and GetCapacity read), and its watch events
+// wake the waits. Writes, and the reads they depend on, go to the API
+// through an uncached client.
+func newBackend(cfg *rest.Config, mgr manager.Manager, vgs []string) (*backend.Backend, error) {
+	direct, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme()})
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	changes := backend.NewChanges()
+	ctx := context.Background()
+	for kind, obj := range map[string]client.Object{
+		backend.KindVolume: &v1alpha1.LogicalVolume{}, backend.KindSnapshot: &v1alpha1.LogicalVolumeSnapshot{},
+	} {
+		inf, err := mgr.GetCache().GetInformer(ctx, obj)
+		if err != nil {
+			return nil, fmt.Errorf("watch %s: %w", kind, err)
+		}
+		if _, err := inf.AddEventHandler(changes.Handler(kind)); err != nil {
+			return nil, fmt.Errorf("watch %s: %w", kind, err)
+		}
+	}
+	if _, err := mgr.GetCache().GetInformer(ctx, &v1alpha1.NodeStorage{}); err != nil {
+		return nil, fmt.Errorf("watch NodeStorage: %w", err)
+	}
+	return &backend.Backend{Client: direct, Cache: mgr.GetCache(), Changes: changes, VGs: vgs}, nil
 }
 
 // apiProber: the controller works when it can read its resources.

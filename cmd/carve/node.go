@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"carve.dev/carve/driver/agent"
@@ -60,11 +59,11 @@ func runNode(args []string) error {
 	if err != nil {
 		return err
 	}
-	mgr, direct, err := newManager(cfg, &c, manager.Options{})
+	mgr, err := newManager(cfg, &c, manager.Options{Cache: agent.CacheOptions(lf.nodeID)})
 	if err != nil {
 		return err
 	}
-	if err := addAgent(mgr, direct, lf, vols, reportEvery, workers); err != nil {
+	if err := addAgent(mgr, lf, vols, reportEvery, workers); err != nil {
 		return err
 	}
 	srv := csi.NewServer(csi.NewIdentity(version, false, vols), nil, node)
@@ -87,10 +86,9 @@ func runNode(args []string) error {
 	return run(mgr)
 }
 
-// addAgent registers the reconcilers (on the manager's cached client) and
-// the storage reporter (on the direct one: it reads back the NodeStorage it
-// may have just created, which the cache may not show yet).
-func addAgent(mgr manager.Manager, direct client.Client, lf localFlags, vols *lvmvol.Manager, every time.Duration, workers int) error {
+// addAgent registers the reconcilers and the storage reporter, all on the
+// manager's client: reads from the node's cache, writes to the API.
+func addAgent(mgr manager.Manager, lf localFlags, vols *lvmvol.Manager, every time.Duration, workers int) error {
 	c := mgr.GetClient()
 	// Events of the events.k8s.io API, as carve-node; those about the
 	// cluster-scoped resources land in the default namespace.
@@ -101,7 +99,7 @@ func addAgent(mgr manager.Manager, direct client.Client, lf localFlags, vols *lv
 	if err := (&agent.SnapshotReconciler{Client: c, Node: lf.nodeID, Snapshots: vols, Events: rec, Workers: workers}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	return mgr.Add(&agent.StorageReporter{Client: direct, Node: lf.nodeID, Space: vols.Space, Overprovision: lf.overprov, Interval: every,
+	return mgr.Add(&agent.StorageReporter{Client: c, Node: lf.nodeID, Space: vols.Space, Overprovision: lf.overprov, Interval: every,
 		Volumes: vols.ListVolumes})
 }
 

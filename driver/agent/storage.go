@@ -68,17 +68,21 @@ func (s *StorageReporter) Report(ctx context.Context) error {
 			metrics.ThinPool(s.Node, vg.Name, p.Name, p.DataPercent, p.MetadataPercent)
 		}
 	}
+	// The client may read from a cache that lags: a NodeStorage it does
+	// not show yet is created, and one that exists already is reported on
+	// by the next report, once the cache has it. Create returns the
+	// object as the API holds it, so its status can be written at once.
 	var ns v1alpha1.NodeStorage
 	err = s.Client.Get(ctx, types.NamespacedName{Name: s.Node}, &ns)
 	if apierrors.IsNotFound(err) {
 		ns = v1alpha1.NodeStorage{ObjectMeta: metav1.ObjectMeta{Name: s.Node}}
-		if err = s.Client.Create(ctx, &ns); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create NodeStorage %s: %w", s.Node, err)
+		err = s.Client.Create(ctx, &ns)
+		if apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("NodeStorage %s exists but is not in the cache yet; the next report updates it", s.Node)
 		}
-		err = s.Client.Get(ctx, types.NamespacedName{Name: s.Node}, &ns)
 	}
 	if err != nil {
-		return fmt.Errorf("get NodeStorage %s: %w", s.Node, err)
+		return fmt.Errorf("get or create NodeStorage %s: %w", s.Node, err)
 	}
 	orphans, err := s.orphans(ctx)
 	if err != nil {
@@ -113,6 +117,8 @@ func (s *StorageReporter) orphans(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	// In carve node the client reads the node's cache, which holds only
+	// this node's LogicalVolumes: no API call.
 	var list v1alpha1.LogicalVolumeList
 	if err := s.Client.List(ctx, &list); err != nil {
 		return nil, fmt.Errorf("list LogicalVolumes: %w", err)

@@ -38,7 +38,16 @@ var errPending = status.Error(codes.Aborted, "the node agent has not finished ye
 // Backend implements csi.Backend (the CSI layer's view of volume work) over
 // resources.
 type Backend struct {
+	// Client writes, and reads what a write depends on (the latest
+	// resource, never a cached copy).
 	Client client.Client
+	// Cache serves the reads that may lag a little: the waits for the
+	// agent, GetVolume, the lists and GetCapacity, so that neither the
+	// waits nor csi-provisioner's polls cost the API server anything; nil:
+	// Client.
+	Cache client.Reader
+	// Changes, fed by Cache's watches, wakes the waits; nil: they poll.
+	Changes *Changes
 	// VGs are the volume groups StorageClasses may name; the first is the
 	// default.
 	VGs []string
@@ -77,7 +86,8 @@ func (b *Backend) CreateVolume(ctx context.Context, req volume.CreateRequest) (v
 	case !sameVolume(lv.Spec, want.Spec):
 		return volume.Volume{}, fmt.Errorf("volume %q exists with other arguments: %w", req.Name, volume.ErrNameConflict)
 	}
-	vol, err := b.waitVolume(ctx, want.Name, func(lv *v1alpha1.LogicalVolume) bool { return lv.Status.VolumeID != "" })
+	vol, err := b.waitVolume(ctx, want.Name, max(lv.Generation, want.Generation),
+		func(lv *v1alpha1.LogicalVolume) bool { return lv.Status.VolumeID != "" })
 	if status.Code(err) == codes.ResourceExhausted {
 		b.dropUncarved(ctx, want.Name)
 	}
@@ -126,11 +136,12 @@ func sameVolume(have, want v1alpha1.LogicalVolumeSpec) bool {
 		have.RequiredBytes >= want.RequiredBytes
 }
 
-// waitVolume waits for the agent to bring the LogicalVolume name to done
-// (see await) and returns the volume it reports.
-func (b *Backend) waitVolume(ctx context.Context, name string, done func(*v1alpha1.LogicalVolume) bool) (volume.Volume, error) {
+// waitVolume waits for the agent to bring the LogicalVolume name, at
+// generation minGen or later, to done (see await) and returns the volume
+// it reports.
+func (b *Backend) waitVolume(ctx context.Context, name string, minGen int64, done func(*v1alpha1.LogicalVolume) bool) (volume.Volume, error) {
 	lv := &v1alpha1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := b.await(ctx, lv, volumeReport(lv), func() bool { return done(lv) }); err != nil {
+	if err := b.await(ctx, KindVolume, lv, minGen, volumeReport(lv), func() bool { return done(lv) }); err != nil {
 		return volume.Volume{}, err
 	}
 	return volumeOf(lv)
@@ -167,8 +178,13 @@ func volumeOf(lv *v1alpha1.LogicalVolume) (volume.Volume, error) {
 // lookup finds the resource of a volume ID; a resource of another node is
 // not this volume.
 func (b *Backend) lookup(ctx context.Context, id volume.ID) (*v1alpha1.LogicalVolume, error) {
+	return lookupIn(ctx, b.Client, id)
+}
+
+// lookupIn is lookup in r: the API, or the cache for reads that may lag.
+func lookupIn(ctx context.Context, r client.Reader, id volume.ID) (*v1alpha1.LogicalVolume, error) {
 	var lv v1alpha1.LogicalVolume
-	err := b.Client.Get(ctx, types.NamespacedName{Name: id.LV}, &lv)
+	err := r.Get(ctx, types.NamespacedName{Name: id.LV}, &lv)
 	if apierrors.IsNotFound(err) || (err == nil && (lv.Spec.NodeName != id.Node || lv.Spec.VolumeGroup != id.VG)) {
 		return nil, fmt.Errorf("volume %s: %w", id, volume.ErrVolumeNotFound)
 	}
@@ -178,9 +194,9 @@ func (b *Backend) lookup(ctx context.Context, id volume.ID) (*v1alpha1.LogicalVo
 	return &lv, nil
 }
 
-// GetVolume reports a volume the agent has carved.
+// GetVolume reports a volume the agent has carved (from the cache).
 func (b *Backend) GetVolume(ctx context.Context, id volume.ID) (volume.Volume, error) {
-	lv, err := b.lookup(ctx, id)
+	lv, err := lookupIn(ctx, b.cached(), id)
 	if err != nil {
 		return volume.Volume{}, err
 	}
@@ -193,7 +209,7 @@ func (b *Backend) GetVolume(ctx context.Context, id volume.ID) (volume.Volume, e
 // ListVolumes lists the carved volumes in ID order.
 func (b *Backend) ListVolumes(ctx context.Context) ([]volume.Volume, error) {
 	var list v1alpha1.LogicalVolumeList
-	if err := b.Client.List(ctx, &list); err != nil {
+	if err := b.cached().List(ctx, &list); err != nil {
 		return nil, fmt.Errorf("list volumes: %w", err)
 	}
 	var out []volume.Volume
@@ -226,5 +242,5 @@ func (b *Backend) DeleteVolume(ctx context.Context, id volume.ID) error {
 	if err := b.Client.Delete(ctx, lv); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete %s: %w", lv.Name, err)
 	}
-	return b.await(ctx, lv, volumeReport(lv), untilGone)
+	return b.await(ctx, KindVolume, lv, 0, volumeReport(lv), untilGone)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,9 +13,13 @@ import (
 	"google.golang.org/grpc/status"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"carve.dev/carve/driver/agent"
 	"carve.dev/carve/driver/api/v1alpha1"
@@ -34,8 +37,10 @@ var server *apiserver.Server
 
 func TestMain(m *testing.M) { os.Exit(apiserver.RunTests(m, &server)) }
 
-// cluster is the API (a real API server), one node agent reconciling in the
-// background as its watch would, and the controller's backend.
+// cluster is the API (a real API server), the node agent of node-a
+// running as carve node runs it (a manager whose cache holds node-a's
+// objects, reconciling on its watches), and the controller's backend on
+// the API alone (no cache: its waits poll).
 func cluster(t *testing.T) (*Backend, *lvmfake.LVM) {
 	t.Helper()
 	return clusterWith(t, nil)
@@ -44,11 +49,21 @@ func cluster(t *testing.T) (*Backend, *lvmfake.LVM) {
 // clusterWith is cluster with the node's Manager configured by setup.
 func clusterWith(t *testing.T, setup func(*lvmvol.Manager, *lvmfake.LVM)) (*Backend, *lvmfake.LVM) {
 	t.Helper()
-	s := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(s); err != nil {
-		t.Fatal(err)
+	c := apiClient(t, server.Config)
+	f := lvmfake.New(100*mib, "vg0")
+	m := lvmvol.NewManager(f, f, "node-a", []string{"vg0"})
+	if setup != nil {
+		setup(m, f)
 	}
-	c, err := client.New(server.Config, client.Options{Scheme: s})
+	startAgent(t, m)
+	return &Backend{Client: c, VGs: []string{"vg0"}}, f
+}
+
+// apiClient is an uncached client of the test API; the API is emptied
+// when the test ends.
+func apiClient(t *testing.T, cfg *rest.Config) client.Client {
+	t.Helper()
+	c, err := client.New(cfg, client.Options{Scheme: scheme(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,36 +72,45 @@ func clusterWith(t *testing.T, setup func(*lvmvol.Manager, *lvmfake.LVM)) (*Back
 			t.Errorf("reset the API: %v", err)
 		}
 	})
-	f := lvmfake.New(100*mib, "vg0")
-	m := lvmvol.NewManager(f, f, "node-a", []string{"vg0"})
-	if setup != nil {
-		setup(m, f)
+	return c
+}
+
+func scheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
 	}
-	r := &agent.VolumeReconciler{Client: c, Node: "node-a", Volumes: m}
-	sr := &agent.SnapshotReconciler{Client: c, Node: "node-a", Snapshots: m}
+	return s
+}
+
+// startAgent runs node-a's agent over m until the test ends.
+func startAgent(t *testing.T, m *lvmvol.Manager) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(server.Config, manager.Options{
+		Scheme: scheme(t), Cache: agent.CacheOptions("node-a"),
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := mgr.GetClient()
+	if err := (&agent.VolumeReconciler{Client: c, Node: "node-a", Volumes: m}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&agent.SnapshotReconciler{Client: c, Node: "node-a", Snapshots: m}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for ctx.Err() == nil {
-			var list v1alpha1.LogicalVolumeList
-			if c.List(ctx, &list) == nil {
-				for _, lv := range list.Items {
-					_, _ = r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: lv.Name}})
-				}
-			}
-			var snaps v1alpha1.LogicalVolumeSnapshotList
-			if c.List(ctx, &snaps) == nil {
-				for _, s := range snaps.Items {
-					_, _ = sr.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: s.Name}})
-				}
-			}
-			time.Sleep(10 * time.Millisecond)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent: %v", err)
 		}
-	}()
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	return &Backend{Client: c, VGs: []string{"vg0"}}, f
+	})
 }
 
 func within(t *testing.T) context.Context {

@@ -13,21 +13,26 @@ import (
 	"carve.dev/carve/driver/volume"
 )
 
-// change applies edit to the volume's spec (a merge patch, so that
-// concurrent status updates of the agent are not lost) and waits for done.
-func (b *Backend) change(ctx context.Context, id volume.ID, edit func(*v1alpha1.LogicalVolumeSpec) bool,
-	done func(*v1alpha1.LogicalVolume) bool) (volume.Volume, error) {
+// change checks the volume's resource, applies edit to its spec (a merge
+// patch, so that concurrent status updates of the agent are not lost) and
+// waits for done.
+func (b *Backend) change(ctx context.Context, id volume.ID, check func(*v1alpha1.LogicalVolume) error,
+	edit func(*v1alpha1.LogicalVolumeSpec) bool, done func(*v1alpha1.LogicalVolume) bool) (volume.Volume, error) {
 	lv, err := b.lookup(ctx, id)
 	if err != nil {
 		return volume.Volume{}, err
 	}
+	if err := check(lv); err != nil {
+		return volume.Volume{}, err
+	}
 	before := lv.DeepCopy()
 	if edit(&lv.Spec) {
+		// The patch returns the resource with the generation it made.
 		if err := b.Client.Patch(ctx, lv, client.MergeFrom(before)); err != nil {
 			return volume.Volume{}, fmt.Errorf("update %s: %w", lv.Name, err)
 		}
 	}
-	return b.waitVolume(ctx, lv.Name, done)
+	return b.waitVolume(ctx, lv.Name, lv.Generation, done)
 }
 
 // PublishVolume is the attach: the agent of the volume's node activates
@@ -36,7 +41,7 @@ func (b *Backend) PublishVolume(ctx context.Context, id volume.ID, node string) 
 	if node != id.Node {
 		return "", fmt.Errorf("volume %s lives on node %s and cannot be attached to %s: %w", id, id.Node, node, volume.ErrNodeNotFound)
 	}
-	vol, err := b.change(ctx, id,
+	vol, err := b.change(ctx, id, anyVolume,
 		func(s *v1alpha1.LogicalVolumeSpec) bool {
 			changed := s.PublishedNode != node
 			s.PublishedNode = node
@@ -52,7 +57,7 @@ func (b *Backend) UnpublishVolume(ctx context.Context, id volume.ID, node string
 	if node != "" && node != id.Node {
 		return nil
 	}
-	_, err := b.change(ctx, id,
+	_, err := b.change(ctx, id, anyVolume,
 		func(s *v1alpha1.LogicalVolumeSpec) bool {
 			changed := s.PublishedNode != ""
 			s.PublishedNode = ""
@@ -69,14 +74,10 @@ func (b *Backend) UnpublishVolume(ctx context.Context, id volume.ID, node string
 // reach it. Shrinking is refused here, before the resource changes
 // (volume.CheckNoShrink, as standalone mode does).
 func (b *Backend) ExpandVolume(ctx context.Context, id volume.ID, requiredBytes, limitBytes int64) (volume.Volume, error) {
-	lv, err := b.lookup(ctx, id)
-	if err != nil {
-		return volume.Volume{}, err
+	noShrink := func(lv *v1alpha1.LogicalVolume) error {
+		return volume.CheckNoShrink(id, uint64(max(lv.Status.SizeBytes, 0)), limitBytes)
 	}
-	if err := volume.CheckNoShrink(id, uint64(max(lv.Status.SizeBytes, 0)), limitBytes); err != nil {
-		return volume.Volume{}, err
-	}
-	return b.change(ctx, id,
+	return b.change(ctx, id, noShrink,
 		func(s *v1alpha1.LogicalVolumeSpec) bool {
 			grow := requiredBytes > s.RequiredBytes
 			if grow {
@@ -86,6 +87,9 @@ func (b *Backend) ExpandVolume(ctx context.Context, id volume.ID, requiredBytes,
 		},
 		func(lv *v1alpha1.LogicalVolume) bool { return lv.Status.SizeBytes >= requiredBytes })
 }
+
+// anyVolume, as change's check, accepts every volume.
+func anyVolume(*v1alpha1.LogicalVolume) error { return nil }
 
 func sortVolumes(vs []volume.Volume) {
 	slices.SortFunc(vs, func(a, b volume.Volume) int { return strings.Compare(a.ID.String(), b.ID.String()) })

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"carve.dev/carve/driver/api/v1alpha1"
 	"carve.dev/carve/driver/volume"
@@ -38,8 +39,9 @@ func (b *Backend) CreateSnapshot(ctx context.Context, name string, source volume
 	case have.Spec != want.Spec:
 		return volume.Snapshot{}, fmt.Errorf("snapshot %q exists with another source: %w", name, volume.ErrNameConflict)
 	}
+	minGen := max(have.Generation, want.Generation)
 	have.Name = want.Name
-	if err := b.await(ctx, &have, snapshotReport(&have), func() bool { return have.Status.SnapshotID != "" }); err != nil {
+	if err := b.await(ctx, KindSnapshot, &have, minGen, snapshotReport(&have), func() bool { return have.Status.SnapshotID != "" }); err != nil {
 		return volume.Snapshot{}, err
 	}
 	return snapshotOf(&have)
@@ -61,11 +63,11 @@ func snapshotOf(s *v1alpha1.LogicalVolumeSnapshot) (volume.Snapshot, error) {
 	return out, nil
 }
 
-// lookupSnapshot finds the resource of a snapshot ID, also while it is
-// being deleted.
-func (b *Backend) lookupSnapshot(ctx context.Context, id volume.ID) (*v1alpha1.LogicalVolumeSnapshot, error) {
+// lookupSnapshot finds the resource of a snapshot ID in r (the API, or
+// the cache for reads that may lag), also while it is being deleted.
+func lookupSnapshot(ctx context.Context, r client.Reader, id volume.ID) (*v1alpha1.LogicalVolumeSnapshot, error) {
 	var s v1alpha1.LogicalVolumeSnapshot
-	err := b.Client.Get(ctx, types.NamespacedName{Name: id.LV}, &s)
+	err := r.Get(ctx, types.NamespacedName{Name: id.LV}, &s)
 	if apierrors.IsNotFound(err) || (err == nil && s.Status.SnapshotID != id.String()) {
 		return nil, fmt.Errorf("snapshot %s: %w", id, volume.ErrSnapshotNotFound)
 	}
@@ -77,7 +79,7 @@ func (b *Backend) lookupSnapshot(ctx context.Context, id volume.ID) (*v1alpha1.L
 
 // GetSnapshot reports a snapshot; one being deleted is gone already.
 func (b *Backend) GetSnapshot(ctx context.Context, id volume.ID) (volume.Snapshot, error) {
-	s, err := b.lookupSnapshot(ctx, id)
+	s, err := lookupSnapshot(ctx, b.cached(), id)
 	if err != nil {
 		return volume.Snapshot{}, err
 	}
@@ -90,7 +92,7 @@ func (b *Backend) GetSnapshot(ctx context.Context, id volume.ID) (volume.Snapsho
 // ListSnapshots lists the taken snapshots in ID order.
 func (b *Backend) ListSnapshots(ctx context.Context) ([]volume.Snapshot, error) {
 	var list v1alpha1.LogicalVolumeSnapshotList
-	if err := b.Client.List(ctx, &list); err != nil {
+	if err := b.cached().List(ctx, &list); err != nil {
 		return nil, fmt.Errorf("list snapshots: %w", err)
 	}
 	var out []volume.Snapshot
@@ -112,7 +114,7 @@ func (b *Backend) ListSnapshots(ctx context.Context) ([]volume.Snapshot, error) 
 // way waits for it again, so that success means the LV is gone. A
 // snapshot that does not exist is deleted already.
 func (b *Backend) DeleteSnapshot(ctx context.Context, id volume.ID) error {
-	s, err := b.lookupSnapshot(ctx, id)
+	s, err := lookupSnapshot(ctx, b.Client, id)
 	if errors.Is(err, volume.ErrSnapshotNotFound) {
 		return nil
 	}
@@ -122,5 +124,5 @@ func (b *Backend) DeleteSnapshot(ctx context.Context, id volume.ID) error {
 	if err := b.Client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete %s: %w", s.Name, err)
 	}
-	return b.await(ctx, s, snapshotReport(s), untilGone)
+	return b.await(ctx, KindSnapshot, s, 0, snapshotReport(s), untilGone)
 }

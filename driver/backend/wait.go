@@ -27,38 +27,80 @@ func snapshotReport(s *v1alpha1.LogicalVolumeSnapshot) report {
 // untilGone, as await's done, waits for the resource to be deleted.
 var untilGone func() bool
 
+// resync is how often a wait woken by Changes reads its resource anyway: a
+// safety net only, since no change is missed (see Changes).
+const resync = 10 * time.Second
+
 // await is the one wait of the backend for the node agent. It reads obj
-// (by its name) again until done() holds of it, or, with done nil
-// (untilGone), until it no longer exists. A failure the agent reports
-// about the resource's current generation ends the wait with that
-// failure's CSI code; an older one is stale (the agent has not seen the
-// latest change yet) and is waited out. When ctx ends first the agent is
-// still at work: errPending.
+// (of kind, by its name) until done() holds of it, or, with done nil
+// (untilGone), until it no longer exists. It reads the cache when there is
+// one, and then sleeps until Changes says obj changed; without a cache it
+// reads the API every pollInterval.
 //
-// A deletion raises the generation of a resource with finalizers, so a
-// failure to delete is told from an earlier failure to create.
-func (b *Backend) await(ctx context.Context, obj client.Object, rep report, done func() bool) error {
+// What it reads may be older than the caller's last write (a cache lags):
+// the status counts only once it is about generation minGen (the one the
+// caller's write made) or later, and about the object's current generation.
+// A failure the agent reports about that generation ends the wait with
+// the failure's CSI code; an older one is stale and is waited out. A
+// deletion raises the generation of a resource with finalizers, so a
+// failure to delete is told from an earlier failure to create. When ctx
+// ends first the agent is still at work: errPending.
+func (b *Backend) await(ctx context.Context, kind string, obj client.Object, minGen int64, rep report, done func() bool) error {
 	key := types.NamespacedName{Name: obj.GetName()}
 	for {
-		err := b.Client.Get(ctx, key, obj)
+		var changed <-chan struct{}
+		if b.Changes != nil {
+			changed = b.Changes.next(kind, key.Name)
+		}
+		err := b.cached().Get(ctx, key, obj)
 		switch {
 		case apierrors.IsNotFound(err) && done == nil:
 			return nil
+		case apierrors.IsNotFound(err) && b.Cache != nil:
+			// A resource just created may not be in the cache yet.
+			if err := sleep(ctx, changed); err != nil {
+				return err
+			}
+			continue
 		case err != nil:
 			return fmt.Errorf("get %s: %w", key.Name, err)
 		}
 		observed, failure := rep()
-		current := observed == obj.GetGeneration()
+		current := observed == obj.GetGeneration() && observed >= minGen
+		if done == nil && obj.GetDeletionTimestamp().IsZero() {
+			current = false // what it says is about the time before the deletion
+		}
 		if current && failure != nil {
 			return agentError(failure)
 		}
 		if current && done != nil && done() {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return errPending
-		case <-time.After(pollInterval):
+		if err := sleep(ctx, changed); err != nil {
+			return err
 		}
 	}
+}
+
+// sleep waits for changed (or, with none, pollInterval), at most resync.
+func sleep(ctx context.Context, changed <-chan struct{}) error {
+	wait := pollInterval
+	if changed != nil {
+		wait = resync
+	}
+	select {
+	case <-ctx.Done():
+		return errPending
+	case <-changed:
+	case <-time.After(wait):
+	}
+	return nil
+}
+
+// cached is where reads that may lag go: the cache, when there is one.
+func (b *Backend) cached() client.Reader {
+	if b.Cache != nil {
+		return b.Cache
+	}
+	return b.Client
 }

@@ -48,6 +48,7 @@ type LogicalVolumeSnapshotStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=clvs
+// +kubebuilder:selectablefield:JSONPath=`.spec.nodeName`
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.spec.nodeName`
 // +kubebuilder:printcolumn:name="Source",type=string,JSONPath=`.spec.sourceVolumeID`
 // +kubebuilder:printcolumn:name="Ready",type=boolean,JSONPath=`.status.readyToUse`
