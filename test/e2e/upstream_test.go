@@ -84,18 +84,25 @@ func (d upstreamDriver) log(dir string) string {
 }
 
 // upstreamDrivers: both driver files, each with its share of the
-// selection. CARVE_E2E_UPSTREAM_FOCUS, a regexp of spec texts, narrows the
-// full selection (to run again the specs a run failed).
+// selection. In the full selection, CARVE_E2E_UPSTREAM_FOCUS, a regexp of
+// spec texts, narrows it (to run again the specs a run failed), and
+// CARVE_E2E_UPSTREAM_DRIVERS=thin (or thick) runs one file only.
 func upstreamDrivers(sel string) []upstreamDriver {
 	thick := upstreamDriver{name: "thick", file: "test/upstream/carve-thick.yaml"}
 	thin := upstreamDriver{name: "thin", file: "test/upstream/carve-thin.yaml"}
-	if sel == "full" {
-		if f := os.Getenv("CARVE_E2E_UPSTREAM_FOCUS"); f != "" {
-			thick.focus, thin.focus = []string{f}, []string{f}
-		}
+	if sel != "full" {
+		thick.focus, thin.focus = upstreamCI, upstreamCIThin
 		return []upstreamDriver{thick, thin}
 	}
-	thick.focus, thin.focus = upstreamCI, upstreamCIThin
+	if f := os.Getenv("CARVE_E2E_UPSTREAM_FOCUS"); f != "" {
+		thick.focus, thin.focus = []string{f}, []string{f}
+	}
+	switch os.Getenv("CARVE_E2E_UPSTREAM_DRIVERS") {
+	case "thick":
+		return []upstreamDriver{thick}
+	case "thin":
+		return []upstreamDriver{thin}
+	}
 	return []upstreamDriver{thick, thin}
 }
 
