@@ -104,6 +104,8 @@ fuzz: ## each fuzz target for 30 s
 	$(GO) test ./driver/csi -run '^$$' -fuzz FuzzResolveDevice -fuzztime 30s
 	$(GO) test ./driver/csi -run '^$$' -fuzz FuzzUnpublishPath -fuzztime 30s
 	$(GO) test ./driver/nodepath -run '^$$' -fuzz FuzzCheck -fuzztime 30s
+	$(GO) test ./driver/nodefs -run '^$$' -fuzz FuzzCheckMountFlags -fuzztime 30s
+	$(GO) test ./driver/csi -run '^$$' -fuzz FuzzSizeRange -fuzztime 30s
 
 bench: ## benchmarks: report parsing, the CSI call path over gRPC (figures printed, no pass/fail)
 	$(GO) test -run '^$$' -bench . -benchmem ./lvm/ ./driver/csi/

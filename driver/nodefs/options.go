@@ -53,7 +53,8 @@ func words(s string) []string { return strings.Fields(s) }
 // CheckMountFlags refuses, with an error wrapping volume.ErrBadMountFlag, any flag
 // that fsType (ext4 when empty) does not take; see vfsFlags and fsFlags.
 func CheckMountFlags(fsType string, flags []string) error {
-	fsType, known := strings.TrimSpace(fsType), fsFlags[fsType]
+	fsType = strings.TrimSpace(fsType)
+	known := fsFlags[fsType]
 	if fsType == "" {
 		fsType, known = volume.DefaultFSType, fsFlags[volume.DefaultFSType]
 	}

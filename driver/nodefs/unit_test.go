@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -392,4 +393,40 @@ func TestUnsupportedFilesystemIsInvalidArgument(t *testing.T) {
 	if got := volume.CodeOf(err); !errors.Is(err, volume.ErrUnsupportedFilesystem) || got != codes.InvalidArgument {
 		t.Errorf("normalizeFSType(zfs) = %v (%v), want ErrUnsupportedFilesystem, InvalidArgument", err, got)
 	}
+}
+
+// FuzzCheckMountFlags: an accepted flag list names only allowlisted flags
+// whose values hold no separator, space, quote or path, so that mount(8)
+// reads back exactly the flags that were checked; the filesystem's name is
+// read the same with or without surrounding space.
+func FuzzCheckMountFlags(f *testing.F) {
+	f.Add("ext4", "noatime")
+	f.Add("xfs", "logbsize=256k")
+	f.Add(" xfs", "logbsize=256k")
+	f.Add("", "ro,bind")
+	f.Add("btrfs", "compress=zstd:3")
+	f.Add("ext4", "data=../../etc")
+	f.Add("ext4", "remount")
+	f.Fuzz(func(t *testing.T, fsType, joined string) {
+		flags := strings.Split(joined, "\x00")
+		err := CheckMountFlags(fsType, flags)
+		if again := CheckMountFlags(strings.TrimSpace(fsType), flags); (err == nil) != (again == nil) {
+			t.Fatalf("%q and %q disagree on %q: %v / %v", fsType, strings.TrimSpace(fsType), flags, err, again)
+		}
+		if err != nil {
+			if !errors.Is(err, volume.ErrBadMountFlag) {
+				t.Fatalf("%q %q: %v is not ErrBadMountFlag", fsType, flags, err)
+			}
+			return
+		}
+		for _, fl := range flags {
+			name, _, _ := strings.Cut(fl, "=")
+			if fl == "" || strings.ContainsAny(fl, ", \t\n\"'/\\") || slices.Contains([]string{"bind", "rbind", "move", "remount"}, name) {
+				t.Fatalf("%q accepted for %q", fl, fsType)
+			}
+		}
+		if back := strings.Split(strings.Join(flags, ","), ","); !slices.Equal(back, flags) {
+			t.Fatalf("%q does not read back from mount -o: %q", flags, back)
+		}
+	})
 }
