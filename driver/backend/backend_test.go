@@ -252,11 +252,9 @@ func TestCapacityFromNodeStorage(t *testing.T) {
 	}
 }
 
-// TestThinSnapshotAndRestoreThroughResources: snapshot, list, restore from
-// it, delete it, all through resources the agent carries out.
-func TestThinSnapshotAndRestoreThroughResources(t *testing.T) {
-	b, f := cluster(t)
-	ctx := within(t)
+// thinSnapshot makes a thin volume in a new pool and snapshots it.
+func thinSnapshot(ctx context.Context, t *testing.T, b *Backend, f *lvmfake.LVM) (volume.Volume, volume.Snapshot) {
+	t.Helper()
 	f.PutThinPool("vg0", "pool", 40*mib, 0)
 	thin := req("pvc-src", 8*mib)
 	thin.Type = volume.Type{ThinPool: "pool"}
@@ -265,8 +263,20 @@ func TestThinSnapshotAndRestoreThroughResources(t *testing.T) {
 		t.Fatal(err)
 	}
 	snap, err := b.CreateSnapshot(ctx, "snapshot-1", vol.ID)
-	if err != nil || !snap.Ready || snap.Source != vol.ID {
-		t.Fatalf("snapshot %+v, %v", snap, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vol, snap
+}
+
+// TestThinSnapshotAndRestoreThroughResources: snapshot, list, restore from
+// it, delete it, all through resources the agent carries out.
+func TestThinSnapshotAndRestoreThroughResources(t *testing.T) {
+	b, f := cluster(t)
+	ctx := within(t)
+	vol, snap := thinSnapshot(ctx, t, b, f)
+	if !snap.Ready || snap.Source != vol.ID {
+		t.Fatalf("snapshot %+v of %s", snap, vol.ID)
 	}
 	if again, err := b.CreateSnapshot(ctx, "snapshot-1", vol.ID); err != nil || again.ID != snap.ID {
 		t.Errorf("repeated CreateSnapshot: %+v, %v", again, err)
@@ -362,19 +372,9 @@ func TestSnapshotDeleteFailureReachesTheCO(t *testing.T) {
 		}
 	})
 	ctx := within(t)
-	f.PutThinPool("vg0", "pool", 40*mib, 0)
-	thin := req("pvc-src", 8*mib)
-	thin.Type = volume.Type{ThinPool: "pool"}
-	vol, err := b.CreateVolume(ctx, thin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := b.CreateSnapshot(ctx, "snapshot-1", vol.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, snap := thinSnapshot(ctx, t, b, f)
 	refuse.Store(true)
-	err = b.DeleteSnapshot(ctx, snap.ID)
+	err := b.DeleteSnapshot(ctx, snap.ID)
 	wantCode(t, "delete refused by the node", err, codes.FailedPrecondition)
 	// The CO retries; until the agent has tried again, it hears the last
 	// failure (current: no newer generation), then success, and only once
