@@ -2,6 +2,7 @@ package csi
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -235,5 +236,30 @@ func TestConcurrentCallOnSameVolumeIsAborted(t *testing.T) {
 	wg.Wait()
 	if firstErr != nil {
 		t.Errorf("first create: %v", firstErr)
+	}
+}
+
+// TestSocketIsNotWorldAccessible: whoever can connect can delete volumes,
+// so the CSI socket lets in its owner and group only.
+func TestSocketIsNotWorldAccessible(t *testing.T) {
+	srv := NewServer(NewIdentity("test", true, nil), nil, nil)
+	sock := filepath.Join(t.TempDir(), "csi.sock")
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve("unix://" + sock) }()
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.WaitForReady(true)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	if _, err := csi.NewIdentityClient(conn).GetPluginInfo(context.Background(), &csi.GetPluginInfoRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm()&0o007 != 0 {
+		t.Errorf("CSI socket %v, %v: want no access for others", fi.Mode(), err)
+	}
+	srv.Stop()
+	if err := <-done; err != nil {
+		t.Error(err)
 	}
 }

@@ -58,6 +58,12 @@ func (s *Server) Serve(endpoint string) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", path, err)
 	}
+	// Whoever may connect may create, attach and delete volumes: the
+	// owner (carve, its sidecars: the same user) and its group only.
+	if err := os.Chmod(path, 0o660); err != nil {
+		_ = l.Close()
+		return fmt.Errorf("restrict socket %s: %w", path, err)
+	}
 	klog.InfoS("Serving CSI", "endpoint", path)
 	return s.grpc.Serve(l)
 }

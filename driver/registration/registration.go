@@ -71,6 +71,11 @@ func (s *Server) Serve() error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", s.path, err)
 	}
+	// kubelet (root) is the only client: not world-writable.
+	if err := os.Chmod(s.path, 0o660); err != nil {
+		_ = l.Close()
+		return fmt.Errorf("restrict socket %s: %w", s.path, err)
+	}
 	klog.InfoS("Serving kubelet plugin registration", "socket", s.path)
 	return s.grpc.Serve(l)
 }

@@ -32,6 +32,9 @@ func TestKubeletHandshake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm()&0o007 != 0 {
+		t.Errorf("registration socket %v, %v: want no access for others", fi.Mode(), err)
+	}
 	if info.GetType() != registerapi.CSIPlugin || info.GetName() != "lvm.carve.dev" ||
 		info.GetEndpoint() != "/var/lib/kubelet/plugins/lvm.carve.dev/csi.sock" || len(info.GetSupportedVersions()) == 0 {
 		t.Errorf("GetInfo = %v", info)
