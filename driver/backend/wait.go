@@ -55,6 +55,17 @@ func (b *Backend) await(ctx context.Context, kind string, obj client.Object, min
 		err := b.cached().Get(ctx, key, obj)
 		switch {
 		case apierrors.IsNotFound(err) && done == nil:
+			// A cache that never saw the resource says NotFound too:
+			// the API has the last word on "gone".
+			if gone, err := b.goneFromAPI(ctx, key, obj); !gone {
+				if err != nil {
+					return err
+				}
+				if err := sleep(ctx, changed); err != nil {
+					return err
+				}
+				continue
+			}
 			return nil
 		case apierrors.IsNotFound(err) && b.Cache != nil:
 			// A resource just created may not be in the cache yet.
@@ -80,6 +91,21 @@ func (b *Backend) await(ctx context.Context, kind string, obj client.Object, min
 			return err
 		}
 	}
+}
+
+// goneFromAPI confirms, without a cache, that the resource is gone.
+func (b *Backend) goneFromAPI(ctx context.Context, key types.NamespacedName, obj client.Object) (bool, error) {
+	if b.Cache == nil {
+		return true, nil // what was read was the API already
+	}
+	err := b.Client.Get(ctx, key, obj)
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("get %s: %w", key.Name, err)
+	}
+	return false, nil
 }
 
 // sleep waits for changed (or, with none, pollInterval), at most resync.
