@@ -52,7 +52,7 @@ var upstreamSkip = []struct{ pattern, reason string }{
 	{`\[Disruptive\]`, "restarts kubelet or the node through SSH; the e2e's nodes have no SSH (Carve's own " +
 		"TestRestartsConverge and TestNodePodReplaced restart its pods and kubelet's node)"},
 	{`provisioning should provision storage with any volume data source`, "the spec deploys a volume populator " +
-		"(registry.k8s.io/sig-storage/hello-populator) and the volume-data-source-validator, whose images no " +
+		"(hello-populator) and the volume-data-source-validator, whose images no " +
 		"registry here serves and whose Go modules (kubernetes-csi/lib-volume-populator, " +
 		"volume-data-source-validator) the module proxy refuses, so they cannot be built either; Carve's part " +
 		"(a blank volume for the populator's prime claim) is what every provisioning spec exercises"},
