@@ -74,21 +74,9 @@ func newBackend(cfg *rest.Config, mgr manager.Manager, vgs []string) (*backend.B
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	changes := backend.NewChanges()
-	ctx := context.Background()
-	for kind, obj := range map[string]client.Object{
-		backend.KindVolume: &v1alpha1.LogicalVolume{}, backend.KindSnapshot: &v1alpha1.LogicalVolumeSnapshot{},
-	} {
-		inf, err := mgr.GetCache().GetInformer(ctx, obj)
-		if err != nil {
-			return nil, fmt.Errorf("watch %s: %w", kind, err)
-		}
-		if _, err := inf.AddEventHandler(changes.Handler(kind)); err != nil {
-			return nil, fmt.Errorf("watch %s: %w", kind, err)
-		}
-	}
-	if _, err := mgr.GetCache().GetInformer(ctx, &v1alpha1.NodeStorage{}); err != nil {
-		return nil, fmt.Errorf("watch NodeStorage: %w", err)
+	changes, err := backend.WatchWith(context.Background(), mgr.GetCache())
+	if err != nil {
+		return nil, err
 	}
 	return &backend.Backend{Client: direct, Cache: mgr.GetCache(), Changes: changes, VGs: vgs}, nil
 }

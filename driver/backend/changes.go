@@ -1,10 +1,15 @@
 package backend
 
 import (
+	"context"
+	"fmt"
 	"sync"
 
 	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"carve.dev/carve/driver/api/v1alpha1"
 )
 
 // Changes wakes the backend's waits when a resource they wait on changes:
@@ -68,3 +73,24 @@ const (
 	KindVolume   = "LogicalVolume"
 	KindSnapshot = "LogicalVolumeSnapshot"
 )
+
+// WatchWith makes c watch what the backend reads (every LogicalVolume,
+// LogicalVolumeSnapshot and NodeStorage) and returns the Changes its watch
+// events feed. Call it before c starts; carve controller and the tests
+// wire the backend's cache with it.
+func WatchWith(ctx context.Context, c cache.Informers) (*Changes, error) {
+	changes := NewChanges()
+	for kind, obj := range map[string]client.Object{KindVolume: &v1alpha1.LogicalVolume{}, KindSnapshot: &v1alpha1.LogicalVolumeSnapshot{}} {
+		inf, err := c.GetInformer(ctx, obj)
+		if err != nil {
+			return nil, fmt.Errorf("watch %s: %w", kind, err)
+		}
+		if _, err := inf.AddEventHandler(changes.Handler(kind)); err != nil {
+			return nil, fmt.Errorf("watch %s: %w", kind, err)
+		}
+	}
+	if _, err := c.GetInformer(ctx, &v1alpha1.NodeStorage{}); err != nil {
+		return nil, fmt.Errorf("watch NodeStorage: %w", err)
+	}
+	return changes, nil
+}

@@ -45,19 +45,10 @@ func cachedCluster(t *testing.T) (*Backend, *lvmfake.LVM, *requestCounter) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	changes := NewChanges()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	for kind, obj := range map[string]client.Object{KindVolume: &v1alpha1.LogicalVolume{}, KindSnapshot: &v1alpha1.LogicalVolumeSnapshot{}} {
-		inf, err := ca.GetInformer(ctx, obj)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := inf.AddEventHandler(changes.Handler(kind)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := ca.GetInformer(ctx, &v1alpha1.NodeStorage{}); err != nil {
+	changes, err := WatchWith(ctx, ca)
+	if err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = ca.Start(ctx) }()
