@@ -6,6 +6,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"carve.dev/carve/driver/api/v1alpha1"
@@ -41,9 +42,13 @@ func clear(ctx context.Context, c client.Client, l client.ObjectList) (int, erro
 	if err := c.List(ctx, l); err != nil {
 		return 0, fmt.Errorf("list: %w", err)
 	}
-	objs, err := itemsOf(l)
+	items, err := meta.ExtractList(l)
 	if err != nil {
 		return 0, err
+	}
+	objs := make([]client.Object, 0, len(items))
+	for _, it := range items {
+		objs = append(objs, it.(client.Object))
 	}
 	for _, o := range objs {
 		if len(o.GetFinalizers()) > 0 {
@@ -57,25 +62,4 @@ func clear(ctx context.Context, c client.Client, l client.ObjectList) (int, erro
 		}
 	}
 	return len(objs), nil
-}
-
-func itemsOf(l client.ObjectList) ([]client.Object, error) {
-	var out []client.Object
-	switch l := l.(type) {
-	case *v1alpha1.LogicalVolumeList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *v1alpha1.LogicalVolumeSnapshotList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *v1alpha1.NodeStorageList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	default:
-		return nil, fmt.Errorf("unknown list %T", l)
-	}
-	return out, nil
 }
