@@ -90,6 +90,7 @@ func parseVGs(s string) ([]string, error) {
 // build makes the LVM semantics and the CSI Node service on this node.
 func (f *localFlags) build() (*lvmvol.Manager, *csi.Node) {
 	run := runner.New(f.cmdTimeout, lvmEnv(udevControl)...)
+	run.Observe = metrics.Command
 	vols := lvmvol.NewManager(lvm.New(run), lvmvol.ZeroWiper{Run: run}, f.nodeID, f.vgs)
 	vols.LimitPublished(int(f.maxVolumes))
 	vols.SetOverprovision(f.overprov)

@@ -7,6 +7,7 @@ package metrics
 
 import (
 	"context"
+	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,6 +30,15 @@ var (
 		Name: "carve_volume_group_bytes",
 		Help: "Size and free space of a served volume group (kind=size|free).",
 	}, []string{"node", "vg", "kind"})
+	commands = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "carve_commands_total",
+		Help: "External commands run, by command (lvm's subcommand for lvm: lvs, lvcreate...) and result (ok|failed).",
+	}, []string{"command", "result"})
+	commandLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "carve_command_duration_seconds",
+		Help:    "Duration of external commands, by command.",
+		Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300},
+	}, []string{"command"})
 	poolPercent = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "carve_thin_pool_used_percent",
 		Help: "Used data and metadata of a thin pool (kind=data|metadata), in percent.",
@@ -36,7 +46,7 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(operations, latency, vgBytes, poolPercent)
+	ctrlmetrics.Registry.MustRegister(operations, latency, commands, commandLatency, vgBytes, poolPercent)
 }
 
 // Registry is where Carve's metrics are registered.
@@ -50,6 +60,22 @@ func Interceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grp
 	operations.WithLabelValues(info.FullMethod, status.Code(err).String()).Inc()
 	latency.WithLabelValues(info.FullMethod).Observe(time.Since(start).Seconds())
 	return resp, err
+}
+
+// Command counts and times one external command (runner.Exec.Observe).
+// lvm2's commands are told apart by subcommand: an idle node's count of
+// "lvs" is what shows whether anything polls LVM.
+func Command(name string, args []string, d time.Duration, err error) {
+	label := filepath.Base(name)
+	if label == "lvm" && len(args) > 0 {
+		label = args[0]
+	}
+	result := "ok"
+	if err != nil {
+		result = "failed"
+	}
+	commands.WithLabelValues(label, result).Inc()
+	commandLatency.WithLabelValues(label).Observe(d.Seconds())
 }
 
 // VolumeGroup records a VG's size and free bytes.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
@@ -52,5 +53,25 @@ carve_thin_pool_used_percent{kind="metadata",node="n1",pool="pool",vg="vg0"} 3
 `
 	if err := testutil.GatherAndCompare(Registry(), strings.NewReader(exp), "carve_thin_pool_used_percent"); err != nil {
 		t.Error(err)
+	}
+}
+
+func TestCommandsByLVMSubcommand(t *testing.T) {
+	commands.Reset()
+	commandLatency.Reset()
+	Command("lvm", []string{"lvs", "--reportformat", "json"}, time.Millisecond, nil)
+	Command("lvm", []string{"lvs"}, time.Millisecond, nil)
+	Command("/sbin/mkfs.ext4", []string{"/dev/x"}, time.Second, errors.New("exit 1"))
+	Command("lvm", nil, time.Millisecond, nil)
+	for _, c := range []struct {
+		command, result string
+		want            float64
+	}{{"lvs", "ok", 2}, {"mkfs.ext4", "failed", 1}, {"lvm", "ok", 1}} {
+		if got := testutil.ToFloat64(commands.WithLabelValues(c.command, c.result)); got != c.want {
+			t.Errorf("%s %s: %v, want %v", c.command, c.result, got, c.want)
+		}
+	}
+	if out, err := testutil.GatherAndLint(Registry(), "carve_commands_total", "carve_command_duration_seconds"); err != nil || len(out) != 0 {
+		t.Errorf("lint: %v %v", out, err)
 	}
 }

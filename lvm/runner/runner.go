@@ -46,6 +46,10 @@ type Exec struct {
 	Timeout time.Duration
 	// Env holds extra "K=V" entries appended to os.Environ().
 	Env []string
+	// Observe, when set, is told of every command that ran: the metrics
+	// of how many commands Carve runs, and how long they take, hang here
+	// (the runner sits below the packages that know about metrics).
+	Observe func(name string, args []string, d time.Duration, err error)
 }
 
 var _ Runner = (*Exec)(nil)
@@ -85,7 +89,11 @@ func (e *Exec) Run(ctx context.Context, name string, args ...string) ([]byte, er
 
 	start := time.Now()
 	err := cmd.Run()
-	logRun(name, args, time.Since(start), err, stderr.String())
+	d := time.Since(start)
+	logRun(name, args, d, err, stderr.String())
+	if e.Observe != nil {
+		e.Observe(name, args, d, err)
+	}
 	if err != nil {
 		return stdout.Bytes(), newError(ctx.Err(), name, args, err, stderr.String())
 	}

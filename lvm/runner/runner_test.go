@@ -121,3 +121,24 @@ func TestCommandLine(t *testing.T) {
 		t.Errorf("CommandLine = %s, want %s", got, want)
 	}
 }
+
+func TestObserveSeesEveryCommand(t *testing.T) {
+	type seen struct {
+		name string
+		args []string
+		ok   bool
+	}
+	var got []seen
+	e := New(0)
+	e.Observe = func(name string, args []string, d time.Duration, err error) {
+		if d <= 0 {
+			t.Errorf("%s: duration %v", name, d)
+		}
+		got = append(got, seen{name, args, err == nil})
+	}
+	_, _ = e.Run(context.Background(), "true", "a")
+	_, _ = e.Run(context.Background(), "false")
+	if len(got) != 2 || got[0].name != "true" || got[0].args[0] != "a" || !got[0].ok || got[1].name != "false" || got[1].ok {
+		t.Errorf("observed %+v, want true (ok) then false (failed)", got)
+	}
+}
