@@ -1,0 +1,203 @@
+package lvm
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Cache answers the reads of queries (capacity, listings, stats, health
+// probes) from the last report of each VG instead of running lvs, vgs and
+// pvs again, and passes everything else to its Client. It is what keeps an
+// idle node from polling LVM: csi-provisioner asks GetCapacity every
+// minute, kubelet NodeGetVolumeStats for every volume every minute, and
+// the node agent reports its storage every 30 s.
+//
+// Only reads whose context was marked with WithCachedReads are answered
+// from the cache; every other read runs lvm2, so operations that change a
+// volume keep deciding on fresh facts.
+//
+// # Why a cached answer cannot be stale by Carve's own doing
+//
+// Every change Carve makes to a VG goes through this Cache, and each bumps
+// the VG's generation twice: before its command runs and after it ends
+// (failed or not). A report is kept only if the generation did not move
+// while it was read, and used only while the generation is still the one
+// it was read at. So a report read before, during or across a change is
+// never used after it: the first read after a change runs lvm2 again.
+//
+// # What can still change under it, and for how long
+//
+// lvm2 state that changes without a command of Carve's: thin pools fill as
+// volumes are written, an administrator runs lvm2 by hand, a disk fails or
+// vanishes. A report is used for at most MaxAge after it was read, so such
+// a change shows within MaxAge. Nothing that changes data relies on it.
+type Cache struct {
+	c *Client
+	// MaxAge is how long a report may answer queries; 0 turns caching off
+	// (every read runs lvm2).
+	MaxAge time.Duration
+	now    func() time.Time
+
+	mu   sync.Mutex
+	gens map[string]uint64 // VG -> generation, bumped around each change
+	vgs  map[string]cached[VG]
+	pvs  map[string]cached[[]PV]
+	lvs  map[string]cached[[]LV] // every LV of the VG, hidden ones included
+}
+
+// cached is one report: what was read, at which generation and when.
+type cached[T any] struct {
+	v   T
+	gen uint64
+	at  time.Time
+}
+
+// NewCache caches the reports of c for at most maxAge.
+func NewCache(c *Client, maxAge time.Duration) *Cache {
+	return &Cache{c: c, MaxAge: maxAge, now: time.Now, gens: map[string]uint64{},
+		vgs: map[string]cached[VG]{}, pvs: map[string]cached[[]PV]{}, lvs: map[string]cached[[]LV]{}}
+}
+
+type cachedReadsKey struct{}
+
+// WithCachedReads marks ctx as a query's: a Cache may answer its reads
+// from a report up to MaxAge old.
+func WithCachedReads(ctx context.Context) context.Context {
+	return context.WithValue(ctx, cachedReadsKey{}, true)
+}
+
+// CachedReads tells whether ctx was marked by WithCachedReads.
+func CachedReads(ctx context.Context) bool {
+	v, _ := ctx.Value(cachedReadsKey{}).(bool)
+	return v
+}
+
+// lookup returns the report of vg in m if ctx may use one and it is
+// current; the generation to read a new one at otherwise.
+func lookup[T any](x *Cache, ctx context.Context, m map[string]cached[T], vg string) (v T, gen uint64, ok bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	gen = x.gens[vg]
+	e, found := m[vg]
+	if found && e.gen == gen && x.MaxAge > 0 && CachedReads(ctx) && x.now().Sub(e.at) < x.MaxAge {
+		return e.v, gen, true
+	}
+	return v, gen, false
+}
+
+// store keeps a report read at gen, unless a change began since.
+func store[T any](x *Cache, m map[string]cached[T], vg string, gen uint64, v T) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.gens[vg] == gen {
+		m[vg] = cached[T]{v: v, gen: gen, at: x.now()}
+	}
+}
+
+// read answers from the cache or runs fetch and keeps what it returns.
+func read[T any](x *Cache, ctx context.Context, m map[string]cached[T], vg string, fetch func() (T, error)) (T, error) {
+	v, gen, ok := lookup(x, ctx, m, vg)
+	if ok {
+		return v, nil
+	}
+	v, err := fetch()
+	if err != nil {
+		return v, err
+	}
+	store(x, m, vg, gen, v)
+	return v, nil
+}
+
+// changing wraps a change to vg: the generation moves before and after it.
+func (x *Cache) changing(vg string, change func() error) error {
+	x.bump(vg)
+	defer x.bump(vg)
+	return change()
+}
+
+func (x *Cache) bump(vg string) {
+	x.mu.Lock()
+	x.gens[vg]++
+	x.mu.Unlock()
+}
+
+// Invalidate forgets what the cache knows of vg, for changes made without
+// it (by hand, by another program).
+func (x *Cache) Invalidate(vg string) { x.bump(vg) }
+
+// GetVG is Client.GetVG.
+func (x *Cache) GetVG(ctx context.Context, vg string) (VG, error) {
+	if err := ValidateVGName(vg); err != nil {
+		return VG{}, err
+	}
+	v, err := read(x, ctx, x.vgs, vg, func() (VG, error) { return x.c.GetVG(ctx, vg) })
+	v.Tags = slices.Clone(v.Tags)
+	return v, err
+}
+
+// ListVGPVs is Client.ListVGPVs.
+func (x *Cache) ListVGPVs(ctx context.Context, vg string) ([]PV, error) {
+	if err := ValidateVGName(vg); err != nil {
+		return nil, err
+	}
+	pvs, err := read(x, ctx, x.pvs, vg, func() ([]PV, error) { return x.c.ListVGPVs(ctx, vg) })
+	return slices.Clone(pvs), err
+}
+
+// allLVs is Client.ListAllLVs through the cache; the caller gets copies.
+func (x *Cache) allLVs(ctx context.Context, vg string) ([]LV, error) {
+	lvs, err := read(x, ctx, x.lvs, vg, func() ([]LV, error) { return x.c.ListAllLVs(ctx, vg) })
+	if err != nil {
+		return nil, err
+	}
+	out := make([]LV, len(lvs))
+	for i, lv := range lvs {
+		lv.Tags = slices.Clone(lv.Tags)
+		out[i] = lv
+	}
+	return out, nil
+}
+
+// ListLVs is Client.ListLVs: one `lvs -a` answers it and ListAllLVs.
+func (x *Cache) ListLVs(ctx context.Context, vg string) ([]LV, error) {
+	if err := ValidateVGName(vg); err != nil {
+		return nil, err
+	}
+	all, err := x.allLVs(ctx, vg)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(lv LV) bool { return lv.Hidden }), nil
+}
+
+// ListAllLVs is Client.ListAllLVs.
+func (x *Cache) ListAllLVs(ctx context.Context, vg string) ([]LV, error) {
+	if err := ValidateVGName(vg); err != nil {
+		return nil, err
+	}
+	return x.allLVs(ctx, vg)
+}
+
+// GetLV is Client.GetLV. A fresh read asks lvm2 for the one LV; a cached
+// one finds it in the VG's report.
+func (x *Cache) GetLV(ctx context.Context, vg, name string) (LV, error) {
+	if err := validateVGLV(vg, name); err != nil {
+		return LV{}, err
+	}
+	if !CachedReads(ctx) || x.MaxAge <= 0 {
+		return x.c.GetLV(ctx, vg, name)
+	}
+	all, err := x.allLVs(ctx, vg)
+	if err != nil {
+		return LV{}, err
+	}
+	for _, lv := range all {
+		if lv.Name == name {
+			return lv, nil
+		}
+	}
+	return LV{}, fmt.Errorf("lvs %s/%s: logical volume %w", vg, name, ErrNotFound)
+}

@@ -1,0 +1,74 @@
+package lvm
+
+import "context"
+
+// The changes a Cache passes to its Client, each inside changing (see the
+// Cache's comment for why that keeps the cache exact). A new change method
+// of Client that Carve uses must be added here the same way: the Manager
+// only sees the Cache.
+
+// changed runs a change that returns an LV.
+func (x *Cache) changed(vg string, change func() (LV, error)) (LV, error) {
+	var lv LV
+	err := x.changing(vg, func() (err error) {
+		lv, err = change()
+		return err
+	})
+	return lv, err
+}
+
+// CreateLV is Client.CreateLV.
+func (x *Cache) CreateLV(ctx context.Context, o CreateLVOptions) (LV, error) {
+	return x.changed(o.VG, func() (LV, error) { return x.c.CreateLV(ctx, o) })
+}
+
+// CreateThinPool is Client.CreateThinPool.
+func (x *Cache) CreateThinPool(ctx context.Context, vg, name string, size uint64, tags ...string) (LV, error) {
+	return x.changed(vg, func() (LV, error) { return x.c.CreateThinPool(ctx, vg, name, size, tags...) })
+}
+
+// CreateThinSnapshot is Client.CreateThinSnapshot.
+func (x *Cache) CreateThinSnapshot(ctx context.Context, vg, origin, name string, tags ...string) (LV, error) {
+	return x.changed(vg, func() (LV, error) { return x.c.CreateThinSnapshot(ctx, vg, origin, name, tags...) })
+}
+
+// CreateCOWSnapshot is Client.CreateCOWSnapshot.
+func (x *Cache) CreateCOWSnapshot(ctx context.Context, vg, origin, name string, cowSize uint64, tags ...string) (LV, error) {
+	return x.changed(vg, func() (LV, error) { return x.c.CreateCOWSnapshot(ctx, vg, origin, name, cowSize, tags...) })
+}
+
+// RemoveLV is Client.RemoveLV.
+func (x *Cache) RemoveLV(ctx context.Context, vg, name string) error {
+	return x.changing(vg, func() error { return x.c.RemoveLV(ctx, vg, name) })
+}
+
+// ExtendLV is Client.ExtendLV.
+func (x *Cache) ExtendLV(ctx context.Context, vg, name string, size uint64) error {
+	return x.changing(vg, func() error { return x.c.ExtendLV(ctx, vg, name, size) })
+}
+
+// Activate is Client.Activate.
+func (x *Cache) Activate(ctx context.Context, vg, name string) error {
+	return x.changing(vg, func() error { return x.c.Activate(ctx, vg, name) })
+}
+
+// Deactivate is Client.Deactivate.
+func (x *Cache) Deactivate(ctx context.Context, vg, name string) error {
+	return x.changing(vg, func() error { return x.c.Deactivate(ctx, vg, name) })
+}
+
+// AddTags is Client.AddTags.
+func (x *Cache) AddTags(ctx context.Context, vg, name string, tags ...string) error {
+	return x.changing(vg, func() error { return x.c.AddTags(ctx, vg, name, tags...) })
+}
+
+// RemoveTags is Client.RemoveTags.
+func (x *Cache) RemoveTags(ctx context.Context, vg, name string, tags ...string) error {
+	return x.changing(vg, func() error { return x.c.RemoveTags(ctx, vg, name, tags...) })
+}
+
+// CheckPlacement is Client.CheckPlacement: it changes nothing (lvcreate
+// --test), so it runs as it is.
+func (x *Cache) CheckPlacement(ctx context.Context, opts CreateLVOptions) error {
+	return x.c.CheckPlacement(ctx, opts)
+}

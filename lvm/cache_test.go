@@ -1,0 +1,217 @@
+package lvm
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// reportRunner answers lvm's report commands with recorded output of VG
+// carve-thin and every other command with success, and counts what ran by
+// subcommand. duringReport, when set, runs while lvs reports.
+type reportRunner struct {
+	t            *testing.T
+	mu           sync.Mutex
+	ran          map[string]int
+	duringReport func()
+}
+
+func (r *reportRunner) Run(_ context.Context, name string, args ...string) ([]byte, error) {
+	r.mu.Lock()
+	r.ran[args[0]]++
+	hook := r.duringReport
+	r.mu.Unlock()
+	switch args[0] {
+	case "lvs":
+		if hook != nil {
+			hook()
+		}
+		return fixture(r.t, "thin-lvs-all.json"), nil
+	case "vgs":
+		return fixture(r.t, "thin-vg.json"), nil
+	case "pvs":
+		return fixture(r.t, "empty-pvs.json"), nil
+	}
+	return nil, nil
+}
+
+func (r *reportRunner) count(sub string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ran[sub]
+}
+
+func newCacheUnderTest(t *testing.T) (*Cache, *reportRunner, *time.Time) {
+	r := &reportRunner{t: t, ran: map[string]int{}}
+	x := NewCache(New(r), time.Minute)
+	now := time.Unix(1000, 0)
+	x.now = func() time.Time { return now }
+	return x, r, &now
+}
+
+var queryCtx = WithCachedReads(context.Background())
+
+func TestCachedReadsRunLVMOncePerReport(t *testing.T) {
+	x, r, _ := newCacheUnderTest(t)
+	for range 3 {
+		if _, err := x.ListLVs(queryCtx, "carve-thin"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := x.GetLV(queryCtx, "carve-thin", "thin1"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := x.GetVG(queryCtx, "carve-thin"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := x.ListVGPVs(queryCtx, "carve-thin"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.count("lvs") != 1 || r.count("vgs") != 1 || r.count("pvs") != 1 {
+		t.Errorf("ran %v, want one lvs, vgs and pvs for three rounds of queries", r.ran)
+	}
+}
+
+func TestCachedLVsAnswerLikeLVM(t *testing.T) {
+	x, _, _ := newCacheUnderTest(t)
+	visible, err := x.ListLVs(queryCtx, "carve-thin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lv := range visible {
+		if lv.Hidden {
+			t.Errorf("ListLVs gave hidden %s", lv.Name)
+		}
+	}
+	all, _ := x.ListAllLVs(queryCtx, "carve-thin")
+	if len(visible) != 4 || len(all) != 7 {
+		t.Errorf("visible %d, all %d; want 4 and 7 as in the report", len(visible), len(all))
+	}
+	// Internal LVs carry reserved names, which GetLV refuses before lvm2
+	// or the report is asked.
+	if _, err := x.GetLV(queryCtx, "carve-thin", "pool0_tdata"); !errors.Is(err, ErrInvalidName) {
+		t.Errorf("internal LV by name: %v, want ErrInvalidName", err)
+	}
+	if _, err := x.GetLV(queryCtx, "carve-thin", "nosuch"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("missing LV: %v, want ErrNotFound", err)
+	}
+	if _, err := x.GetLV(queryCtx, "carve-thin", "bad/name"); !errors.Is(err, ErrInvalidName) {
+		t.Errorf("bad name: %v, want ErrInvalidName", err)
+	}
+	// Callers get copies: changing one does not change the next answer.
+	visible[0].Tags = append(visible[0].Tags[:0], "mutated")
+	again, _ := x.GetLV(queryCtx, "carve-thin", visible[0].Name)
+	if len(again.Tags) > 0 && again.Tags[0] == "mutated" {
+		t.Error("a caller's change reached the cache")
+	}
+}
+
+func TestReadsWithoutTheMarkRunLVM(t *testing.T) {
+	x, r, _ := newCacheUnderTest(t)
+	ctx := context.Background()
+	for range 2 {
+		_, _ = x.ListLVs(queryCtx, "carve-thin")
+		_, _ = x.ListLVs(ctx, "carve-thin")
+		_, _ = x.GetLV(ctx, "carve-thin", "thin1")
+	}
+	// The marked read is answered from the report the first one left.
+	if got := r.count("lvs"); got != 5 {
+		t.Errorf("lvs ran %d times, want 5: every unmarked read runs lvm2", got)
+	}
+}
+
+func TestEveryChangeInvalidatesItsVG(t *testing.T) {
+	ctx := context.Background()
+	changes := map[string]func(x *Cache) error{
+		"CreateLV": func(x *Cache) error {
+			_, err := x.CreateLV(ctx, CreateLVOptions{VG: "carve-thin", Name: "n", Size: 1 << 20})
+			return err
+		},
+		"RemoveLV":   func(x *Cache) error { return x.RemoveLV(ctx, "carve-thin", "thin1") },
+		"ExtendLV":   func(x *Cache) error { return x.ExtendLV(ctx, "carve-thin", "thin1", 1<<30) },
+		"Activate":   func(x *Cache) error { return x.Activate(ctx, "carve-thin", "thin1") },
+		"Deactivate": func(x *Cache) error { return x.Deactivate(ctx, "carve-thin", "thin1") },
+		"AddTags":    func(x *Cache) error { return x.AddTags(ctx, "carve-thin", "thin1", "a") },
+		"RemoveTags": func(x *Cache) error { return x.RemoveTags(ctx, "carve-thin", "thin1", "a") },
+		"CreateThinSnapshot": func(x *Cache) error {
+			_, err := x.CreateThinSnapshot(ctx, "carve-thin", "thin1", "s")
+			return err
+		},
+		"CreateCOWSnapshot": func(x *Cache) error {
+			_, err := x.CreateCOWSnapshot(ctx, "carve-thin", "thin1", "s", 1<<20)
+			return err
+		},
+		"CreateThinPool": func(x *Cache) error {
+			_, err := x.CreateThinPool(ctx, "carve-thin", "p", 1<<30)
+			return err
+		},
+		"Invalidate": func(x *Cache) error { x.Invalidate("carve-thin"); return nil },
+	}
+	for name, change := range changes {
+		t.Run(name, func(t *testing.T) {
+			x, r, _ := newCacheUnderTest(t)
+			_, _ = x.GetVG(queryCtx, "carve-thin")
+			_, _ = x.ListVGPVs(queryCtx, "carve-thin")
+			_, _ = x.ListLVs(queryCtx, "carve-thin")
+			before := map[string]int{"lvs": r.count("lvs"), "vgs": r.count("vgs"), "pvs": r.count("pvs")}
+			_ = change(x) // the fake's answers may not parse as a change's result: only the effect matters
+			after := map[string]int{"lvs": r.count("lvs"), "vgs": r.count("vgs"), "pvs": r.count("pvs")}
+			_, _ = x.GetVG(queryCtx, "carve-thin")
+			_, _ = x.ListVGPVs(queryCtx, "carve-thin")
+			_, _ = x.ListLVs(queryCtx, "carve-thin")
+			for _, sub := range []string{"lvs", "vgs", "pvs"} {
+				if got := r.count(sub) - after[sub]; got != 1 {
+					t.Errorf("%s after %s ran %d times (before: %d), want 1: the cached report survived the change", sub, name, got, before[sub])
+				}
+			}
+		})
+	}
+}
+
+func TestAChangeDuringAReadKeepsItsReportOut(t *testing.T) {
+	x, r, _ := newCacheUnderTest(t)
+	// The change lands while lvs runs: the report may predate it.
+	r.duringReport = func() {
+		r.duringReport = nil
+		_ = x.AddTags(context.Background(), "carve-thin", "thin1", "t")
+	}
+	_, _ = x.ListLVs(queryCtx, "carve-thin")
+	_, _ = x.ListLVs(queryCtx, "carve-thin")
+	if got := r.count("lvs"); got != 2 {
+		t.Errorf("lvs ran %d times, want 2: a report read across a change must not be kept", got)
+	}
+}
+
+func TestReportsExpire(t *testing.T) {
+	x, r, now := newCacheUnderTest(t)
+	_, _ = x.GetVG(queryCtx, "carve-thin")
+	*now = now.Add(59 * time.Second)
+	_, _ = x.GetVG(queryCtx, "carve-thin")
+	if r.count("vgs") != 1 {
+		t.Fatalf("vgs ran %d times within MaxAge, want 1", r.count("vgs"))
+	}
+	*now = now.Add(time.Second)
+	_, _ = x.GetVG(queryCtx, "carve-thin")
+	if r.count("vgs") != 2 {
+		t.Errorf("vgs ran %d times after MaxAge, want 2", r.count("vgs"))
+	}
+	x.MaxAge = 0
+	_, _ = x.GetVG(queryCtx, "carve-thin")
+	_, _ = x.GetVG(queryCtx, "carve-thin")
+	if r.count("vgs") != 4 {
+		t.Errorf("vgs ran %d times with caching off, want 4", r.count("vgs"))
+	}
+}
+
+func TestFailedReadsAreNotKept(t *testing.T) {
+	x, r, _ := newCacheUnderTest(t)
+	if _, err := x.GetVG(queryCtx, "other"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("GetVG of a VG the report lacks: %v", err)
+	}
+	_, _ = x.GetVG(queryCtx, "other")
+	if r.count("vgs") != 2 {
+		t.Errorf("vgs ran %d times, want 2: a failed read is asked again", r.count("vgs"))
+	}
+}
