@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -30,6 +31,10 @@ type StorageReporter struct {
 	Overprovision float64
 	// Interval between reports; 0 means 30 s.
 	Interval time.Duration
+	// Heartbeat: a report that changed nothing is written anyway once the
+	// last write is this old, so UpdateTime shows the agent alive; 0
+	// means 10 min. Between, an idle node writes nothing.
+	Heartbeat time.Duration
 	// Volumes lists Carve's volumes on the node (lvmvol.Manager.ListVolumes),
 	// to find orphans; nil skips that.
 	Volumes func(ctx context.Context) ([]volume.Volume, error)
@@ -56,7 +61,16 @@ func (s *StorageReporter) Start(ctx context.Context) error {
 	}
 }
 
-// Report writes the node's storage now.
+func (s *StorageReporter) heartbeat() time.Duration {
+	if s.Heartbeat == 0 {
+		return 10 * time.Minute
+	}
+	return s.Heartbeat
+}
+
+// Report reads the node's storage now, and writes it if it changed (or at
+// the heartbeat). Reading costs no LVM command at idle: Space and Volumes
+// are queries, answered from the Manager's cached reports.
 func (s *StorageReporter) Report(ctx context.Context) error {
 	space, err := s.Space(ctx)
 	if err != nil {
@@ -88,12 +102,17 @@ func (s *StorageReporter) Report(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ns.Status = v1alpha1.NodeStorageStatus{
+	next := v1alpha1.NodeStorageStatus{
 		VolumeGroups:       vgStatuses(space),
 		OverprovisionRatio: strconv.FormatFloat(s.Overprovision, 'f', -1, 64),
-		UpdateTime:         metav1.Now(),
+		UpdateTime:         ns.Status.UpdateTime,
 		OrphanedVolumes:    orphans,
 	}
+	if equality.Semantic.DeepEqual(next, ns.Status) && time.Since(ns.Status.UpdateTime.Time) < s.heartbeat() {
+		return nil // nothing new: the API server and every watcher are spared a write
+	}
+	next.UpdateTime = metav1.Now()
+	ns.Status = next
 	if err := s.Client.Status().Update(ctx, &ns); err != nil {
 		return fmt.Errorf("update NodeStorage %s: %w", s.Node, err)
 	}

@@ -3,6 +3,7 @@ package agent
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -44,5 +45,41 @@ func TestOrphanedVolumesAreReportedNotRemoved(t *testing.T) {
 	list, err := vols.ListVolumes(ctx)
 	if err != nil || len(list) != 2 {
 		t.Errorf("volumes after the reports: %v, %v (the orphan must stay)", list, err)
+	}
+}
+
+// A report that changed nothing is not written; a change, or the
+// heartbeat, is.
+func TestIdleReportsWriteNothing(t *testing.T) {
+	r := newRig(t)
+	vols := lvmvol.NewManager(r.lvm, r.lvm, node, []string{"vg0"})
+	rep := &StorageReporter{Client: r.c, Node: node, Space: vols.Space, Overprovision: 1, Volumes: vols.ListVolumes,
+		Heartbeat: time.Hour}
+	version := func() string {
+		t.Helper()
+		if err := rep.Report(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var ns v1alpha1.NodeStorage
+		if err := r.c.Get(ctx, types.NamespacedName{Name: node}, &ns); err != nil {
+			t.Fatal(err)
+		}
+		return ns.ResourceVersion
+	}
+	first := version()
+	if again := version(); again != first {
+		t.Errorf("an unchanged report was written: resourceVersion %s -> %s", first, again)
+	}
+	if _, err := vols.CreateVolume(ctx, volume.CreateRequest{Name: "pvc-new", Node: node, VG: "vg0",
+		RequiredBytes: 5 * mib, ParamsDigest: "d"}); err != nil {
+		t.Fatal(err)
+	}
+	changed := version()
+	if changed == first {
+		t.Error("a report whose free space changed was not written")
+	}
+	rep.Heartbeat = time.Nanosecond
+	if beat := version(); beat == changed {
+		t.Error("the heartbeat did not write an unchanged report")
 	}
 }

@@ -13,7 +13,8 @@ type NodeStorageStatus struct {
 	// OverprovisionRatio of thin pools on this node.
 	// +optional
 	OverprovisionRatio string `json:"overprovisionRatio,omitempty"`
-	// UpdateTime is when the agent last read LVM.
+	// UpdateTime is when the agent last wrote this report: when what it
+	// reports changed, and at least every ten minutes.
 	// +optional
 	UpdateTime metav1.Time `json:"updateTime,omitempty"`
 	// OrphanedVolumes are Carve's LVs on this node ("VG/LV") that no
