@@ -32,6 +32,7 @@ type localFlags struct {
 	vgs          []string
 	maxVolumes   int64
 	cmdTimeout   time.Duration
+	lvmCacheAge  time.Duration
 	deviceWait   time.Duration
 	overprov     float64
 	pathRoot     string
@@ -46,6 +47,10 @@ func (f *localFlags) register(fs *flag.FlagSet, defaultEndpoint string) {
 	fs.Int64Var(&f.maxVolumes, "max-volumes", 0, "volumes published on this node at once; beyond it ControllerPublishVolume is RESOURCE_EXHAUSTED (0: no limit)")
 	fs.DurationVar(&f.cmdTimeout, "command-timeout", runner.DefaultTimeout,
 		"timeout of each metadata command (lvm, blkid); data work (zeroing, copies, mkfs, fsck, filesystem growth) gets a deadline sized for the volume instead")
+	fs.DurationVar(&f.lvmCacheAge, "lvm-cache-max-age", 10*time.Minute,
+		"queries (GetCapacity, ListVolumes, NodeGetVolumeStats, the storage report) may be answered from an lvm report this old; "+
+			"Carve's own changes refresh it at once, this bounds how long changes made outside Carve (thin pools filling, lvm2 by hand, "+
+			"failed disks) take to show (0: every query runs lvm2)")
 	fs.DurationVar(&f.deviceWait, "device-wait", 30*time.Second, "how long NodeStage waits for a published device")
 	fs.Float64Var(&f.overprov, "thin-overprovision-ratio", volume.DefaultOverprovision,
 		"thin volumes may promise this many times a thin pool's free space (>= 1)")
@@ -56,6 +61,9 @@ func (f *localFlags) register(fs *flag.FlagSet, defaultEndpoint string) {
 func (f *localFlags) validate() error {
 	if f.nodeID == "" {
 		return errors.New("--node-id is empty and the hostname is unknown")
+	}
+	if f.lvmCacheAge < 0 {
+		return fmt.Errorf("--lvm-cache-max-age %v: must not be negative", f.lvmCacheAge)
 	}
 	if f.overprov < 1 {
 		return fmt.Errorf("--thin-overprovision-ratio %v: must be at least 1", f.overprov)
@@ -91,7 +99,7 @@ func parseVGs(s string) ([]string, error) {
 func (f *localFlags) build() (*lvmvol.Manager, *csi.Node) {
 	run := runner.New(f.cmdTimeout, lvmEnv(udevControl)...)
 	run.Observe = metrics.Command
-	vols := lvmvol.NewManager(lvm.New(run), lvmvol.ZeroWiper{Run: run}, f.nodeID, f.vgs)
+	vols := lvmvol.NewManager(lvm.NewCache(lvm.New(run), f.lvmCacheAge), lvmvol.ZeroWiper{Run: run}, f.nodeID, f.vgs)
 	vols.LimitPublished(int(f.maxVolumes))
 	vols.SetOverprovision(f.overprov)
 	node := csi.NewNode(csi.NodeConfig{NodeID: f.nodeID, MaxVolumes: f.maxVolumes, DeviceWait: f.deviceWait,

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"carve.dev/carve/driver/volume"
+	"carve.dev/carve/lvm"
 )
 
 func (c *Controller) ValidateVolumeCapabilities(ctx context.Context, req *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {
@@ -30,12 +31,14 @@ func (c *Controller) ValidateVolumeCapabilities(ctx context.Context, req *csi.Va
 	}}, nil
 }
 
+// getVolume is the queries' read of one volume: LVM may answer it from a
+// recent report (lvm.WithCachedReads; the CO and health monitors poll it).
 func (c *Controller) getVolume(ctx context.Context, volumeID string) (volume.Volume, error) {
 	id, err := volume.ParseID(volumeID)
 	if err != nil {
 		return volume.Volume{}, err
 	}
-	return c.backend.GetVolume(ctx, id)
+	return c.backend.GetVolume(lvm.WithCachedReads(ctx), id)
 }
 
 func (c *Controller) ControllerGetVolume(ctx context.Context, req *csi.ControllerGetVolumeRequest) (*csi.ControllerGetVolumeResponse, error) {

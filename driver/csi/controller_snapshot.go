@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"carve.dev/carve/driver/volume"
+	"carve.dev/carve/lvm"
 )
 
 // CreateSnapshot snapshots a volume. Thin snapshots are ready at once;
@@ -81,7 +82,7 @@ func (c *Controller) GetSnapshot(ctx context.Context, req *csi.GetSnapshotReques
 	if err != nil {
 		return nil, errors.Join(volume.ErrSnapshotNotFound, err)
 	}
-	snap, err := c.backend.GetSnapshot(ctx, id)
+	snap, err := c.backend.GetSnapshot(lvm.WithCachedReads(ctx), id) // a query: see getVolume
 	if err != nil {
 		return nil, err
 	}

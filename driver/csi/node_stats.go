@@ -10,13 +10,20 @@ import (
 
 	"carve.dev/carve/driver/nodefs"
 	"carve.dev/carve/driver/volume"
+	"carve.dev/carve/lvm"
 )
 
 // NodeGetVolumeStats reports usage of a published volume: bytes and inodes of
 // its filesystem, or the size of a block volume. Health is NodeGetVolumeHealth's.
 // A path that does not show this volume is NOT_FOUND, as CSI words it ("the
 // volume does not exist on the specified path"), a malformed one included.
+//
+// kubelet asks it for every volume every minute, so LVM may answer from a
+// recent report (lvm.WithCachedReads). That is safe here: the volume's
+// device number from the report must still match the device node the
+// kernel shows (resolveDevice), and only sizes are read.
 func (n *Node) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
+	ctx = lvm.WithCachedReads(ctx)
 	dev, block, err := n.volumeAt(ctx, req.GetVolumeId(), req.GetVolumePath(), volume.ErrNotFound)
 	if err != nil {
 		return nil, err

@@ -9,8 +9,9 @@ import (
 
 // Capacity reports what volumes of type t can still get from vg on node:
 // none on any node but this one, which is the only node this manager can
-// carve on. The rules are CapacityOf's.
+// carve on. The rules are CapacityOf's. It is a query: see query.
 func (m *Manager) Capacity(ctx context.Context, node, vg string, t volume.Type) (volume.Capacity, error) {
+	ctx = query(ctx)
 	if node != "" && node != m.node {
 		return volume.Capacity{}, nil
 	}

@@ -141,7 +141,9 @@ func (m *Manager) lookupSettled(ctx context.Context, id volume.ID) (lvm.LV, erro
 	return lv, nil
 }
 
-// GetVolume returns a settled volume.
+// GetVolume returns a settled volume. Its caller decides whether it is a
+// query (lvm.WithCachedReads): NodeGetVolumeStats and ControllerGetVolume
+// are, the node's stage and publish are not.
 func (m *Manager) GetVolume(ctx context.Context, id volume.ID) (volume.Volume, error) {
 	lv, err := m.lookupSettled(ctx, id)
 	if err != nil {
@@ -156,8 +158,10 @@ func (m *Manager) GetVolume(ctx context.Context, id volume.ID) (volume.Volume, e
 	return vol, nil
 }
 
-// ListVolumes returns every settled volume on this node, sorted by ID.
+// ListVolumes returns every settled volume on this node, sorted by ID. It
+// is a query: see query.
 func (m *Manager) ListVolumes(ctx context.Context) ([]volume.Volume, error) {
+	ctx = query(ctx)
 	var out []volume.Volume
 	for _, vg := range m.vgs {
 		lvs, err := m.lvm.ListLVs(ctx, vg)
@@ -184,8 +188,12 @@ func (m *Manager) ListVolumes(ctx context.Context) ([]volume.Volume, error) {
 	return out, nil
 }
 
-// Probe checks that every served volume group can be read.
+// Probe checks that every served volume group can be read. It is a
+// query (see query): liveness probes come every few seconds, and a VG
+// whose report has expired is read again, so an lvm2 that hangs still
+// fails the probe, within the cache's max age.
 func (m *Manager) Probe(ctx context.Context) error {
+	ctx = query(ctx)
 	for _, vg := range m.vgs {
 		if _, err := m.lvm.GetVG(ctx, vg); err != nil {
 			return fmt.Errorf("volume group %s: %w", vg, err)
@@ -195,8 +203,10 @@ func (m *Manager) Probe(ctx context.Context) error {
 }
 
 // StorageHealth reports trouble with the served volume groups: one that
-// cannot be read is Inaccessible, one with missing PVs Degraded.
+// cannot be read is Inaccessible, one with missing PVs Degraded. It is a
+// query: see query.
 func (m *Manager) StorageHealth(ctx context.Context) []volume.Problem {
+	ctx = query(ctx)
 	var out []volume.Problem
 	for _, name := range m.vgs {
 		vg, err := m.lvm.GetVG(ctx, name)

@@ -227,8 +227,10 @@ func (m *Manager) GetSnapshot(ctx context.Context, id volume.ID) (volume.Snapsho
 	return m.snapshotOf(lv), nil
 }
 
-// ListSnapshots returns every snapshot on this node, sorted by ID.
+// ListSnapshots returns every snapshot on this node, sorted by ID. It is a
+// query: see query.
 func (m *Manager) ListSnapshots(ctx context.Context) ([]volume.Snapshot, error) {
+	ctx = query(ctx)
 	var out []volume.Snapshot
 	for _, vg := range m.vgs {
 		lvs, err := m.lvm.ListLVs(ctx, vg)

@@ -7,8 +7,9 @@ import (
 	"carve.dev/carve/driver/volume"
 )
 
-// Space reads every served VG.
+// Space reads every served VG. It is a query: see query.
 func (m *Manager) Space(ctx context.Context) ([]volume.VGSpace, error) {
+	ctx = query(ctx)
 	out := make([]volume.VGSpace, 0, len(m.vgs))
 	for _, vg := range m.vgs {
 		s, err := m.vgSpace(ctx, vg)

@@ -1,0 +1,129 @@
+//go:build vmtest
+
+package lifecycle
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"net/http"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+
+	"carve.dev/carve/test/csiflow"
+	"carve.dev/carve/test/testenv"
+)
+
+// TestQueriesAtIdleRunNoLVM: what a CO and kubelet poll (GetCapacity,
+// ListVolumes, ControllerGetVolume, ListSnapshots, NodeGetVolumeStats,
+// Probe) runs no lvm command once the reports are read, counted by carve's
+// own carve_commands_total; and every change Carve makes shows in the very
+// next query.
+func TestQueriesAtIdleRunNoLVM(t *testing.T) {
+	disks := []string{testenv.Disk(t, "CARVE_TEST_DISK")}
+	l := testenv.PrivateLVM(t)
+	testenv.NewVG(t, l, vg, disks...)
+	metricsAddr := freeLoopbackAddr(t)
+	c := dial(t, testenv.StartCarve(t, "--volume-groups="+vg, "--node-id="+node, "--health-address="+metricsAddr))
+	e := &env{t: t, lvm: l, c: c, dir: t.TempDir(), disks: disks}
+	ctx := context.Background()
+	e.addPool(64 * mib)
+
+	thick := e.create("idle-thick", 32*mib, volParams(false, "ext4"))
+	thin := e.create("idle-thin", 32*mib, volParams(true, "ext4"))
+	target := e.path("target")
+	must(t, thick.Up(ctx, node, e.path("staging"), target))
+	t.Cleanup(func() { _ = thick.Down(context.Background(), target) })
+
+	queries := func() (thickFree, thinFree int64, listed int) {
+		t.Helper()
+		thickFree = e.capacity(volParams(false, "ext4"))
+		thinFree = e.capacity(volParams(true, "ext4"))
+		vols, err := c.Controller.ListVolumes(ctx, &csi.ListVolumesRequest{})
+		must(t, err)
+		for _, v := range []*csiflow.Volume{thick, thin} {
+			_, err := c.Controller.ControllerGetVolume(ctx, &csi.ControllerGetVolumeRequest{VolumeId: v.ID})
+			must(t, err)
+		}
+		_, err = c.Controller.ListSnapshots(ctx, &csi.ListSnapshotsRequest{})
+		must(t, err)
+		_, err = c.Node.NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: thick.ID, VolumePath: target})
+		must(t, err)
+		_, err = c.Identity.Probe(ctx, &csi.ProbeRequest{})
+		must(t, err)
+		return thickFree, thinFree, len(vols.GetEntries())
+	}
+	thickFree, thinFree, n := queries() // reads the reports the changes above made stale
+	before := lvmReads(t, metricsAddr)
+	for range 5 {
+		if a, b, m := queries(); a != thickFree || b != thinFree || m != n {
+			t.Fatalf("idle queries changed: capacity %d/%d, %d volumes; were %d/%d, %d", a, b, m, thickFree, thinFree, n)
+		}
+	}
+	if after := lvmReads(t, metricsAddr); after != before {
+		t.Errorf("five rounds of queries at idle ran %d lvm reports, want 0", after-before)
+	}
+
+	// A change of Carve's shows at once: the next query reads lvm2 again.
+	extra := e.create("idle-extra", 64*mib, volParams(false, "ext4"))
+	a, _, m := queries()
+	if a != thickFree-64*mib || m != n+1 {
+		t.Errorf("after a 64 MiB create: capacity %d (was %d), %d volumes (were %d)", a, thickFree, m, n)
+	}
+	must(t, extra.Delete(ctx))
+	if a, _, m := queries(); a != thickFree || m != n {
+		t.Errorf("after its delete: capacity %d, want %d; %d volumes, want %d", a, thickFree, m, n)
+	}
+}
+
+func (e *env) create(name string, size int64, params map[string]string) *csiflow.Volume {
+	e.t.Helper()
+	v, err := e.c.Create(context.Background(), name, size, params, csiflow.MountCap(snw, "ext4"))
+	must(e.t, err)
+	return v
+}
+
+func (e *env) capacity(params map[string]string) int64 {
+	e.t.Helper()
+	resp, err := e.c.Controller.GetCapacity(context.Background(), &csi.GetCapacityRequest{Parameters: params})
+	must(e.t, err)
+	return resp.GetAvailableCapacity()
+}
+
+// freeLoopbackAddr is a loopback address no one listens on.
+func freeLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().String()
+}
+
+var reportLine = regexp.MustCompile(`^carve_commands_total\{command="(lvs|vgs|pvs)",result="[a-z]+"\} (\d+)`)
+
+// lvmReads sums carve's counts of lvm reports (lvs, vgs, pvs) run.
+func lvmReads(t *testing.T, addr string) int {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	sum, lines := 0, 0
+	for sc := bufio.NewScanner(resp.Body); sc.Scan(); {
+		if m := reportLine.FindStringSubmatch(sc.Text()); m != nil {
+			n, _ := strconv.Atoi(m[2])
+			sum += n
+			lines++
+		}
+	}
+	if lines == 0 {
+		t.Fatal("carve's /metrics shows no lvm report counts: is carve_commands_total wired to the runner?")
+	}
+	return sum
+}
