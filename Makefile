@@ -63,6 +63,7 @@ vet: ## gofmt and go vet clean, with every build tag
 	$(GO) vet ./... $(TAG)
 	$(GO) vet -tags vmtest ./... $(TAG)
 	$(GO) vet -tags e2e ./... $(TAG)
+	$(GO) vet -tags crashpoints ./... $(TAG)
 	$(GO) vet -tags image ./test/image $(TAG)
 
 # The agent's and the backend's tests run against a real etcd and
@@ -71,6 +72,7 @@ vet: ## gofmt and go vet clean, with every build tag
 # and prints their directory last.
 test-unit: vet check-generated ## vet and the generated files' check, then unit tests, real loop-device mounts (as root), a real API server for the agent and backend, fuzz seeds
 	KUBEBUILDER_ASSETS="$$(scripts/k8s/build.sh | tail -n 1)" $(GO) test -count=1 ./... $(TAG)
+	$(GO) test -count=1 -tags crashpoints ./driver/crashpoint/ $(TAG)
 	@echo "== $@ passed at $$(date -u +%T)"
 
 test-vm: ## lvm package, CSI lifecycle and csi-sanity on real LVM inside a QEMU VM (block and thin sanity: only what they add to the mount run)

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/klog/v2"
 
+	"carve.dev/carve/driver/crashpoint"
 	"carve.dev/carve/driver/csi"
 	"carve.dev/carve/driver/healthz"
 	"carve.dev/carve/driver/lvmvol"
@@ -98,7 +99,7 @@ func parseVGs(s string) ([]string, error) {
 // build makes the LVM semantics and the CSI Node service on this node.
 func (f *localFlags) build() (*lvmvol.Manager, *csi.Node) {
 	run := runner.New(f.cmdTimeout, lvmEnv(udevControl)...)
-	run.Observe = metrics.Command
+	run.Observe = crashpoint.Wrap(metrics.Command)
 	vols := lvmvol.NewManager(lvm.NewCache(lvm.New(run), f.lvmCacheAge), lvmvol.ZeroWiper{Run: run}, f.nodeID, f.vgs)
 	vols.LimitPublished(int(f.maxVolumes))
 	vols.SetOverprovision(f.overprov)

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"k8s.io/klog/v2"
 
+	"carve.dev/carve/driver/crashpoint"
 	"carve.dev/carve/driver/internal/keylock"
 	"carve.dev/carve/driver/metrics"
 	"carve.dev/carve/driver/volume"
@@ -27,10 +28,12 @@ type Server struct {
 
 // NewServer registers the services that are not nil. Every call goes through
 // four interceptors, outermost first: logging, metrics, error mapping,
-// per-volume locking.
+// per-volume locking (and, in the crash tests' build only, the crash
+// points' tracking: driver/crashpoint).
 func NewServer(id csi.IdentityServer, ctrl csi.ControllerServer, node csi.NodeServer) *Server {
 	s := &Server{}
-	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(logCalls, metrics.Interceptor, mapErrors, s.lockVolume))
+	chain := append([]grpc.UnaryServerInterceptor{logCalls, metrics.Interceptor, mapErrors, s.lockVolume}, crashpoint.Interceptors()...)
+	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(chain...))
 	csi.RegisterIdentityServer(s.grpc, id)
 	if ctrl != nil {
 		csi.RegisterControllerServer(s.grpc, ctrl)

@@ -107,6 +107,7 @@ func (c *execCmd) Start() error {
 	if err := c.c.Start(); err != nil {
 		c.cancel()
 		logRun(c.name, c.args, 0, err, "")
+		c.e.observe(c.name, c.args, 0, err)
 		return convertErr(err)
 	}
 	if !c.data {
@@ -133,7 +134,9 @@ func (c *execCmd) Wait() error {
 	timedOut := c.timedOut
 	c.mu.Unlock()
 	c.cancel()
-	logRun(c.name, c.args, time.Since(c.start), err, c.stderr.String())
+	d := time.Since(c.start)
+	logRun(c.name, c.args, d, err, c.stderr.String())
+	c.e.observe(c.name, c.args, d, err)
 	switch {
 	case err != nil && timedOut:
 		return newError(context.DeadlineExceeded, c.name, c.args, err, c.stderr.String())

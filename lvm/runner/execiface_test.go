@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -135,5 +137,19 @@ func TestExecInterfaceWithMountUtils(t *testing.T) {
 	}
 	if format, err := fm.GetDiskFormat(img); err != nil || format != "ext4" {
 		t.Fatalf("after mkfs: format %q, %v", format, err)
+	}
+}
+
+func TestExecInterfaceCommandsAreObserved(t *testing.T) {
+	var seen []string
+	e := New(0)
+	e.Observe = func(name string, _ []string, _ time.Duration, err error) {
+		seen = append(seen, name+":"+strconv.FormatBool(err == nil))
+	}
+	_ = e.AsExecInterface().Command("true").Run()
+	_, _ = e.AsExecInterface().Command("false").CombinedOutput()
+	_ = e.AsExecInterface().Command("carve-no-such-binary").Run()
+	if want := []string{"true:true", "false:false", "carve-no-such-binary:false"}; !slices.Equal(seen, want) {
+		t.Errorf("observed %v, want %v", seen, want)
 	}
 }

@@ -67,6 +67,12 @@ func (e *Exec) timeout() time.Duration {
 	return e.Timeout
 }
 
+func (e *Exec) observe(name string, args []string, d time.Duration, err error) {
+	if e.Observe != nil {
+		e.Observe(name, args, d, err)
+	}
+}
+
 func (e *Exec) environ(base []string) []string {
 	env := make([]string, 0, len(base)+len(e.Env))
 	env = append(env, base...)
@@ -91,9 +97,7 @@ func (e *Exec) Run(ctx context.Context, name string, args ...string) ([]byte, er
 	err := cmd.Run()
 	d := time.Since(start)
 	logRun(name, args, d, err, stderr.String())
-	if e.Observe != nil {
-		e.Observe(name, args, d, err)
-	}
+	e.observe(name, args, d, err)
 	if err != nil {
 		return stdout.Bytes(), newError(ctx.Err(), name, args, err, stderr.String())
 	}

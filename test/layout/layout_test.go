@@ -20,6 +20,7 @@ var layers = map[string]int{
 	"lvm":                     1,
 	"driver/volume":           2,
 	"driver/metrics":          2,
+	"driver/crashpoint":       2,
 	"driver/healthz":          2,
 	"driver/registration":     2,
 	"driver/internal/keylock": 2,
