@@ -27,7 +27,7 @@ BG           = $(if $(TAG_OUTPUT),nice -n 10)
 CONTROLLER_GEN ?= $(shell go env GOPATH)/bin/controller-gen
 CONTROLLER_GEN_VERSION := v0.23.0
 
-.PHONY: all build image test vm-then-unit vet check-generated test-unit test-vm test-vm-full e2e e2e-upstream demo lint fuzz bench generate clean
+.PHONY: all build image test vm-then-unit vet check-generated test-unit test-vm test-crash test-vm-full e2e e2e-upstream demo lint fuzz bench generate clean
 
 all: build
 
@@ -77,6 +77,10 @@ test-unit: vet check-generated ## vet and the generated files' check, then unit 
 
 test-vm: ## lvm package, CSI lifecycle and csi-sanity on real LVM inside a QEMU VM (block and thin sanity: only what they add to the mount run)
 	scripts/test-vm.sh $(TAG)
+	@echo "== $@ passed at $$(date -u +%T)"
+
+test-crash: ## the whole crash matrix on real LVM in the VM: carve killed after every command of every multi-step operation (test-vm runs every 4th)
+	CARVE_SUITES=crash CARVE_CRASH_EVERY=1 scripts/test-vm.sh
 	@echo "== $@ passed at $$(date -u +%T)"
 
 test-vm-full: ## test-vm with every csi-sanity configuration's whole suite

@@ -18,18 +18,26 @@ rm -rf "$out" && mkdir -p "$out/logs"
 source scripts/goenv.sh
 echo "== building carve and the vmtest suites"
 go build -o "$out/carve" ./cmd/carve
-runs=${CARVE_SUITES:-"lvm lifecycle sanity:^TestSanityMount\$ sanity:^TestSanityBlock\$ sanity:^TestSanityThin\$ nodesafety"}
-suites=(lvm:./lvm lifecycle:./test/lifecycle sanity:./test/sanity nodesafety:./test/nodesafety)
+runs=${CARVE_SUITES:-"lvm lifecycle sanity:^TestSanityMount\$ sanity:^TestSanityBlock\$ sanity:^TestSanityThin\$ nodesafety crash"}
+# The crash matrix crashes after every 4th command here (every operation,
+# a quarter of its points); make test-crash crashes after every one.
+export CARVE_CRASH_EVERY=${CARVE_CRASH_EVERY:-4}
+suites=(lvm:./lvm lifecycle:./test/lifecycle sanity:./test/sanity nodesafety:./test/nodesafety crash:./test/crash)
 for s in "${suites[@]}"; do
 	# Only the suites that will run: each build is minutes on a busy machine.
 	[[ " $runs " =~ \ ${s%%:*}[:\ ] ]] || continue
 	go test -tags vmtest -c -o "$out/${s%%:*}.test" "${s#*:}"
 done
 
+# The crash suite's carve kills itself at chosen points (driver/crashpoint).
+if [[ " $runs " =~ \ crash[:\ ] ]]; then
+	go build -tags crashpoints -o "$out/carve-crash" ./cmd/carve
+fi
+
 [[ ${1:-} == --build-only ]] && exit 0
 
 echo "== booting the VM"
-CARVE_BIN="$repo/$out/carve" CARVE_TEST_LOGS="$repo/$out/logs" \
+CARVE_BIN="$repo/$out/carve" CARVE_CRASH_BIN="$repo/$out/carve-crash" CARVE_TEST_LOGS="$repo/$out/logs" \
 CARVE_SUITES="$runs" \
 	scripts/vm/run.sh --disks 6 --disk-size 4G --timeout 3000 --share "$repo/$out/logs" \
 	-- bash scripts/vm-suites.sh "$repo/$out" "$@"

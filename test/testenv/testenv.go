@@ -86,19 +86,47 @@ func StartCarveIn(t *testing.T, cgroup string, args ...string) string {
 	if bin == "" {
 		t.Skip("CARVE_BIN is not set: build cmd/carve and point CARVE_BIN at it")
 	}
-	sock := filepath.Join(t.TempDir(), "csi.sock")
-	logf, err := os.Create(filepath.Join(logDir(t), "carve-"+sanitize(t.Name())+".log"))
+	p := Launch(t, Options{Bin: bin, Cgroup: cgroup, Socket: filepath.Join(t.TempDir(), "csi.sock")}, args...)
+	t.Cleanup(func() {
+		p.Stop()
+		t.Logf("carve log: %s", p.log.Name())
+	})
+	return p.Endpoint
+}
+
+// Options say how Launch starts carve.
+type Options struct {
+	Bin    string   // the carve binary
+	Socket string   // the CSI socket's path; a restart may reuse it
+	Cgroup string   // a cgroup v2 directory to start in; "": carve's own
+	Env    []string // extra "K=V" entries
+}
+
+// Process is a running `carve standalone`.
+type Process struct {
+	Endpoint string
+	cmd      *exec.Cmd
+	exited   chan struct{}
+	log      *os.File
+}
+
+// Launch starts `carve standalone args...` as o says and returns once it
+// accepts connections. The caller stops it (Stop) or sees it die (Exited).
+func Launch(t *testing.T, o Options, args ...string) *Process {
+	t.Helper()
+	logf, err := os.OpenFile(filepath.Join(logDir(t), "carve-"+sanitize(t.Name())+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := []string{"standalone", "--endpoint", "unix://" + sock, "-v=4"}
+	base := []string{"standalone", "--endpoint", "unix://" + o.Socket, "-v=4"}
 	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--path-root=") }) {
 		base = append(base, "--path-root="+filepath.Clean(os.TempDir()))
 	}
-	cmd := exec.Command(bin, append(base, args...)...)
+	cmd := exec.Command(o.Bin, append(base, args...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if cgroup != "" {
-		dir, err := os.Open(cgroup)
+	cmd.Env = append(os.Environ(), o.Env...)
+	if o.Cgroup != "" {
+		dir, err := os.Open(o.Cgroup)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,21 +136,37 @@ func StartCarveIn(t *testing.T, cgroup string, args ...string) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start carve: %v", err)
 	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
+	p := &Process{Endpoint: "unix://" + o.Socket, cmd: cmd, exited: make(chan struct{}), log: logf}
+	go func() {
 		_ = cmd.Wait()
-		_ = logf.Close()
-		t.Logf("carve log: %s", logf.Name())
-	})
-	waitForSocket(t, sock, cmd)
-	return "unix://" + sock
+		close(p.exited)
+	}()
+	waitForSocket(t, o.Socket, p)
+	return p
+}
+
+// Exited reports whether the process ended within d.
+func (p *Process) Exited(d time.Duration) bool {
+	select {
+	case <-p.exited:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// Stop ends the process with SIGTERM and waits for it.
+func (p *Process) Stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	<-p.exited
+	_ = p.log.Close()
 }
 
 // waitForSocket waits until carve accepts connections on sock. The
 // socket file alone is not enough: it exists from bind(), and a client
 // dialing before listen() is refused (seen on a loaded machine, where the
 // window is long enough to hit).
-func waitForSocket(t *testing.T, sock string, cmd *exec.Cmd) {
+func waitForSocket(t *testing.T, sock string, p *Process) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
@@ -130,8 +174,8 @@ func waitForSocket(t *testing.T, sock string, cmd *exec.Cmd) {
 			_ = c.Close()
 			return
 		}
-		if cmd.ProcessState != nil {
-			t.Fatalf("carve exited early: %v", cmd.ProcessState)
+		if p.Exited(0) {
+			t.Fatalf("carve exited early: %v (its log: %s)", p.cmd.ProcessState, p.log.Name())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -1,0 +1,221 @@
+//go:build vmtest
+
+package crash
+
+import (
+	"context"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+)
+
+// op is one operation of the matrix. prepare runs on an un-armed carve,
+// makes what the call needs and returns the call, which is then made on
+// an armed carve and, after the crash, repeated on a fresh one. check,
+// when set, runs after the call on an un-armed carve: the data checks.
+// atCrash, when set, runs right after the crash and returns a check for
+// after the retry (NodeStage: no filesystem made twice).
+type op struct {
+	name    string
+	method  string
+	twoPVs  bool
+	prepare func(e *env) (call func() error, check func())
+	atCrash func(e *env) func()
+}
+
+var (
+	thick   = map[string]string{}
+	thin    = map[string]string{"thinPool": pool}
+	striped = map[string]string{"stripes": "2"}
+	raid1   = map[string]string{"mirrors": "1"}
+)
+
+func ops() []op {
+	out := []op{
+		createOp("thick", thick, false), createOp("thin", thin, false),
+		createOp("striped", striped, true), createOp("raid1", raid1, true),
+		restoreOp("thick", thick), restoreOp("thin", thin),
+		cloneOp("thick", thick), cloneOp("thin", thin),
+		deleteOp("thick", thick), deleteOp("thin", thin),
+		snapshotOp("thick", thick), snapshotOp("thin", thin),
+		deleteSnapshotOp("thick", thick),
+		{name: "ControllerExpandVolume/thick", method: "ControllerExpandVolume", prepare: func(e *env) (func() error, func()) {
+			id := e.volume("vol", thick)
+			return func() error {
+				return retry(e.alive, func() error {
+					_, err := e.c.Controller.ControllerExpandVolume(context.Background(), &csi.ControllerExpandVolumeRequest{
+						VolumeId: id, CapacityRange: &csi.CapacityRange{RequiredBytes: 32 * mib}, VolumeCapability: mountCap()})
+					return err
+				})
+			}, nil
+		}},
+		{name: "ControllerPublishVolume", method: "ControllerPublishVolume", prepare: func(e *env) (func() error, func()) {
+			id := e.volume("vol", thick)
+			return func() error {
+				return retry(e.alive, func() error { return e.handle(id).Attach(context.Background(), node) })
+			}, nil
+		}},
+		{name: "ControllerUnpublishVolume", method: "ControllerUnpublishVolume", prepare: func(e *env) (func() error, func()) {
+			id := e.volume("vol", thick)
+			must(e.t, e.handle(id).Attach(context.Background(), node))
+			return func() error { return retry(e.alive, func() error { return e.handle(id).Detach(context.Background()) }) }, nil
+		}},
+		stageOp(), nodeExpandOp(), unstageOp(),
+	}
+	return out
+}
+
+func createOp(kind string, params map[string]string, twoPVs bool) op {
+	return op{name: "CreateVolume/" + kind, method: "CreateVolume", twoPVs: twoPVs, prepare: func(e *env) (func() error, func()) {
+		return func() error { return e.createVolume("vol", 16*mib, params, nil) }, nil
+	}}
+}
+
+// restoreOp: the source is written, snapshotted, then overwritten, so
+// that a restore of the snapshot must show the first data.
+func restoreOp(kind string, params map[string]string) op {
+	return op{name: "CreateVolume/restore-" + kind, method: "CreateVolume", prepare: func(e *env) (func() error, func()) {
+		src := e.volume("src", params)
+		want := e.write(src)
+		snap := e.snapshot("snap", src)
+		e.write(src)
+		from := &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: snap}}}
+		return func() error { return e.createVolume("restored", 16*mib, params, from) }, func() {
+			if got := e.read(e.idOf("restored")); got != want {
+				e.t.Errorf("restored data differs from the snapshot's")
+			}
+		}
+	}}
+}
+
+func cloneOp(kind string, params map[string]string) op {
+	return op{name: "CreateVolume/clone-" + kind, method: "CreateVolume", prepare: func(e *env) (func() error, func()) {
+		src := e.volume("src", params)
+		want := e.write(src)
+		from := &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: src}}}
+		return func() error { return e.createVolume("clone", 16*mib, params, from) }, func() {
+			if e.read(e.idOf("clone")) != want || e.read(src) != want {
+				e.t.Errorf("clone or source data differs from what was written")
+			}
+		}
+	}}
+}
+
+func deleteOp(kind string, params map[string]string) op {
+	return op{name: "DeleteVolume/" + kind, method: "DeleteVolume", prepare: func(e *env) (func() error, func()) {
+		id := e.volume("vol", params)
+		e.write(id)
+		return func() error {
+			return retry(e.alive, func() error {
+				_, err := e.c.Controller.DeleteVolume(context.Background(), &csi.DeleteVolumeRequest{VolumeId: id})
+				return err
+			})
+		}, nil
+	}}
+}
+
+func snapshotOp(kind string, params map[string]string) op {
+	return op{name: "CreateSnapshot/" + kind, method: "CreateSnapshot", prepare: func(e *env) (func() error, func()) {
+		src := e.volume("src", params)
+		want := e.write(src)
+		return func() error { return e.snapshotCall("snap", src) }, func() {
+			if e.read(src) != want {
+				e.t.Errorf("source data changed by the snapshot")
+			}
+		}
+	}}
+}
+
+func deleteSnapshotOp(kind string, params map[string]string) op {
+	return op{name: "DeleteSnapshot/" + kind, method: "DeleteSnapshot", prepare: func(e *env) (func() error, func()) {
+		src := e.volume("src", params)
+		snap := e.snapshot("snap", src)
+		return func() error {
+			return retry(e.alive, func() error {
+				_, err := e.c.Controller.DeleteSnapshot(context.Background(), &csi.DeleteSnapshotRequest{SnapshotId: snap})
+				return err
+			})
+		}, nil
+	}}
+}
+
+// stageOp: NodeStage formats a blank volume and mounts it. A crash after
+// mkfs must not lead to a second mkfs.
+func stageOp() op {
+	return op{name: "NodeStageVolume", method: "NodeStageVolume", prepare: func(e *env) (func() error, func()) {
+		id := e.volume("vol", thick)
+		must(e.t, e.handle(id).Attach(context.Background(), node))
+		return func() error {
+			return retry(e.alive, func() error { return e.handle(id).Stage(context.Background(), e.path("staging")) })
+		}, nil
+	}, atCrash: func(e *env) func() {
+		before := fsUUID("vol")
+		return func() {
+			if after := fsUUID("vol"); before != "" && after != before {
+				e.t.Errorf("filesystem made twice: UUID %s after the crash, %s after the retry", before, after)
+			}
+		}
+	}}
+}
+
+func nodeExpandOp() op {
+	return op{name: "NodeExpandVolume", method: "NodeExpandVolume", prepare: func(e *env) (func() error, func()) {
+		id := e.volume("vol", thick)
+		v := e.handle(id)
+		ctx := context.Background()
+		must(e.t, v.Attach(ctx, node))
+		must(e.t, v.Stage(ctx, e.path("staging")))
+		_, err := e.c.Controller.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{
+			VolumeId: id, CapacityRange: &csi.CapacityRange{RequiredBytes: 32 * mib}, VolumeCapability: mountCap()})
+		must(e.t, err)
+		return func() error {
+			return retry(e.alive, func() error {
+				_, err := e.c.Node.NodeExpandVolume(ctx, &csi.NodeExpandVolumeRequest{VolumeId: id, VolumePath: e.path("staging"),
+					StagingTargetPath: e.path("staging"), VolumeCapability: mountCap(), CapacityRange: &csi.CapacityRange{RequiredBytes: 32 * mib}})
+				return err
+			})
+		}, nil
+	}}
+}
+
+func unstageOp() op {
+	return op{name: "NodeUnstageVolume", method: "NodeUnstageVolume", prepare: func(e *env) (func() error, func()) {
+		id := e.volume("vol", thick)
+		v := e.handle(id)
+		must(e.t, v.Attach(context.Background(), node))
+		must(e.t, v.Stage(context.Background(), e.path("staging")))
+		return func() error {
+			return retry(e.alive, func() error { return e.handle(id).Unstage(context.Background()) })
+		}, nil
+	}}
+}
+
+// snapshot takes a snapshot on an un-armed carve until it is ready.
+func (e *env) snapshot(name, source string) string {
+	e.t.Helper()
+	must(e.t, e.snapshotCall(name, source))
+	resp, err := e.c.Controller.CreateSnapshot(context.Background(), &csi.CreateSnapshotRequest{Name: name, SourceVolumeId: source})
+	must(e.t, err)
+	return resp.GetSnapshot().GetSnapshotId()
+}
+
+// snapshotCall is CreateSnapshot as the CO makes it: again until ready.
+func (e *env) snapshotCall(name, source string) error {
+	for range 120 {
+		var ready bool
+		err := retry(e.alive, func() error {
+			resp, err := e.c.Controller.CreateSnapshot(context.Background(), &csi.CreateSnapshotRequest{Name: name, SourceVolumeId: source})
+			ready = resp.GetSnapshot().GetReadyToUse()
+			return err
+		})
+		if err != nil || ready {
+			return err
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return context.DeadlineExceeded
+}
+
+// idOf is the ID of the volume named name: a readable CSI name is its LV's
+// name (volume.LVName), and the ID is node/VG/LV.
+func (e *env) idOf(name string) string { return node + "/" + vg + "/" + name }
