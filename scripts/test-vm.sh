@@ -39,5 +39,5 @@ fi
 echo "== booting the VM"
 CARVE_BIN="$repo/$out/carve" CARVE_CRASH_BIN="$repo/$out/carve-crash" CARVE_TEST_LOGS="$repo/$out/logs" \
 CARVE_SUITES="$runs" \
-	scripts/vm/run.sh --disks 6 --disk-size 4G --timeout 3000 --share "$repo/$out/logs" \
+	scripts/vm/run.sh --disks 6 --disk-size 4G --timeout "${CARVE_VM_TIMEOUT:-3000}" --share "$repo/$out/logs" \
 	-- bash scripts/vm-suites.sh "$repo/$out" "$@"
