@@ -16,6 +16,7 @@ import (
 	"carve.dev/carve/driver/api/v1alpha1"
 	"carve.dev/carve/driver/metrics"
 	"carve.dev/carve/driver/volume"
+	"carve.dev/carve/lvm"
 )
 
 // StorageReporter publishes the node's volume groups in its NodeStorage
@@ -72,6 +73,7 @@ func (s *StorageReporter) heartbeat() time.Duration {
 // the heartbeat). Reading costs no LVM command at idle: Space and Volumes
 // are queries, answered from the Manager's cached reports.
 func (s *StorageReporter) Report(ctx context.Context) error {
+	ctx = lvm.WithCachedReads(ctx) // every 30 s: a query (lvm.Cache)
 	space, err := s.Space(ctx)
 	if err != nil {
 		return err

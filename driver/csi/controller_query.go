@@ -62,7 +62,7 @@ func (c *Controller) ListVolumes(ctx context.Context, req *csi.ListVolumesReques
 	if req.GetMaxEntries() < 0 {
 		return nil, invalidArgument("max_entries %d is negative", req.GetMaxEntries())
 	}
-	vols, err := c.backend.ListVolumes(ctx)
+	vols, err := c.backend.ListVolumes(lvm.WithCachedReads(ctx)) // a query: see getVolume
 	if err != nil {
 		return nil, err
 	}

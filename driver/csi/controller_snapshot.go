@@ -95,7 +95,7 @@ func (c *Controller) ListSnapshots(ctx context.Context, req *csi.ListSnapshotsRe
 	if req.GetMaxEntries() < 0 {
 		return nil, invalidArgument("max_entries %d is negative", req.GetMaxEntries())
 	}
-	all, err := c.backend.ListSnapshots(ctx)
+	all, err := c.backend.ListSnapshots(lvm.WithCachedReads(ctx)) // a query: see getVolume
 	if err != nil {
 		return nil, err
 	}

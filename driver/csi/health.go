@@ -34,7 +34,14 @@ func (c *Controller) ControllerGetVolumeHealth(ctx context.Context, req *csi.Con
 	if req.GetVolumeId() == "" {
 		return nil, invalidArgument("volume id missing")
 	}
-	vol, err := c.getVolume(ctx, req.GetVolumeId())
+	// Health reads lvm2 afresh, unlike the queries (lvm.WithCachedReads):
+	// a failed disk must show now, not when a report expires. Nothing
+	// polls the health RPCs by default, so that costs no idle command.
+	id, err := volume.ParseID(req.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	vol, err := c.backend.GetVolume(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +49,8 @@ func (c *Controller) ControllerGetVolumeHealth(ctx context.Context, req *csi.Con
 }
 
 // ControllerListVolumeHealth lists the volumes with adverse conditions only,
-// paged like ListVolumes.
+// paged like ListVolumes. It reads lvm2 afresh (see
+// ControllerGetVolumeHealth).
 func (c *Controller) ControllerListVolumeHealth(ctx context.Context, req *csi.ControllerListVolumeHealthRequest) (*csi.ControllerListVolumeHealthResponse, error) {
 	if req.GetMaxEntries() < 0 {
 		return nil, invalidArgument("max_entries %d is negative", req.GetMaxEntries())

@@ -143,7 +143,7 @@ func (m *Manager) lookupSettled(ctx context.Context, id volume.ID) (lvm.LV, erro
 
 // GetVolume returns a settled volume. Its caller decides whether it is a
 // query (lvm.WithCachedReads): NodeGetVolumeStats and ControllerGetVolume
-// are, the node's stage and publish are not.
+// are; the node's stage and publish, and the health RPCs, are not.
 func (m *Manager) GetVolume(ctx context.Context, id volume.ID) (volume.Volume, error) {
 	lv, err := m.lookupSettled(ctx, id)
 	if err != nil {
@@ -158,10 +158,9 @@ func (m *Manager) GetVolume(ctx context.Context, id volume.ID) (volume.Volume, e
 	return vol, nil
 }
 
-// ListVolumes returns every settled volume on this node, sorted by ID. It
-// is a query: see query.
+// ListVolumes returns every settled volume on this node, sorted by ID. Its
+// caller decides whether it is a query (see GetVolume).
 func (m *Manager) ListVolumes(ctx context.Context) ([]volume.Volume, error) {
-	ctx = query(ctx)
 	var out []volume.Volume
 	for _, vg := range m.vgs {
 		lvs, err := m.lvm.ListLVs(ctx, vg)
@@ -203,10 +202,9 @@ func (m *Manager) Probe(ctx context.Context) error {
 }
 
 // StorageHealth reports trouble with the served volume groups: one that
-// cannot be read is Inaccessible, one with missing PVs Degraded. It is a
-// query: see query.
+// cannot be read is Inaccessible, one with missing PVs Degraded. It reads
+// lvm2 afresh: health must show a failed disk now.
 func (m *Manager) StorageHealth(ctx context.Context) []volume.Problem {
-	ctx = query(ctx)
 	var out []volume.Problem
 	for _, name := range m.vgs {
 		vg, err := m.lvm.GetVG(ctx, name)

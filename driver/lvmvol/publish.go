@@ -46,13 +46,13 @@ func (m *Manager) PublishVolume(ctx context.Context, id volume.ID, node string) 
 // checkPublishLimit refuses one more published volume beyond the limit. Two
 // publishes racing for the last slot can both pass: the limit is the
 // scheduler's contract, and the CO already counts attachments itself.
-// The count is a query's (ListVolumes): activations are Carve's own
-// changes, which a cached report never misses.
+// The count may come from a cached report (a query's read): activations
+// are Carve's own changes, which a cached report never misses.
 func (m *Manager) checkPublishLimit(ctx context.Context) error {
 	if m.maxPublished <= 0 {
 		return nil
 	}
-	vols, err := m.ListVolumes(ctx)
+	vols, err := m.ListVolumes(query(ctx))
 	if err != nil {
 		return err
 	}

@@ -227,10 +227,9 @@ func (m *Manager) GetSnapshot(ctx context.Context, id volume.ID) (volume.Snapsho
 	return m.snapshotOf(lv), nil
 }
 
-// ListSnapshots returns every snapshot on this node, sorted by ID. It is a
-// query: see query.
+// ListSnapshots returns every snapshot on this node, sorted by ID. Its
+// caller decides whether it is a query (see GetVolume).
 func (m *Manager) ListSnapshots(ctx context.Context) ([]volume.Snapshot, error) {
-	ctx = query(ctx)
 	var out []volume.Snapshot
 	for _, vg := range m.vgs {
 		lvs, err := m.lvm.ListLVs(ctx, vg)

@@ -21,7 +21,7 @@ import (
 // ListVolumes, ControllerGetVolume, ListSnapshots, NodeGetVolumeStats,
 // Probe) runs no lvm command once the reports are read, counted by carve's
 // own carve_commands_total; and every change Carve makes shows in the very
-// next query.
+// next query. Health RPCs, unlike queries, read lvm2 afresh.
 func TestQueriesAtIdleRunNoLVM(t *testing.T) {
 	disks := []string{testenv.Disk(t, "CARVE_TEST_DISK")}
 	l := testenv.PrivateLVM(t)
@@ -65,6 +65,13 @@ func TestQueriesAtIdleRunNoLVM(t *testing.T) {
 	}
 	if after := lvmReads(t, metricsAddr); after != before {
 		t.Errorf("five rounds of queries at idle ran %d lvm reports, want 0", after-before)
+	}
+	// Health is no query: a failed disk must show at once.
+	before = lvmReads(t, metricsAddr)
+	_, err := c.Controller.ControllerGetVolumeHealth(ctx, &csi.ControllerGetVolumeHealthRequest{VolumeId: thick.ID})
+	must(t, err)
+	if lvmReads(t, metricsAddr) == before {
+		t.Error("ControllerGetVolumeHealth was answered from a cached report")
 	}
 
 	// A change of Carve's shows at once: the next query reads lvm2 again.
