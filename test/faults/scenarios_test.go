@@ -1,0 +1,301 @@
+//go:build vmtest
+
+package faults
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"carve.dev/carve/test/csiflow"
+)
+
+var snw = csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER
+
+func (e *env) create(name string, size int64, params map[string]string) *csiflow.Volume {
+	e.t.Helper()
+	v, err := e.c.Create(context.Background(), name, size, params, csiflow.MountCap(snw, "ext4"))
+	must(e.t, err)
+	return v
+}
+
+// up publishes v at a fresh target and returns the target.
+func (e *env) up(v *csiflow.Volume, tag string) string {
+	e.t.Helper()
+	target := filepath.Join(e.dir, tag+"-target")
+	must(e.t, v.Up(context.Background(), node, filepath.Join(e.dir, tag+"-staging"), target))
+	return target
+}
+
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return b
+}
+
+// writeSynced writes data to path and fsyncs it; the error is returned,
+// since under a fault it is expected.
+func writeSynced(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(data)
+	serr := f.Sync()
+	cerr := f.Close()
+	return errors.Join(werr, serr, cerr)
+}
+
+// dropCaches makes the next reads come from the devices.
+func dropCaches(t *testing.T) {
+	t.Helper()
+	must(t, os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0o200))
+}
+
+func (e *env) volumeHealth(id string) []*csi.VolumeHealth_VolumeHealthEntry {
+	e.t.Helper()
+	h, err := e.c.Controller.ControllerGetVolumeHealth(context.Background(), &csi.ControllerGetVolumeHealthRequest{VolumeId: id})
+	must(e.t, err)
+	return h.GetVolumeHealth().GetHealthStatuses()
+}
+
+// eventually polls cond for up to a minute.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(time.Second) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within a minute", what)
+		}
+	}
+}
+
+// TestRaid1ServesWithALegGone: a raid1 volume keeps serving and taking
+// writes with one leg's disk failing every IO, reports DEGRADED, and is
+// whole again once the disk is back and refreshed.
+func TestRaid1ServesWithALegGone(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	v := e.create("r1", 16*mib, map[string]string{"mirrors": "1"})
+	target := e.up(v, "r1")
+	data := randomBytes(mib)
+	must(t, writeSynced(filepath.Join(target, "a"), data))
+	eventually(t, "raid1 in sync", func() bool {
+		lv, err := e.lvm.GetLV(ctx, vg, "r1")
+		return err == nil && lv.SyncPercent >= 100
+	})
+
+	e.pvs[1].fail()
+	dropCaches(t)
+	got, err := os.ReadFile(filepath.Join(target, "a"))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read with a leg gone: %v (data equal: %v)", err, bytes.Equal(got, data))
+	}
+	more := randomBytes(mib)
+	if err := writeSynced(filepath.Join(target, "b"), more); err != nil {
+		t.Fatalf("write with a leg gone: %v", err)
+	}
+	var degraded bool
+	for _, h := range e.volumeHealth(v.ID) {
+		t.Logf("health with a leg gone: %v %s: %s", h.GetStatus(), h.GetReason(), h.GetMessage())
+		degraded = degraded || h.GetStatus() == csi.VolumeHealthErrorType_DEGRADED
+	}
+	if !degraded {
+		t.Error("a raid1 volume with a failed leg is not reported DEGRADED")
+	}
+
+	// The disk comes back; lvm2 takes the leg back on a refresh (the
+	// runbook in deploy/README.md), and the volume is healthy again.
+	e.pvs[1].heal()
+	e.lvmRun("lvchange", "--refresh", vg+"/r1")
+	eventually(t, "healthy after the leg is back", func() bool { return len(e.volumeHealth(v.ID)) == 0 })
+	dropCaches(t)
+	for name, want := range map[string][]byte{"a": data, "b": more} {
+		if got, err := os.ReadFile(filepath.Join(target, name)); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s after recovery: %v (equal: %v)", name, err, bytes.Equal(got, want))
+		}
+	}
+	must(t, v.Down(ctx, target))
+}
+
+// TestIOErrorsUnderAMountedVolume: every disk fails under a mounted
+// volume. Writes fail as the kernel fails them, the volume's and the
+// storage's health say so, a create is refused without leaving an LV,
+// and once the disks are back the volume stages again with the data
+// written before the fault.
+func TestIOErrorsUnderAMountedVolume(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	v := e.create("lin", 16*mib, nil)
+	target := e.up(v, "lin")
+	data := randomBytes(mib)
+	must(t, writeSynced(filepath.Join(target, "a"), data))
+
+	for _, p := range e.pvs {
+		p.fail()
+	}
+	if err := writeSynced(filepath.Join(target, "b"), randomBytes(4*mib)); err == nil {
+		t.Error("a synced write on failed disks succeeded")
+	}
+	if hs := e.volumeHealth(v.ID); len(hs) == 0 {
+		t.Error("a volume whose disks fail every IO reports no health problem")
+	} else {
+		t.Logf("volume health under the fault: %v", hs)
+	}
+	sh, err := e.c.Node.NodeGetStorageHealth(ctx, &csi.NodeGetStorageHealthRequest{})
+	must(t, err)
+	if len(sh.GetBackendHealth()) == 0 {
+		t.Error("the node's storage health reports nothing with every disk failing")
+	}
+	_, err = e.c.Create(ctx, "during", 16*mib, nil, csiflow.MountCap(snw, "ext4"))
+	if status.Code(err) == codes.OK {
+		t.Error("CreateVolume succeeded on failed disks")
+	}
+	t.Logf("CreateVolume under the fault: %v", err)
+
+	for _, p := range e.pvs {
+		p.heal()
+	}
+	if e.lvExists("during") {
+		// A pending LV may be left; the CO's retry must settle it.
+		t.Log("CreateVolume under the fault left LV during: its retry must settle it")
+	}
+	during, err := e.c.Create(ctx, "during", 16*mib, nil, csiflow.MountCap(snw, "ext4"))
+	must(t, err)
+	must(t, during.Delete(ctx))
+	// The filesystem saw IO errors: unstage, and stage again (fsck runs
+	// before the mount) at a fresh target.
+	_ = v.Down(ctx, target)
+	again := e.up(v, "lin2")
+	if got, err := os.ReadFile(filepath.Join(again, "a")); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("data written before the fault: %v (equal: %v)", err, bytes.Equal(got, data))
+	}
+	if hs := e.volumeHealth(v.ID); len(hs) != 0 {
+		t.Errorf("health after the disks are back: %v", hs)
+	}
+	must(t, v.Down(ctx, again))
+	must(t, v.Delete(ctx))
+}
+
+// TestDeleteAndSnapshotUnderFaults: a delete whose wipe fails keeps the
+// LV (never removed unwiped) and finishes once the disks are back; a
+// thick snapshot whose copy fails is never reported ready, and the
+// retry after the fault gives the right data.
+func TestDeleteAndSnapshotUnderFaults(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	del := e.create("del", 16*mib, nil)
+	src := e.create("src", 16*mib, nil)
+	target := e.up(src, "src")
+	data := randomBytes(mib)
+	must(t, writeSynced(filepath.Join(target, "a"), data))
+	must(t, src.Down(ctx, target))
+
+	for _, p := range e.pvs {
+		p.fail()
+	}
+	_, err := e.c.Controller.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: del.ID})
+	if err == nil {
+		t.Error("DeleteVolume succeeded while its wipe could not write")
+	}
+	t.Logf("DeleteVolume under the fault: %v", err)
+	resp, err := e.c.Controller.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: "snap", SourceVolumeId: src.ID})
+	if err == nil && resp.GetSnapshot().GetReadyToUse() {
+		t.Error("a thick snapshot was reported ready while its copy could not read or write")
+	}
+	t.Logf("CreateSnapshot under the fault: %v", err)
+	for _, p := range e.pvs {
+		p.heal()
+	}
+	if !e.lvExists("del") {
+		t.Error("the LV of a delete whose wipe failed is gone: removed unwiped")
+	}
+	must(t, retryAborted(func() error {
+		_, err := e.c.Controller.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: del.ID})
+		return err
+	}))
+	if e.lvExists("del") {
+		t.Error("the delete's retry after the fault left the LV")
+	}
+	var snapID string
+	eventually(t, "snapshot ready after the fault", func() bool {
+		resp, err := e.c.Controller.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: "snap", SourceVolumeId: src.ID})
+		snapID = resp.GetSnapshot().GetSnapshotId()
+		return err == nil && resp.GetSnapshot().GetReadyToUse()
+	})
+	vc := csiflow.MountCap(snw, "ext4")
+	r, err := e.c.Controller.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: "restored", VolumeCapabilities: []*csi.VolumeCapability{vc},
+		CapacityRange: &csi.CapacityRange{RequiredBytes: 16 * mib},
+		VolumeContentSource: &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{
+			Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: snapID}}}})
+	must(t, err)
+	restored := e.c.Wrap(r.GetVolume(), vc)
+	rt := e.up(restored, "restored")
+	if got, err := os.ReadFile(filepath.Join(rt, "a")); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("restore of the snapshot taken across the fault: %v (equal: %v)", err, bytes.Equal(got, data))
+	}
+	must(t, restored.Down(ctx, rt))
+}
+
+// TestFullVGAndThinPool: a volume larger than the VG's free space and a
+// thin volume in a full pool are refused before lvcreate; a full pool
+// fails writes (the pool is set to error when full, instead of queueing),
+// keeps what was written, and serves new volumes once extended.
+func TestFullVGAndThinPool(t *testing.T) {
+	e := setup(t, "--thin-overprovision-ratio=10")
+	ctx := context.Background()
+	e.lvmRun("lvcreate", "-q", "--type", "thin-pool", "-L", "16m", "--zero", "y", "-n", "pool", vg)
+	e.lvmRun("lvchange", "--errorwhenfull", "y", vg+"/pool")
+	thin := map[string]string{"thinPool": "pool"}
+
+	_, err := e.c.Create(ctx, "huge", 64<<30, nil, csiflow.MountCap(snw, "ext4"))
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("a volume larger than the VG: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	if e.lvExists("huge") {
+		t.Error("a refused volume left an LV")
+	}
+
+	v := e.create("filler", 64*mib, thin)
+	target := e.up(v, "filler")
+	data := randomBytes(2 * mib)
+	must(t, writeSynced(filepath.Join(target, "a"), data))
+	if err := writeSynced(filepath.Join(target, "b"), randomBytes(32*mib)); err == nil {
+		t.Error("writing twice the pool's size into a thin volume succeeded")
+	}
+	_, err = e.c.Create(ctx, "more", 8*mib, thin, csiflow.MountCap(snw, "ext4"))
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("a thin volume in a full pool: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	if e.lvExists("more") {
+		t.Error("a refused thin volume left an LV")
+	}
+	dropCaches(t)
+	if got, err := os.ReadFile(filepath.Join(target, "a")); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("data written before the pool filled: %v (equal: %v)", err, bytes.Equal(got, data))
+	}
+
+	e.lvmRun("lvextend", "-q", "-L", "+128m", vg+"/pool")
+	more := e.create("more", 8*mib, thin)
+	must(t, more.Delete(ctx))
+	_ = v.Down(ctx, target)
+}
+
+func retryAborted(fn func() error) error {
+	var err error
+	for range 60 {
+		if err = fn(); status.Code(err) != codes.Aborted {
+			return err
+		}
+		time.Sleep(time.Second)
+	}
+	return err
+}
