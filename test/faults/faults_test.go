@@ -12,7 +12,9 @@ package faults
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -90,6 +92,7 @@ func setup(t *testing.T, args ...string) *env {
 	t.Helper()
 	disks := []string{testenv.Disk(t, "CARVE_TEST_DISK"), testenv.Disk(t, "CARVE_TEST_DISK2")}
 	l := testenv.PrivateLVM(t)
+	hideDisks(t)
 	e := &env{t: t, lvm: l, dir: t.TempDir()}
 	var paths []string
 	for i, d := range disks {
@@ -113,6 +116,27 @@ func setup(t *testing.T, args ...string) *env {
 	t.Cleanup(func() { _ = c.Close() })
 	e.c = c
 	return e
+}
+
+// hideDisks makes lvm2 (the test's and carve's, which share the private
+// configuration) ignore the raw scratch disks: their PV labels show
+// through the dm devices too, and lvm2 refuses to write a VG whose PVs it
+// sees twice.
+func hideDisks(t *testing.T) {
+	t.Helper()
+	conf := filepath.Join(os.Getenv("LVM_SYSTEM_DIR"), "lvm.conf")
+	b, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const anchor = "use_devicesfile = 0\n"
+	if !strings.Contains(string(b), anchor) {
+		t.Fatalf("%s has no devices section to extend", conf)
+	}
+	b = []byte(strings.Replace(string(b), anchor, anchor+"\tglobal_filter = [ \"r|^/dev/vd|\" ]\n", 1))
+	if err := os.WriteFile(conf, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func must(t *testing.T, err error) {
