@@ -2,6 +2,7 @@ package csi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -42,6 +43,9 @@ func (c *Controller) ControllerGetVolumeHealth(ctx context.Context, req *csi.Con
 		return nil, err
 	}
 	vol, err := c.backend.GetVolume(ctx, id)
+	if unreadable, ok := unreadableHealth(err); ok {
+		return &csi.ControllerGetVolumeHealthResponse{VolumeHealth: volumeHealth(req.GetVolumeId(), unreadable)}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -92,6 +96,9 @@ func (n *Node) NodeGetVolumeHealth(ctx context.Context, req *csi.NodeGetVolumeHe
 		}
 	}
 	vol, err := n.volumes.GetVolume(ctx, id)
+	if unreadable, ok := unreadableHealth(err); ok {
+		return &csi.NodeGetVolumeHealthResponse{VolumeHealth: volumeHealth(req.GetVolumeId(), unreadable)}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -119,6 +126,15 @@ func showsVolume(vol volume.Volume, path string) bool {
 	fsOK, _ := nodefs.FilesystemOf(path, rdev)
 	nodeOK, _ := nodefs.DeviceNodeOf(path, rdev)
 	return fsOK || nodeOK
+}
+
+// unreadableHealth: a volume whose VG cannot be read is a health answer
+// (inaccessible), not an error of the health call.
+func unreadableHealth(err error) ([]volume.Problem, bool) {
+	if !errors.Is(err, volume.ErrVGUnreadable) {
+		return nil, false
+	}
+	return []volume.Problem{{Kind: volume.Inaccessible, Reason: "VolumeGroupUnreadable", Message: err.Error()}}, true
 }
 
 // StorageHealther reports the health of the node's volume groups.

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"carve.dev/carve/driver/lvmvol"
+	"google.golang.org/grpc/codes"
+
 	"carve.dev/carve/driver/volume"
 	"carve.dev/carve/lvm"
 	"carve.dev/carve/test/lvmfake"
@@ -306,7 +308,10 @@ func TestHealthFromAttributes(t *testing.T) {
 	f.Put(lvm.LV{Name: "p", VGName: vg, Size: 4 * mib, Partial: true, Tags: []string{lvmvol.TagVolume}})
 	f.Put(lvm.LV{Name: "r", VGName: vg, Size: 4 * mib, Health: "refresh needed", Tags: []string{lvmvol.TagVolume}})
 	f.Put(lvm.LV{Name: "ok", VGName: vg, Size: 4 * mib, Tags: []string{lvmvol.TagVolume}})
-	want := map[string][]volume.ProblemKind{"p": {volume.Inaccessible}, "r": {volume.Degraded}, "ok": nil}
+	// A raid1 with a leg gone still serves its data: degraded.
+	f.Put(lvm.LV{Name: "leg", VGName: vg, Size: 4 * mib, Layout: "raid,raid1", Partial: true, SyncPercent: 100, Active: true,
+		Tags: []string{lvmvol.TagVolume}})
+	want := map[string][]volume.ProblemKind{"p": {volume.Inaccessible}, "r": {volume.Degraded}, "ok": nil, "leg": {volume.Degraded}}
 	for name, kinds := range want {
 		vol, err := m.GetVolume(ctx, volume.ID{Node: node, VG: vg, LV: name})
 		if err != nil {
@@ -349,5 +354,31 @@ func TestPublishLimit(t *testing.T) {
 	}
 	if _, err := m.PublishVolume(ctx, ids[2], node); err != nil {
 		t.Errorf("publish after a slot freed: %v", err)
+	}
+}
+
+// A VG whose disks all fail reads as "not found" in lvm2: that must not
+// make its volumes look deleted (found on real disks by test/faults).
+func TestUnreadableVGIsNoAnswer(t *testing.T) {
+	m, f := newManager(t)
+	vol, err := m.CreateVolume(ctx, req("pvc-u", 4*mib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Fail = func(call string) error {
+		if call == "GetLV" || call == "GetVG" || call == "ListLVs" {
+			return fmt.Errorf("vgs %s: %w", vg, lvm.ErrNotFound)
+		}
+		return nil
+	}
+	if _, err := m.GetVolume(ctx, vol.ID); !errors.Is(err, volume.ErrVGUnreadable) || volume.CodeOf(err) != codes.Unavailable {
+		t.Errorf("GetVolume on an unreadable VG: %v (code %v), want ErrVGUnreadable, UNAVAILABLE", err, volume.CodeOf(err))
+	}
+	if err := m.DeleteVolume(ctx, vol.ID); err == nil {
+		t.Error("DeleteVolume on an unreadable VG said done")
+	}
+	f.Fail = nil
+	if _, ok := f.LV(vg, vol.ID.LV); !ok {
+		t.Error("the volume is gone")
 	}
 }

@@ -99,6 +99,14 @@ func (m *Manager) lookupLV(ctx context.Context, id volume.ID) (lvm.LV, error) {
 		return lvm.LV{}, fmt.Errorf("%s: %w", id, volume.ErrVolumeNotFound)
 	}
 	lv, err := m.lvm.GetLV(ctx, id.VG, id.LV)
+	if errors.Is(err, lvm.ErrNotFound) {
+		// lvm2 says "not found" of an LV in a VG it cannot read at all
+		// (every PV missing or failing): that is no answer.
+		if _, vgErr := m.lvm.GetVG(ctx, id.VG); vgErr != nil {
+			return lvm.LV{}, fmt.Errorf("%s: volume group %s cannot be read, its disks may be missing or failing (%v): %w",
+				id, id.VG, vgErr, volume.ErrVGUnreadable)
+		}
+	}
 	if errors.Is(err, lvm.ErrNotFound) || errors.Is(err, lvm.ErrInvalidName) {
 		return lvm.LV{}, fmt.Errorf("%s: %w", id, volume.ErrVolumeNotFound)
 	}

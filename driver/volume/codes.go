@@ -35,6 +35,7 @@ var codeTable = []struct {
 	{ErrOutOfRange, codes.OutOfRange},
 	{ErrInUse, codes.FailedPrecondition},
 	{ErrUnmanagedVG, codes.InvalidArgument},
+	{ErrVGUnreadable, codes.Unavailable},
 	{ErrNotManaged, codes.FailedPrecondition},
 	{ErrPublishLimit, codes.ResourceExhausted},
 	{ErrWrongNode, codes.ResourceExhausted},

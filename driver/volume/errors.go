@@ -30,6 +30,10 @@ var (
 	ErrOutOfRange = errors.New("capacity range cannot be satisfied")
 	// ErrInUse: the volume is open or published and cannot change state.
 	ErrInUse = errors.New("volume in use")
+	// ErrVGUnreadable: a served VG cannot be read (its disks are missing or
+	// failing), so whether a volume in it exists is unknown: never "not
+	// found", which a CO takes as deleted.
+	ErrVGUnreadable = errors.New("volume group cannot be read")
 	// ErrUnmanagedVG: the request names a VG this node does not serve.
 	ErrUnmanagedVG = errors.New("volume group not managed")
 	// ErrWrongNode: the request wants a node this manager does not serve
