@@ -19,6 +19,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"carve.dev/carve/lvm"
 	"carve.dev/carve/test/csiflow"
 	"carve.dev/carve/test/testenv"
@@ -103,6 +105,7 @@ func setup(t *testing.T, args ...string) *env {
 	// Registered after the dm devices' cleanup, so it runs before it:
 	// every fault is healed before the VG goes.
 	testenv.NewVG(t, l, vg, paths...)
+	t.Cleanup(func() { unmountAll(t, e.dir) }) // after healing, before the VG goes
 	t.Cleanup(func() {
 		for _, p := range e.pvs {
 			p.heal()
@@ -116,6 +119,27 @@ func setup(t *testing.T, args ...string) *env {
 	t.Cleanup(func() { _ = c.Close() })
 	e.c = c
 	return e
+}
+
+// unmountAll detaches every mount inside dir, deepest first: what a
+// failed test left, so that the VG and the dm devices can go.
+func unmountAll(t *testing.T, dir string) {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mounts []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			mounts = append(mounts, f[4])
+		}
+	}
+	for i := len(mounts) - 1; i >= 0; i-- {
+		if err := unix.Unmount(mounts[i], unix.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", mounts[i], err)
+		}
+	}
 }
 
 // hideDisks makes lvm2 (the test's and carve's, which share the private
