@@ -20,11 +20,15 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	"carve.dev/carve/driver/agent"
 	"carve.dev/carve/driver/api/v1alpha1"
+	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/test/apiserver"
+	"carve.dev/carve/test/lvmfake"
 )
 
 // server is the package's API server (TestMain).
@@ -242,6 +246,16 @@ func refused(t *testing.T, what string, err error, words ...string) {
 	}
 }
 
+// reconcile runs one reconcile of name, which must succeed.
+func reconcile(t *testing.T, r interface {
+	Reconcile(context.Context, ctrl.Request) (ctrl.Result, error)
+}, name string) {
+	t.Helper()
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: name}}); err != nil {
+		t.Fatalf("reconcile %s as node A's agent: %v", name, err)
+	}
+}
+
 func accepted(t *testing.T, what string, err error) {
 	t.Helper()
 	if err != nil {
@@ -253,7 +267,8 @@ func accepted(t *testing.T, what string, err error) {
 // agent change only its own node's resources, on a real API server, with
 // the tokens the API server issues (TokenRequest, bound to a pod on node A
 // as kubelet's projected token is): the agent's own work on node A goes
-// through; node B's volume, snapshot and NodeStorage are refused with the
+// through, request by request and as driver/agent's reconcilers and
+// storage reporter do it; node B's volume, snapshot and NodeStorage are refused with the
 // policy's message, moving a volume either way too; a token of the
 // ServiceAccount bound to no pod, or to a pod on no node, is refused
 // everything; the controller and administrators are not matched. The
@@ -287,6 +302,57 @@ func TestNodePolicy(t *testing.T) {
 		accepted(t, "create own NodeStorage", a.Create(ctx, ns))
 		ns.Status.OverprovisionRatio = "1"
 		accepted(t, "own NodeStorage's status", a.Status().Update(ctx, ns))
+	})
+
+	// The agent itself, as carve node runs it on node A (over a fake
+	// LVM), with the pod's token: it creates a volume, adds the
+	// finalizer, reports Ready; takes a snapshot of it; reports the
+	// node's storage; removes both and their finalizers once deleted.
+	t.Run("the agent at work", func(t *testing.T) {
+		f := lvmfake.New(100<<20, "vg0")
+		f.PutThinPool("vg0", "pool", 50<<20, 0) // thin: the snapshot is ready at once, no copy
+		m := lvmvol.NewManager(f, f, nodeA, []string{"vg0"})
+		vols := &agent.VolumeReconciler{Client: a, Node: nodeA, Volumes: m}
+		snaps := &agent.SnapshotReconciler{Client: a, Node: nodeA, Snapshots: m}
+		lv, snap := lvOn(nodeA), snapshotOn(nodeA)
+		lv.Name, lv.Spec.Name, lv.Spec.Type.ThinPool = "pvc-work", "pvc-work", "pool"
+		snap.Name, snap.Spec.Name, snap.Spec.SourceVolumeID = "snap-work", "snap-work", nodeA+"/vg0/pvc-work"
+		if err := w.admin.Create(ctx, lv); err != nil {
+			t.Fatal(err)
+		}
+		reconcile(t, vols, lv.Name)
+		var got v1alpha1.LogicalVolume
+		if err := w.admin.Get(ctx, client.ObjectKeyFromObject(lv), &got); err != nil ||
+			got.Status.Phase != v1alpha1.PhaseReady || !controllerutil.ContainsFinalizer(&got, v1alpha1.VolumeFinalizer) {
+			t.Fatalf("after the agent's reconcile: status %+v, finalizers %v, %v", got.Status, got.Finalizers, err)
+		}
+		if err := w.admin.Create(ctx, snap); err != nil {
+			t.Fatal(err)
+		}
+		reconcile(t, snaps, snap.Name)
+		var gotSnap v1alpha1.LogicalVolumeSnapshot
+		if err := w.admin.Get(ctx, client.ObjectKeyFromObject(snap), &gotSnap); err != nil ||
+			!gotSnap.Status.ReadyToUse || !controllerutil.ContainsFinalizer(&gotSnap, v1alpha1.SnapshotFinalizer) {
+			t.Fatalf("after the agent's reconcile: snapshot status %+v, finalizers %v, %v", gotSnap.Status, gotSnap.Finalizers, err)
+		}
+
+		rep := &agent.StorageReporter{Client: a, Node: nodeA, Space: m.Space, Overprovision: 1, Volumes: m.ListVolumes}
+		accepted(t, "the agent's storage report", rep.Report(ctx))
+
+		for _, step := range []struct {
+			obj client.Object
+			r   interface {
+				Reconcile(context.Context, ctrl.Request) (ctrl.Result, error)
+			}
+		}{{snap, snaps}, {lv, vols}} {
+			if err := w.admin.Delete(ctx, step.obj); err != nil {
+				t.Fatal(err)
+			}
+			reconcile(t, step.r, step.obj.GetName())
+			if err := w.admin.Get(ctx, client.ObjectKeyFromObject(step.obj), step.obj); !apierrors.IsNotFound(err) {
+				t.Errorf("%s after its deletion and the agent's reconcile: %v (finalizers %v)", step.obj.GetName(), err, step.obj.GetFinalizers())
+			}
+		}
 	})
 
 	t.Run("other node", func(t *testing.T) {
