@@ -398,7 +398,15 @@ func TestNodePolicy(t *testing.T) {
 	// Fail closed: the ServiceAccount's tokens that name no node may
 	// change nothing, not even node A's volume.
 	t.Run("token naming no node", func(t *testing.T) {
-		for what, u := range map[string]client.Client{"bound to nothing": w.unbound, "of a pod on no node": w.unplaced} {
+		// An administrator impersonating the ServiceAccount: no extra at all.
+		cfg := rest.CopyConfig(server.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":carve-node"}
+		impersonated, err := client.New(cfg, client.Options{Scheme: scheme(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for what, u := range map[string]client.Client{"bound to nothing": w.unbound, "of a pod on no node": w.unplaced,
+			"of nothing (impersonated: no user extra)": impersonated} {
 			refused(t, "node A's volume's status with a token "+what, w.setStatus(u, lvA, v1alpha1.PhaseReady),
 				"LogicalVolume "+lvA+" status", "names no node")
 			var ns v1alpha1.NodeStorage
