@@ -4,8 +4,10 @@
 // DaemonSet and the controller Deployment have what Carve needs, every
 // flag given to carve exists (read from `carve controller -h` and
 // `carve node -h` of ./cmd/carve), every sidecar flag exists in the pinned
-// sidecar version, RBAC grants what the code and the sidecars use, and the
-// CRD copies match deploy/crds. When kubectl (kustomize) and helm are on
+// sidecar version, RBAC grants what the code and the sidecars use, the
+// node admission policy covers what RBAC lets the node write, the
+// controller pod's containers run restricted, and the CRD copies match
+// deploy/crds. When kubectl (kustomize) and helm are on
 // PATH (or named by CARVE_KUBECTL / CARVE_HELM), the rendered output is
 // checked the same way; otherwise those tests skip.
 package deploy

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -195,6 +196,10 @@ func decodeAll(t *testing.T, objs []object) {
 			strict(t, o, &rbacv1.Role{})
 		case "rbac.authorization.k8s.io/v1 RoleBinding":
 			strict(t, o, &rbacv1.RoleBinding{})
+		case "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy":
+			strict(t, o, &admissionregistrationv1.ValidatingAdmissionPolicy{})
+		case "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding":
+			strict(t, o, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{})
 		case "apps/v1 Deployment":
 			strict(t, o, &appsv1.Deployment{})
 		case "apps/v1 DaemonSet":

@@ -210,4 +210,5 @@ func checkAll(t *testing.T, objs []object, ns, kubelet string) {
 	checkNodeDaemonSet(t, objs, kubelet)
 	checkControllerDeployment(t, objs)
 	checkRBAC(t, objs, ns)
+	checkNodePolicy(t, objs, ns)
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -117,6 +118,27 @@ func TestHelmChart(t *testing.T) {
 				}
 			}
 		}
+		// And the same admission policy, in the same namespace.
+		for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
+			for _, b := range base {
+				if b.Kind != kind {
+					continue
+				}
+				h, ok := find(objs, kind, b.Name)
+				if !ok {
+					t.Errorf("the chart has no %s %s", kind, b.Name)
+					continue
+				}
+				var bs, hs struct {
+					Spec any `json:"spec"`
+				}
+				_ = yaml.Unmarshal(b.raw, &bs)
+				_ = yaml.Unmarshal(h.raw, &hs)
+				if !reflect.DeepEqual(bs.Spec, hs.Spec) {
+					t.Errorf("%s %s: the chart's spec differs from the base's\nbase:  %v\nchart: %v", kind, b.Name, bs.Spec, hs.Spec)
+				}
+			}
+		}
 	})
 
 	t.Run("values", func(t *testing.T) {
@@ -143,6 +165,13 @@ func TestHelmChart(t *testing.T) {
 		if ds.Spec.Template.Spec.NodeSelector["lvm.carve.dev/storage-node"] != "true" {
 			t.Errorf("nodeSelector not applied: %v", ds.Spec.Template.Spec.NodeSelector)
 		}
+	})
+
+	// Another namespace: the policy matches the ServiceAccount there.
+	t.Run("namespace", func(t *testing.T) {
+		objs := parseDocs(t, "helm template", run(t, helm, "template", "carve", "helm/carve", "--namespace", "storage"))
+		checkRBAC(t, objs, "storage")
+		checkNodePolicy(t, objs, "storage")
 	})
 
 	t.Run("snapshots off", func(t *testing.T) {

@@ -258,6 +258,7 @@ func checkControllerDeployment(t *testing.T, objs []object) {
 			t.Errorf("%v: %s does not share the socket dir", o, name)
 		}
 	}
+	checkRestricted(t, o, spec)
 	if v := podVolume(spec, "socket-dir"); v == nil || v.EmptyDir == nil {
 		t.Errorf("%v: socket-dir must be an emptyDir", o)
 	}
@@ -288,5 +289,54 @@ func checkControllerDeployment(t *testing.T, objs []object) {
 	}
 	if env["NAMESPACE"] != "metadata.namespace" || env["POD_NAME"] != "metadata.name" {
 		t.Errorf("%v: csi-provisioner --enable-capacity needs NAMESPACE and POD_NAME from the downward API, has %v", o, env)
+	}
+}
+
+// checkRestricted: every container of the controller pod (carve controller
+// needs no privilege; the sidecars' images run as any user) runs as a
+// non-root user on a read-only root filesystem, cannot gain privileges,
+// has no capability and the runtime's default seccomp profile: Pod
+// Security's restricted profile, and a read-only root besides.
+func checkRestricted(t *testing.T, o object, spec *corev1.PodSpec) {
+	t.Helper()
+	pod := spec.SecurityContext
+	if pod == nil {
+		pod = &corev1.PodSecurityContext{}
+	}
+	for _, c := range spec.Containers {
+		sc := c.SecurityContext
+		if sc == nil {
+			sc = &corev1.SecurityContext{}
+		}
+		what := fmt.Sprintf("%v: container %s", o, c.Name)
+		nonRoot, user := pod.RunAsNonRoot, pod.RunAsUser
+		if sc.RunAsNonRoot != nil {
+			nonRoot = sc.RunAsNonRoot
+		}
+		if sc.RunAsUser != nil {
+			user = sc.RunAsUser
+		}
+		if nonRoot == nil || !*nonRoot || user == nil || *user == 0 {
+			t.Errorf("%s: must run as a non-root user (runAsNonRoot and a runAsUser other than 0)", what)
+		}
+		if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+			t.Errorf("%s: needs readOnlyRootFilesystem", what)
+		}
+		if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+			t.Errorf("%s: needs allowPrivilegeEscalation: false", what)
+		}
+		if sc.Privileged != nil && *sc.Privileged {
+			t.Errorf("%s: privileged", what)
+		}
+		if sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || len(sc.Capabilities.Add) > 0 {
+			t.Errorf("%s: must drop ALL capabilities and add none", what)
+		}
+		seccomp := pod.SeccompProfile
+		if sc.SeccompProfile != nil {
+			seccomp = sc.SeccompProfile
+		}
+		if seccomp == nil || seccomp.Type != corev1.SeccompProfileTypeRuntimeDefault {
+			t.Errorf("%s: needs seccompProfile RuntimeDefault", what)
+		}
 	}
 }

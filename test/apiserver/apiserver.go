@@ -2,7 +2,9 @@
 // runtime's envtest) with Carve's CRDs installed, for the tests of the node
 // agent and the controller backend: unlike a fake client, a real API server
 // sets generations, runs finalizers and deletion, serves the status
-// subresource and watches, which the backend and the agent rely on.
+// subresource and watches, which the backend and the agent rely on. Its
+// own test (nodepolicy_test.go) runs deploy/'s admission policy there,
+// with service-account tokens the server issues and authenticates.
 //
 // The binaries are the ones scripts/k8s/build.sh builds from the Go module
 // proxy, the same the e2e cluster runs: from KUBEBUILDER_ASSETS when set

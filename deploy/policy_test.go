@@ -1,0 +1,95 @@
+package deploy
+
+import (
+	"slices"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+)
+
+// nodePolicy: the ValidatingAdmissionPolicy (and its binding) that lets
+// carve node change only its own node's resources. What it allows and
+// refuses is tested on a real API server (test/apiserver); here, that it
+// is shipped whole: bound with Deny, failing closed, matching the node's
+// ServiceAccount in the namespace it is deployed in, on every Carve
+// resource that ServiceAccount may write.
+const nodePolicy = "carve-node-own-node"
+
+func checkNodePolicy(t *testing.T, objs []object, ns string) {
+	t.Helper()
+	var p admissionregistrationv1.ValidatingAdmissionPolicy
+	strict(t, mustFind(t, objs, "ValidatingAdmissionPolicy", nodePolicy), &p)
+	if p.Spec.FailurePolicy == nil || *p.Spec.FailurePolicy != admissionregistrationv1.Fail {
+		t.Errorf("policy %s: failurePolicy must be Fail", nodePolicy)
+	}
+	want := `request.userInfo.username == "system:serviceaccount:` + ns + `:` + node + `"`
+	if len(p.Spec.MatchConditions) != 1 || p.Spec.MatchConditions[0].Expression != want {
+		t.Errorf("policy %s: matchConditions %+v, want the one condition %s", nodePolicy, p.Spec.MatchConditions, want)
+	}
+	if len(p.Spec.Validations) == 0 {
+		t.Errorf("policy %s: no validations", nodePolicy)
+	}
+	for _, v := range p.Spec.Validations {
+		if v.MessageExpression == "" {
+			t.Errorf("policy %s: validation %q has no messageExpression", nodePolicy, v.Expression)
+		}
+	}
+
+	// Every write of a Carve resource that RBAC grants the node's
+	// ServiceAccount is matched.
+	ops := map[string][]admissionregistrationv1.OperationType{
+		"create": {admissionregistrationv1.Create}, "update": {admissionregistrationv1.Update},
+		"patch": {admissionregistrationv1.Update}, "delete": {admissionregistrationv1.Delete},
+	}
+	grants := collectGrants(t, objs, ns)[node]
+	for _, g := range grants {
+		if !slices.Contains(g.rule.APIGroups, driverName) {
+			continue
+		}
+		for _, res := range g.rule.Resources {
+			for _, verb := range g.rule.Verbs {
+				for _, op := range ops[verb] {
+					if !policyMatches(&p, res, op) {
+						t.Errorf("policy %s does not match %s of %s, which RBAC grants %s", nodePolicy, op, gr(res, driverName), node)
+					}
+				}
+			}
+		}
+	}
+	// And more than RBAC grants today, should it ever grant more.
+	for _, res := range []string{"logicalvolumes", "logicalvolumesnapshots", "nodestorages"} {
+		for _, r := range []string{res, res + "/status"} {
+			for _, op := range []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete} {
+				if !policyMatches(&p, r, op) {
+					t.Errorf("policy %s does not match %s of %s", nodePolicy, op, gr(r, driverName))
+				}
+			}
+		}
+	}
+
+	var b admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	strict(t, mustFind(t, objs, "ValidatingAdmissionPolicyBinding", nodePolicy), &b)
+	if b.Spec.PolicyName != nodePolicy || !slices.Contains(b.Spec.ValidationActions, admissionregistrationv1.Deny) ||
+		b.Spec.ParamRef != nil || b.Spec.MatchResources != nil {
+		t.Errorf("binding %s: %+v, want policy %s, action Deny, no params, no narrowing", nodePolicy, b.Spec, nodePolicy)
+	}
+}
+
+// policyMatches tells whether p's resource rules match op on resource
+// ("logicalvolumes", "logicalvolumes/status") of Carve's group.
+func policyMatches(p *admissionregistrationv1.ValidatingAdmissionPolicy, resource string, op admissionregistrationv1.OperationType) bool {
+	if p.Spec.MatchConstraints == nil {
+		return false
+	}
+	for _, r := range p.Spec.MatchConstraints.ResourceRules {
+		if len(r.ResourceNames) > 0 || !slices.Contains(r.APIGroups, driverName) && !slices.Contains(r.APIGroups, "*") ||
+			!slices.Contains(r.APIVersions, "*") && !slices.Contains(r.APIVersions, "v1alpha1") {
+			continue
+		}
+		if (slices.Contains(r.Operations, op) || slices.Contains(r.Operations, admissionregistrationv1.OperationAll)) &&
+			slices.Contains(r.Resources, resource) {
+			return true
+		}
+	}
+	return false
+}
