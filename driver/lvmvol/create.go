@@ -36,7 +36,7 @@ func (m *Manager) CreateVolume(ctx context.Context, req volume.CreateRequest) (v
 	case !errors.Is(err, lvm.ErrNotFound):
 		return volume.Volume{}, fmt.Errorf("look up %s/%s: %w", req.VG, name, err)
 	}
-	vg, err := m.lvm.GetVG(ctx, req.VG)
+	vg, err := m.readVG(ctx, req.VG)
 	if err != nil {
 		return volume.Volume{}, fmt.Errorf("volume group %s: %w", req.VG, err)
 	}

@@ -377,6 +377,12 @@ func TestUnreadableVGIsNoAnswer(t *testing.T) {
 	if err := m.DeleteVolume(ctx, vol.ID); err == nil {
 		t.Error("DeleteVolume on an unreadable VG said done")
 	}
+	if _, err := m.CreateVolume(ctx, req("pvc-new", 4*mib)); volume.CodeOf(err) != codes.Unavailable {
+		t.Errorf("CreateVolume on an unreadable VG: %v (code %v), want UNAVAILABLE", err, volume.CodeOf(err))
+	}
+	if _, err := m.Capacity(ctx, node, vg, volume.Type{}); volume.CodeOf(err) != codes.Unavailable {
+		t.Errorf("Capacity of an unreadable VG: %v (code %v), want UNAVAILABLE", err, volume.CodeOf(err))
+	}
 	f.Fail = nil
 	if _, ok := f.LV(vg, vol.ID.LV); !ok {
 		t.Error("the volume is gone")

@@ -82,6 +82,17 @@ func (m *Manager) Node() string { return m.node }
 // VolumeGroups are the VGs this manager serves.
 func (m *Manager) VolumeGroups() []string { return slices.Clone(m.vgs) }
 
+// readVG reads a served VG. lvm2 cannot find a VG whose PVs are all
+// missing or failing: for a VG this node serves that means unreadable
+// (UNAVAILABLE: come back later), not "not found".
+func (m *Manager) readVG(ctx context.Context, name string) (lvm.VG, error) {
+	vg, err := m.lvm.GetVG(ctx, name)
+	if errors.Is(err, lvm.ErrNotFound) {
+		return lvm.VG{}, fmt.Errorf("volume group %s cannot be read, its disks may be missing or failing (%v): %w", name, err, volume.ErrVGUnreadable)
+	}
+	return vg, err
+}
+
 func (m *Manager) checkVG(vg string) error {
 	if !slices.Contains(m.vgs, vg) {
 		return fmt.Errorf("volume group %q (this node serves %v): %w", vg, m.vgs, volume.ErrUnmanagedVG)
@@ -102,9 +113,8 @@ func (m *Manager) lookupLV(ctx context.Context, id volume.ID) (lvm.LV, error) {
 	if errors.Is(err, lvm.ErrNotFound) {
 		// lvm2 says "not found" of an LV in a VG it cannot read at all
 		// (every PV missing or failing): that is no answer.
-		if _, vgErr := m.lvm.GetVG(ctx, id.VG); vgErr != nil {
-			return lvm.LV{}, fmt.Errorf("%s: volume group %s cannot be read, its disks may be missing or failing (%v): %w",
-				id, id.VG, vgErr, volume.ErrVGUnreadable)
+		if _, vgErr := m.readVG(ctx, id.VG); vgErr != nil {
+			return lvm.LV{}, fmt.Errorf("%s: %w", id, vgErr)
 		}
 	}
 	if errors.Is(err, lvm.ErrNotFound) || errors.Is(err, lvm.ErrInvalidName) {

@@ -104,7 +104,7 @@ func (m *Manager) CreateSnapshot(ctx context.Context, name string, source volume
 
 // createThickSnapshot runs steps 1-3 of the thick path (see above).
 func (m *Manager) createThickSnapshot(ctx context.Context, name string, src lvm.LV, lvName string, tags []string) (volume.Snapshot, error) {
-	vg, err := m.lvm.GetVG(ctx, src.VGName)
+	vg, err := m.readVG(ctx, src.VGName)
 	if err != nil {
 		return volume.Snapshot{}, err
 	}

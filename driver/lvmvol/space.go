@@ -23,7 +23,7 @@ func (m *Manager) Space(ctx context.Context) ([]volume.VGSpace, error) {
 
 // vgSpace reads one VG, its allocatable PVs and its thin pools.
 func (m *Manager) vgSpace(ctx context.Context, name string) (volume.VGSpace, error) {
-	vg, err := m.lvm.GetVG(ctx, name)
+	vg, err := m.readVG(ctx, name)
 	if err != nil {
 		return volume.VGSpace{}, err
 	}

@@ -156,8 +156,8 @@ func TestIOErrorsUnderAMountedVolume(t *testing.T) {
 		t.Error("the node's storage health reports nothing with every disk failing")
 	}
 	_, err = e.c.Create(ctx, "during", 16*mib, nil, csiflow.MountCap(snw, "ext4"))
-	if status.Code(err) == codes.OK {
-		t.Error("CreateVolume succeeded on failed disks")
+	if status.Code(err) != codes.Unavailable {
+		t.Errorf("CreateVolume on failed disks: %v, want UNAVAILABLE", err)
 	}
 	t.Logf("CreateVolume under the fault: %v", err)
 
