@@ -185,10 +185,11 @@ func TestIOErrorsUnderAMountedVolume(t *testing.T) {
 	must(t, v.Delete(ctx))
 }
 
-// TestDeleteAndSnapshotUnderFaults: a delete whose wipe fails keeps the
-// LV (never removed unwiped) and finishes once the disks are back; a
-// thick snapshot whose copy fails is never reported ready, and the
-// retry after the fault gives the right data.
+// TestDeleteAndSnapshotUnderFaults: with the VG readable but every data
+// sector failing, a delete whose wipe fails keeps the LV (never removed
+// unwiped) and finishes once the disks are back; a thick snapshot whose
+// copy fails is never reported ready, and the retry after the fault gives
+// the right data; a create fails cleanly and its retry settles.
 func TestDeleteAndSnapshotUnderFaults(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
@@ -200,7 +201,7 @@ func TestDeleteAndSnapshotUnderFaults(t *testing.T) {
 	must(t, src.Down(ctx, target))
 
 	for _, p := range e.pvs {
-		p.fail()
+		p.failData()
 	}
 	_, err := e.c.Controller.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: del.ID})
 	if err == nil {
@@ -212,9 +213,17 @@ func TestDeleteAndSnapshotUnderFaults(t *testing.T) {
 		t.Error("a thick snapshot was reported ready while its copy could not read or write")
 	}
 	t.Logf("CreateSnapshot under the fault: %v", err)
+	if _, err := e.c.Create(ctx, "during", 16*mib, nil, csiflow.MountCap(snw, "ext4")); err == nil {
+		t.Error("CreateVolume succeeded while its zeroing could not write")
+	} else {
+		t.Logf("CreateVolume under the fault: %v", err)
+	}
 	for _, p := range e.pvs {
 		p.heal()
 	}
+	during, err := e.c.Create(ctx, "during", 16*mib, nil, csiflow.MountCap(snw, "ext4"))
+	must(t, err)
+	must(t, during.Delete(ctx))
 	if !e.lvExists("del") {
 		t.Error("the LV of a delete whose wipe failed is gone: removed unwiped")
 	}
