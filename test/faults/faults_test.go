@@ -72,6 +72,7 @@ func (p *pv) failData() {
 
 // metaSectors: lvm2's default data start (pe_start) is 1 MiB.
 const metaSectors = 2048
+
 func (p *pv) heal() { p.swap(p.linear()) }
 
 func (p *pv) swap(table string) {
