@@ -62,6 +62,7 @@ func (p *pv) linear() string { return fmt.Sprintf("0 %d linear %s 0", p.sectors,
 
 // fail makes every IO to the PV fail; heal brings the disk back.
 func (p *pv) fail() { p.swap(fmt.Sprintf("0 %d error", p.sectors)) }
+func (p *pv) heal() { p.swap(p.linear()) }
 
 // failData fails every IO but to the PV's first MiB, where lvm2 keeps its
 // label and metadata: the VG still reads, every LV's data fails (bad
@@ -72,8 +73,6 @@ func (p *pv) failData() {
 
 // metaSectors: lvm2's default data start (pe_start) is 1 MiB.
 const metaSectors = 2048
-
-func (p *pv) heal() { p.swap(p.linear()) }
 
 func (p *pv) swap(table string) {
 	p.t.Helper()
