@@ -69,8 +69,10 @@ func (o CreateLVOptions) volumeType() volumeType {
 	return typeLinear
 }
 
-// validate checks names, tags and the volume type before any command runs.
-func (o CreateLVOptions) validate() error {
+// Validate checks names, tags and the volume type before any command runs
+// (CreateLV and CheckPlacement do); a refusal wraps ErrInvalidName or
+// ErrInvalidArgument.
+func (o CreateLVOptions) Validate() error {
 	if err := validateVGLV(o.VG, o.Name); err != nil {
 		return err
 	}
@@ -121,7 +123,7 @@ func (o CreateLVOptions) invalidReason() string {
 // lvm2 places striped and raid1 LVs itself and fails with ErrNoSpace when
 // it cannot; CheckPlacement says so beforehand, with the reason.
 func (c *Client) CreateLV(ctx context.Context, o CreateLVOptions) (LV, error) {
-	if err := o.validate(); err != nil {
+	if err := o.Validate(); err != nil {
 		return LV{}, err
 	}
 	extent := o.ExtentSize

@@ -147,7 +147,8 @@ func SplitDMName(dm string) (vg, lv, layer string, ok bool) {
 		}
 	}
 	parts = append(parts, cur.String())
-	if len(parts) < 2 || len(parts) > 3 || ValidateVGName(parts[0]) != nil || ValidateLVName(parts[1]) != nil {
+	if len(parts) < 2 || len(parts) > 3 || ValidateVGName(parts[0]) != nil || ValidateLVName(parts[1]) != nil ||
+		(len(parts) == 3 && parts[2] == "") { // "vg-lv-": lvm2 makes no empty layer
 		return "", "", "", false
 	}
 	if len(parts) == 3 {

@@ -131,7 +131,9 @@ func TestValidateTag(t *testing.T) {
 }
 
 // FuzzValidateName checks that validation never panics and that whatever it
-// accepts only uses lvm2's characters.
+// accepts only uses lvm2's characters: names a-z A-Z 0-9 + _ . -, tags
+// also / = ! : & # (lvs lists tags comma-separated, so no comma), never a
+// leading '-'; a valid LV name is a valid VG name and a valid tag.
 func FuzzValidateName(f *testing.F) {
 	for _, s := range []string{"vol1", "", ".", "..", "-x", "snapshot", "a_tmeta", "a/b=c!:&#", "ä", strings.Repeat("a", 130)} {
 		f.Add(s)
@@ -150,7 +152,8 @@ func FuzzValidateName(f *testing.F) {
 			t.Fatalf("%q: valid VG name but invalid tag: %v", s, tagErr)
 		}
 		if tagErr == nil {
-			if s == "" || len(s) > maxTagLen || s[0] == '-' || strings.ContainsAny(s, " ,@\"\\\n") {
+			if s == "" || len(s) > maxTagLen || s[0] == '-' || strings.ContainsAny(s, " ,@\"\\\n") ||
+				strings.Trim(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_+.-/=!:&#") != "" {
 				t.Fatalf("%q accepted as a tag", s)
 			}
 		}
@@ -171,9 +174,52 @@ func TestSplitDMName(t *testing.T) {
 			t.Errorf("SplitDMName(%q) = %q %q %q %t, want %q", dm, vg, lv, layer, ok, want)
 		}
 	}
-	for _, bad := range []string{"", "novg", "vg-", "-lv", "vg-a-b-c", "vg-pool_tdata", "vg-x y", "loop0"} {
+	for _, bad := range []string{"", "novg", "vg-", "-lv", "vg-a-b-c", "vg-pool_tdata", "vg-x y", "loop0", "vg-lv-"} {
 		if vg, lv, layer, ok := SplitDMName(bad); ok {
 			t.Errorf("SplitDMName(%q) = %q %q %q, want not ok", bad, vg, lv, layer)
 		}
 	}
+}
+
+// dmName is the device-mapper name lvm2 gives vg/lv (layer "" for the LV
+// itself): each part with its '-' doubled, joined by '-' (libdevmapper's
+// dm_build_dm_name).
+func dmName(vg, lv, layer string) string {
+	n := strings.ReplaceAll(vg, "-", "--") + "-" + strings.ReplaceAll(lv, "-", "--")
+	if layer != "" {
+		n += "-" + strings.ReplaceAll(layer, "-", "--")
+	}
+	return n
+}
+
+// FuzzSplitDMName: the node reads a mount's VG and LV back from its
+// device-mapper name. Every valid VG and LV name (and a layer such as
+// "tpool") is read back exactly from the name lvm2 makes of it, and a
+// name that is accepted is the one lvm2 makes of what it was split into,
+// with valid VG and LV names and no empty layer ("vg-lv-" is no device of
+// lvm2's, and was once read as vg/lv itself).
+func FuzzSplitDMName(f *testing.F) {
+	for _, s := range []string{"vg0-pvc--1", "carve--linear-vol1", "a---b", "vg-pool-tpool", "vg-x y", "", "-", "--", "vg-",
+		"vg--", "vg-lv-", "vg-a-b-c", "vg-pool_tdata", "vg-snapshot1", "../x-y", "vg-lv\x00", "vg-ä"} {
+		f.Add(s, "vg0", "lv", "")
+	}
+	f.Add("", "carve-linear", "pvc-1-", "tpool")
+	f.Add("", "-vg", "lv", "")
+	f.Fuzz(func(t *testing.T, dm, vg, lv, layer string) {
+		if v, l, y, ok := SplitDMName(dm); ok {
+			if ValidateVGName(v) != nil || ValidateLVName(l) != nil {
+				t.Fatalf("%q split into invalid names %q %q", dm, v, l)
+			}
+			if back := dmName(v, l, y); back != dm {
+				t.Fatalf("%q split into %q %q %q, which lvm2 names %q", dm, v, l, y, back)
+			}
+		}
+		if ValidateVGName(vg) != nil || ValidateLVName(lv) != nil || (layer != "" && ValidateVGName(layer) != nil) {
+			return // lvm2's layers are words: "tpool", "real", "cow"
+		}
+		v, l, y, ok := SplitDMName(dmName(vg, lv, layer))
+		if !ok || v != vg || l != lv || y != layer {
+			t.Fatalf("%q %q %q named %q, read back as %q %q %q %t", vg, lv, layer, dmName(vg, lv, layer), v, l, y, ok)
+		}
+	})
 }

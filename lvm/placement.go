@@ -97,7 +97,7 @@ func addSat(a, b uint64) uint64 {
 // The rule is the simple, safe one: lvm2 could sometimes split a leg or a
 // stripe over several PVs where this refuses.
 func (c *Client) CheckPlacement(ctx context.Context, opts CreateLVOptions) error {
-	if err := opts.validate(); err != nil {
+	if err := opts.Validate(); err != nil {
 		return err
 	}
 	kind := opts.volumeType()

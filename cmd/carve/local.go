@@ -63,6 +63,9 @@ func (f *localFlags) validate() error {
 	if f.nodeID == "" {
 		return errors.New("--node-id is empty and the hostname is unknown")
 	}
+	if err := volume.ValidateNodeID(f.nodeID); err != nil {
+		return fmt.Errorf("--node-id: %w", err)
+	}
 	if f.lvmCacheAge < 0 {
 		return fmt.Errorf("--lvm-cache-max-age %v: must not be negative", f.lvmCacheAge)
 	}

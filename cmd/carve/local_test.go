@@ -5,7 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+
+	"carve.dev/carve/lvm"
 )
 
 func TestLVMEnvDisablesUdevOnlyWithoutIt(t *testing.T) {
@@ -48,6 +51,57 @@ func TestPathRootFlag(t *testing.T) {
 	for _, bad := range []string{"/", "", "relative", "/var/lib/kubelet/"} {
 		if _, err := parse("--path-root=" + bad); err == nil {
 			t.Errorf("--path-root=%q accepted", bad)
+		}
+	}
+}
+
+// FuzzParseVGs: --volume-groups. An accepted list names only valid VG
+// names, at least one, and reads back the same from its names joined by
+// commas; a refused one is an error at start, never a panic.
+func FuzzParseVGs(f *testing.F) {
+	for _, s := range []string{"vg0", "vg0,vg1", " vg0 , vg1 ", "", ",", "vg0,,", "../vg", "vg0;reboot", "-vg", "ä", strings.Repeat("v", 128)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		vgs, err := parseVGs(s)
+		if err != nil {
+			return
+		}
+		if len(vgs) == 0 {
+			t.Fatalf("%q: no VG and no error", s)
+		}
+		for _, vg := range vgs {
+			if lvm.ValidateVGName(vg) != nil {
+				t.Fatalf("%q: VG %q accepted", s, vg)
+			}
+		}
+		if back, err := parseVGs(strings.Join(vgs, ",")); err != nil || !slices.Equal(back, vgs) {
+			t.Fatalf("%q -> %q -> %q, %v", s, vgs, back, err)
+		}
+	})
+}
+
+// TestNodeIDFlag: --node-id must be a valid topology segment value
+// (volume.ValidateNodeID): a volume ID "node/vg/lv" made with a '/' in it
+// would never parse back.
+func TestNodeIDFlag(t *testing.T) {
+	parse := func(id string) error {
+		var f localFlags
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		f.register(fs, "unix:///x.sock")
+		if err := fs.Parse([]string{"--volume-groups=vg0", "--node-id=" + id}); err != nil {
+			return err
+		}
+		return f.validate()
+	}
+	for _, ok := range []string{"n", "carve-vm", "ip-10-0-0-1.ec2.internal"} {
+		if err := parse(ok); err != nil {
+			t.Errorf("--node-id=%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"a/b", "(none)", "-x", strings.Repeat("n", 64), "x y"} {
+		if err := parse(bad); err == nil {
+			t.Errorf("--node-id=%q accepted", bad)
 		}
 	}
 }

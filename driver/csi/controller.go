@@ -162,11 +162,17 @@ func chooseFsType(caps []*csi.VolumeCapability, param string) (string, error) {
 // chooseNode returns the node of the requirements' first preferred (else
 // requisite) segment, "" when none is named: under WaitForFirstConsumer it
 // is the node the scheduler selected. A backend that cannot carve there
-// answers RESOURCE_EXHAUSTED, so that the CO reschedules.
+// answers RESOURCE_EXHAUSTED, so that the CO reschedules. A segment of
+// Carve's key that cannot be a node ID (volume.ValidateNodeID) is
+// INVALID_ARGUMENT: no node of Carve's has it, and in cluster mode it would
+// otherwise become a resource that no agent ever takes.
 func chooseNode(req *csi.TopologyRequirement) (string, error) {
 	for _, list := range [][]*csi.Topology{req.GetPreferred(), req.GetRequisite()} {
 		for _, t := range list {
 			if n := t.GetSegments()[TopologyKey]; n != "" {
+				if err := volume.ValidateNodeID(n); err != nil {
+					return "", fmt.Errorf("accessibility requirements: %w", err)
+				}
 				return n, nil
 			}
 		}

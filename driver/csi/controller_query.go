@@ -2,6 +2,7 @@ package csi
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -95,13 +96,14 @@ func nextToken(end, n int) string {
 }
 
 // pageStart decodes a ListVolumes token; a token CSI did not get from us is
-// ABORTED, as the spec asks.
+// ABORTED, as the spec asks. Only the tokens nextToken hands out are
+// taken: "+1" or "01" are none of them.
 func pageStart(token string, n int) (int, error) {
 	if token == "" {
 		return 0, nil
 	}
 	i, err := strconv.Atoi(token)
-	if err != nil || i < 0 || i > n {
+	if err != nil || i < 0 || i > n || strconv.Itoa(i) != token {
 		return 0, errInvalidToken(token)
 	}
 	return i, nil
@@ -133,6 +135,11 @@ func (c *Controller) GetCapacity(ctx context.Context, req *csi.GetCapacityReques
 		return &csi.GetCapacityResponse{}, nil // none of it can serve these capabilities
 	}
 	node := req.GetAccessibleTopology().GetSegments()[TopologyKey]
+	if node != "" {
+		if err := volume.ValidateNodeID(node); err != nil {
+			return nil, fmt.Errorf("accessible topology: %w", err)
+		}
+	}
 	capy, err := c.backend.Capacity(ctx, node, params.VG, params.Type)
 	if err != nil {
 		return nil, err

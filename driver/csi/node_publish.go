@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"k8s.io/klog/v2"
@@ -63,6 +64,9 @@ func checkPublishRequest(req *csi.NodePublishVolumeRequest) error {
 		return err
 	}
 	mnt := req.GetVolumeCapability().GetMount()
+	if (req.GetReadonly() || readOnlyMode(req.GetVolumeCapability())) && slices.Contains(mnt.GetMountFlags(), "rw") {
+		return invalidArgument("mount flag rw asked for a read-only publish")
+	}
 	return nodefs.CheckMountFlags(requestFsType(mnt, req.GetVolumeContext()), mnt.GetMountFlags())
 }
 

@@ -1,6 +1,7 @@
 package csi
 
 import (
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -63,10 +64,12 @@ func parseParams(params map[string]string, vgs []string) (volumeParams, error) {
 	return p, nil
 }
 
-// Bounds of the type parameters (lvm2's own limits).
+// Bounds of the type parameters (lvm2's own limits). A stripe lies in one
+// extent, and lvm2's extents are at most 16 GiB.
 const (
-	maxStripes = 128
-	maxMirrors = 63
+	maxStripes    = 128
+	maxMirrors    = 63
+	maxStripeSize = 16 << 30
 )
 
 // parseType reads the volume type: thick linear unless exactly one of
@@ -84,8 +87,9 @@ func parseType(params map[string]string) (volume.Type, error) {
 		if t.Stripes == 0 {
 			return t, invalidArgument("parameter %s needs %s", ParamStripeSize, ParamStripes)
 		}
-		if t.StripeSize, err = parseSize(s); err != nil || t.StripeSize&(t.StripeSize-1) != 0 || t.StripeSize < 4096 {
-			return t, invalidArgument("parameter %s=%q: want a power of two of at least 4Ki, such as 64Ki", ParamStripeSize, s)
+		if t.StripeSize, err = parseSize(s); err != nil || t.StripeSize&(t.StripeSize-1) != 0 || t.StripeSize < 4096 ||
+			t.StripeSize > maxStripeSize {
+			return t, invalidArgument("parameter %s=%q: want a power of two from 4Ki to 16Gi, such as 64Ki", ParamStripeSize, s)
 		}
 	}
 	if t.ThinPool = params[ParamThinPool]; t.ThinPool != "" {
@@ -119,7 +123,9 @@ func intParam(params map[string]string, key string, lo, hi int) (int, error) {
 }
 
 // parseSize reads bytes with an optional binary suffix: "65536", "64Ki",
-// "1Mi".
+// "1Mi". The same size reads the same with or without a suffix (a bound
+// on the number alone once let "2147483648Gi" through where its value in
+// bytes was refused); a size beyond 64 bits is an error.
 func parseSize(s string) (uint64, error) {
 	mult := uint64(1)
 	for suffix, m := range map[string]uint64{"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30} {
@@ -128,9 +134,12 @@ func parseSize(s string) (uint64, error) {
 			break
 		}
 	}
-	n, err := strconv.ParseUint(s, 10, 32)
+	n, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
 		return 0, err
+	}
+	if n > math.MaxUint64/mult {
+		return 0, strconv.ErrRange
 	}
 	return n * mult, nil
 }

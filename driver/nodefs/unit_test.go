@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 
@@ -427,6 +430,67 @@ func FuzzCheckMountFlags(f *testing.F) {
 		}
 		if back := strings.Split(strings.Join(flags, ","), ","); !slices.Equal(back, flags) {
 			t.Fatalf("%q does not read back from mount -o: %q", flags, back)
+		}
+	})
+}
+
+// mangle escapes as the kernel writes mountinfo fields: space, tab,
+// newline and backslash as \ooo.
+func mangle(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if strings.IndexByte(" \t\n\\", s[i]) >= 0 {
+			fmt.Fprintf(&b, "\\%03o", s[i])
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// FuzzMountInfo: the node finds mounts by their path in mountinfo (is the
+// staging path this volume's mount? what holds this target?). Whatever a
+// mounted path holds (spaces, newlines, backslashes, text that reads like
+// an escape), the kernel's line for it parses back to that path, its root
+// and its source, and a mount at another path (its parent, or a sibling
+// sharing its prefix) is never taken for it.
+func FuzzMountInfo(f *testing.F) {
+	for _, p := range []string{"/var/lib/kubelet/pods/x/volumes/v", "/mnt/my vol", `/a\040b`, "/tab\tnl\n", `/back\slash`, "/ü/$(x)",
+		"/short\\04", "/trail ", "/a\\", "/x\\134"} {
+		f.Add(p, "/", "/dev/mapper/vg0-pvc--1")
+	}
+	f.Add("/s", "/sub dir", `/dev/odd\name`)
+	f.Fuzz(func(t *testing.T, path, root, source string) {
+		if !strings.HasPrefix(path, "/") || filepath.Clean(path) != path || !strings.HasPrefix(root, "/") || source == "" ||
+			strings.ContainsRune(path+root+source, 0) || !utf8.ValidString(path+root+source) {
+			return // the kernel writes no such mount (mount points are clean: resolvePath)
+		}
+		if strings.IndexFunc(path+root+source, func(r rune) bool { return r != ' ' && unicode.IsSpace(r) }) >= 0 {
+			return // mount-utils splits at spaces the kernel does not escape: nodepath refuses them in paths
+		}
+		other := path + "x"
+		lines := fmt.Sprintf("1 0 8:1 / / rw - ext4 /dev/root rw\n"+
+			"20 1 253:1 %s %s rw,relatime shared:1 - ext4 %s rw\n"+
+			"21 1 253:2 / %s rw - xfs /dev/other rw\n", mangle(root), mangle(path), mangle(source), mangle(other))
+		file := filepath.Join(t.TempDir(), "mountinfo")
+		if err := os.WriteFile(file, []byte(lines), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		infos, err := mount.ParseMountInfo(file)
+		if err != nil {
+			t.Fatalf("%q: %v", lines, err)
+		}
+		mi, err := findMount(infos, path)
+		if err != nil || mi.Major != 253 || mi.Minor != 1 || mi.Root != root || mi.Source != source || mi.MountPoint != path {
+			t.Fatalf("%q: found %+v, %v", lines, mi, err)
+		}
+		if path != "/" {
+			if mi, err := findMount(infos, filepath.Dir(path)+"/"); err == nil && mi.Minor == 1 {
+				t.Fatalf("%q: the parent found as %+v", lines, mi)
+			}
+		}
+		if mi, err := findMount(infos, other); err != nil || mi.Minor != 2 {
+			t.Fatalf("%q: %q found as %+v, %v", lines, other, mi, err)
 		}
 	})
 }

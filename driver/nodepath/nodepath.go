@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode"
 
 	"carve.dev/carve/driver/volume"
 )
@@ -69,7 +70,7 @@ func lexical(path string) error {
 	case len(path) > maxPathLen:
 		return fmt.Errorf("%w: %d bytes, longer than Linux allows (%d)", volume.ErrInvalidPath, len(path), maxPathLen)
 	case strings.IndexFunc(path, isControl) >= 0:
-		return fmt.Errorf("%w: %q holds a control character", volume.ErrInvalidPath, path)
+		return fmt.Errorf("%w: %q holds a control character or a space other than U+0020", volume.ErrInvalidPath, path)
 	case !filepath.IsAbs(path):
 		return fmt.Errorf("%w: %q is not absolute", volume.ErrInvalidPath, path)
 	case filepath.Clean(path) != path:
@@ -83,7 +84,13 @@ func lexical(path string) error {
 	return nil
 }
 
-func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+// isControl: a control character, or white space other than ' ' (the
+// kernel escapes space, tab, newline and backslash in mountinfo, but no
+// other space; mount-utils splits mountinfo's lines at any Unicode space,
+// so a mount at "/a\u00a0b" was read as one at "/a").
+func isControl(r rune) bool {
+	return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || (r != ' ' && unicode.IsSpace(r))
+}
 
 // Contains tells whether a clean absolute path lies strictly inside the
 // root (under either of its names), with no other check.

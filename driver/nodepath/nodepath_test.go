@@ -109,11 +109,14 @@ func TestResolve(t *testing.T) {
 }
 
 // FuzzCheck: any accepted path is absolute, clean, free of control
-// characters and "..", within Linux's limits and strictly inside the root;
-// anything else is volume.ErrInvalidPath.
+// characters and "..", within Linux's limits and strictly inside the root,
+// and reads back whole from mountinfo (strings.Fields, as mount-utils
+// splits its lines, leaves it as the kernel's escaping made it); anything
+// else is volume.ErrInvalidPath.
 func FuzzCheck(f *testing.F) {
 	const root = "/var/lib/kubelet"
-	for _, s := range []string{root + "/x", root, "/", "/etc", root + "/../etc", root + "/x\n", "some/path", root + "X/y", root + "//x"} {
+	for _, s := range []string{root + "/x", root, "/", "/etc", root + "/../etc", root + "/x\n", "some/path", root + "X/y", root + "//x",
+		root + "/a\u00a0b", root + "/a\u2028b", root + "/a\u0085b", root + "/a b", root + "/ü"} {
 		f.Add(s)
 	}
 	r := mustRoot(f, root)
@@ -128,6 +131,9 @@ func FuzzCheck(f *testing.F) {
 		if !strings.HasPrefix(s, root+"/") || filepath.Clean(s) != s || len(s) > maxPathLen ||
 			strings.IndexFunc(s, isControl) >= 0 || strings.Contains("/"+s+"/", "/../") {
 			t.Fatalf("Check accepted %q", s)
+		}
+		if escaped := strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\134`), " ", `\040`); len(strings.Fields(escaped)) != 1 {
+			t.Fatalf("Check accepted %q, which mountinfo's reader splits: %q", s, strings.Fields(escaped))
 		}
 	})
 }

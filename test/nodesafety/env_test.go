@@ -47,8 +47,9 @@ var snw = csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER
 type env struct {
 	t       *testing.T
 	c       *csiflow.Client
-	root    string // carve's --path-root: the CO's directory
-	outside string // a directory outside it
+	lvm     *lvm.Client // the test's own view of LVM (private config)
+	root    string      // carve's --path-root: the CO's directory
+	outside string      // a directory outside it
 	rawDisk string
 
 	canary, victim, small       *csiflow.Volume // victim, small: attached, blank, never staged
@@ -70,6 +71,7 @@ func setup(t *testing.T) *env {
 	disk, disk2 := testenv.Disk(t, "CARVE_TEST_DISK"), testenv.Disk(t, "CARVE_TEST_DISK2")
 	e := &env{t: t, rawDisk: testenv.Disk(t, "CARVE_TEST_RAW"), guarded: map[string][32]byte{}, lengths: map[string]int64{}}
 	l := testenv.PrivateLVM(t)
+	e.lvm = l
 	testenv.NewVG(t, l, vg, disk)
 	testenv.NewVG(t, l, foreignVG, disk2)
 	ctx := context.Background()

@@ -199,7 +199,6 @@ func (e *env) readMisuses() []misuse {
 // removes the empty directory or file Carve left; the canary comes down
 // and every step repeats harmlessly.
 func (e *env) idempotency(t *testing.T) {
-	ctx := context.Background()
 	ghost := id(vg, "deleted-long-ago")
 	dir, file := e.root+"/pods/p/ghost-mount", e.root+"/pods/p/ghost-dev"
 	must(t, os.Mkdir(dir, 0o750))
@@ -216,6 +215,13 @@ func (e *env) idempotency(t *testing.T) {
 		t.Errorf("unstage of a missing path: %v", err)
 	}
 	e.check(t)
+	e.teardown(t)
+}
+
+// teardown brings the canary down twice (the second time a retry that
+// must succeed), detaches the victim and small, and deletes all three.
+func (e *env) teardown(t *testing.T) {
+	ctx := context.Background()
 	for range 2 {
 		must(t, e.canary.Down(ctx, e.canaryTarget))
 	}
