@@ -82,6 +82,18 @@ func StartCarve(t *testing.T, args ...string) string {
 // v2 directory, such as SlowCgroup's); "" is carve's own cgroup.
 func StartCarveIn(t *testing.T, cgroup string, args ...string) string {
 	t.Helper()
+	return StartCarveProcess(t, cgroup, args...).Endpoint
+}
+
+// Carve is a running `carve standalone`.
+type Carve struct {
+	Endpoint string // unix:// endpoint of its CSI socket
+	PID      int    // the benchmarks read its memory use from /proc
+}
+
+// StartCarveProcess is StartCarveIn that also tells the process.
+func StartCarveProcess(t *testing.T, cgroup string, args ...string) Carve {
+	t.Helper()
 	bin := os.Getenv("CARVE_BIN")
 	if bin == "" {
 		t.Skip("CARVE_BIN is not set: build cmd/carve and point CARVE_BIN at it")
@@ -115,7 +127,7 @@ func StartCarveIn(t *testing.T, cgroup string, args ...string) string {
 		t.Logf("carve log: %s", logf.Name())
 	})
 	waitForSocket(t, sock, cmd)
-	return "unix://" + sock
+	return Carve{Endpoint: "unix://" + sock, PID: cmd.Process.Pid}
 }
 
 // waitForSocket waits until carve accepts connections on sock. The
