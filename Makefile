@@ -63,6 +63,7 @@ vet: ## gofmt and go vet clean, with every build tag
 	$(GO) vet ./... $(TAG)
 	$(GO) vet -tags vmtest ./... $(TAG)
 	$(GO) vet -tags e2e ./... $(TAG)
+	$(GO) vet -tags bench ./test/bench/... $(TAG)
 	$(GO) vet -tags image ./test/image $(TAG)
 
 # The agent's and the backend's tests run against a real etcd and
@@ -107,8 +108,11 @@ fuzz: ## each fuzz target for 30 s
 	$(GO) test ./driver/nodefs -run '^$$' -fuzz FuzzCheckMountFlags -fuzztime 30s
 	$(GO) test ./driver/csi -run '^$$' -fuzz FuzzSizeRange -fuzztime 30s
 
-bench: ## benchmarks: report parsing, the CSI call path over gRPC (figures printed, no pass/fail)
+# The VM benchmark's knobs (CARVE_BENCH_QUICK=1 and others) are in
+# docs/performance.md; its results land in _output/bench.
+bench: ## benchmarks, figures printed, no pass/fail: report parsing and the CSI call path over gRPC; then Carve against raw lvm2 on real LVM in the VM (table, results.json and plots in _output/bench)
 	$(GO) test -run '^$$' -bench . -benchmem ./lvm/ ./driver/csi/
+	scripts/bench.sh
 
 generate: ## deepcopy code and CRD manifests of driver/api (controller-gen)
 	test -x $(CONTROLLER_GEN) || $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
