@@ -38,11 +38,11 @@ func (e *env) idle(volumes int) {
 	window := time.Since(start)
 	idle := &results.Idle{Volumes: volumes, Window: window, CapacityCalls: calls, Commands: map[string]int{}}
 	for k, v := range d.runs {
-		if isLVM(k) {
+		if results.IsLVM(k) {
 			idle.Commands[k] = int(v)
 		}
 	}
-	idle.PerMinute = float64(d.lvmRuns()) / window.Minutes()
+	idle.PerMinute = float64(results.LVMRuns(d.runs)) / window.Minutes()
 	e.res.Idle = idle
 	e.res.Rows = append(e.res.Rows, results.Row{Section: "idle",
 		Op:   fmt.Sprintf("lvm runs per minute, %d volumes, %d GetCapacity calls in %s", volumes, calls, window.Round(time.Second)),

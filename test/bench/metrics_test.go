@@ -93,22 +93,6 @@ func (c counters) minus(before counters) counters {
 	return d
 }
 
-// lvmRuns counts lvm2's runs among the commands: its subcommands are the
-// ones named lv*, vg* or pv*.
-func (c counters) lvmRuns() int {
-	n := 0
-	for k, v := range c.runs {
-		if isLVM(k) {
-			n += int(v)
-		}
-	}
-	return n
-}
-
-func isLVM(cmd string) bool {
-	return strings.HasPrefix(cmd, "lv") || strings.HasPrefix(cmd, "vg") || strings.HasPrefix(cmd, "pv")
-}
-
 // rss is carve's resident memory in bytes (VmRSS of /proc/PID/status).
 func (e *env) rss() int64 {
 	e.t.Helper()

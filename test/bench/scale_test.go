@@ -92,14 +92,15 @@ func (e *env) scalePoint(st *scaleState, n int) {
 			samples[op.name] = append(samples[op.name], e.timed(op.call))
 		}
 	}
-	p := results.ScalePoint{N: len(st.ids), Ops: map[string]results.Latency{}, RSSBytes: e.rss()}
+	p := results.ScalePoint{N: len(st.ids), Ops: map[string]results.Latency{}, RSSBytes: e.rss(),
+		Commands: e.commandsPerRead(st)}
 	for name, s := range samples {
 		p.Ops[name] = results.Summarize(s)
 	}
 	e.res.Scale = append(e.res.Scale, p)
 	e.t.Logf("scale %d volumes (step took %s): RSS %d MiB", p.N, time.Since(start).Round(time.Second), p.RSSBytes>>20)
 	for _, name := range slices.Sorted(maps.Keys(p.Ops)) {
-		e.t.Logf("  %-26s p50 %7.3f s  p99 %7.3f s", name, p.Ops[name].P50, p.Ops[name].P99)
+		e.t.Logf("  %-26s p50 %7.3f s  p99 %7.3f s  commands %s", name, p.Ops[name].P50, p.Ops[name].P99, describe(p.Commands[name]))
 	}
 }
 
@@ -134,6 +135,21 @@ func (e *env) scaleVolume(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return v.ID, nil
+}
+
+// commandsPerRead calls each read once more, untimed, and counts the
+// commands carve ran for it: what a read costs in lvm2 runs.
+func (e *env) commandsPerRead(st *scaleState) map[string]map[string]float64 {
+	out := map[string]map[string]float64{}
+	for _, op := range e.readOps(st) {
+		if op.name == opRawLVs {
+			continue
+		}
+		before := e.scrape()
+		e.must(op.call())
+		out[op.name] = e.scrape().minus(before).runs
+	}
+	return out
 }
 
 type readOp struct {
@@ -201,7 +217,7 @@ func (e *env) scaleRows() {
 			continue
 		}
 		row := results.Row{Section: "scale", Op: fmt.Sprintf("%s p50 at %d volumes (p99 %.3f s)", op, p.N, l.P99), Unit: "s",
-			Raw: lvs, Carve: l.P50, Note: "raw: one lvs of the VG, for reference"}
+			Raw: lvs, Carve: l.P50, Commands: p.Commands[op], Note: "raw: one lvs of the VG, for reference"}
 		if op != opCreate {
 			row.Goal = results.Goal{Of: "carve", Op: "<", Value: 0.05}
 		}

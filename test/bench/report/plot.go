@@ -101,11 +101,13 @@ func scaleCurves(r *results.Run) (*plot.Plot, vg.Length, error) {
 	}
 	slices.Sort(ops)
 	var lines []any
+	top := 0.0
 	for _, op := range ops {
 		var xys plotter.XYs
 		for _, pt := range r.Scale {
 			if l, ok := pt.Ops[op]; ok {
 				xys = append(xys, plotter.XY{X: float64(pt.N), Y: l.P50})
+				top = max(top, l.P50)
 			}
 		}
 		lines = append(lines, op, xys)
@@ -113,6 +115,12 @@ func scaleCurves(r *results.Run) (*plot.Plot, vg.Length, error) {
 	if err := plotutil.AddLinePoints(p, lines...); err != nil {
 		return nil, 0, err
 	}
+	// A ladder of 10 to 1000 reads on a log axis; the legend gets the
+	// top of the plot to itself.
+	if first, last := r.Scale[0].N, r.Scale[len(r.Scale)-1].N; first > 0 && last >= 10*first {
+		p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+	}
+	p.Y.Min, p.Y.Max = 0, top*1.6
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Add(plotter.NewGrid())
 	return p, 6 * vg.Inch, nil

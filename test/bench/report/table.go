@@ -10,7 +10,7 @@ import (
 	"carve.dev/carve/test/bench/results"
 )
 
-var header = []string{"operation", "raw", "carve", "wipe", "ratio", "goal", "met?"}
+var header = []string{"operation", "raw", "carve", "wipe", "ratio", "goal", "met?", "carve's lvm runs"}
 
 // cells renders a row's columns; a figure that does not apply is "-".
 func cells(r results.Row) []string {
@@ -18,7 +18,16 @@ func cells(r results.Row) []string {
 	if r.Raw != 0 {
 		ratio = fmt.Sprintf("%.2f", r.Ratio())
 	}
-	return []string{r.Op, optional(r.Raw, r.Unit), figure(r.Carve, r.Unit), optional(r.Wipe, r.Unit), ratio, goal(r), met(r)}
+	return []string{r.Op, optional(r.Raw, r.Unit), figure(r.Carve, r.Unit), optional(r.Wipe, r.Unit), ratio, goal(r), met(r), lvmRuns(r)}
+}
+
+// lvmRuns counts the lvm2 runs among the commands Carve ran for one
+// sample of the row, "-" when they were not counted.
+func lvmRuns(r results.Row) string {
+	if r.Commands == nil {
+		return "-"
+	}
+	return fmt.Sprint(results.LVMRuns(r.Commands))
 }
 
 // optional is figure for a column a row may not have: "-" for 0.

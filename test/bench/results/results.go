@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -79,12 +80,31 @@ func (r Row) Met() (met, ok bool) {
 	return false, false
 }
 
+// IsLVM tells lvm2's commands among carve's: the metric names them by
+// subcommand, lv*, vg* or pv*.
+func IsLVM(cmd string) bool {
+	return strings.HasPrefix(cmd, "lv") || strings.HasPrefix(cmd, "vg") || strings.HasPrefix(cmd, "pv")
+}
+
+// LVMRuns counts the lvm2 runs among commands.
+func LVMRuns(commands map[string]float64) int {
+	n := 0.0
+	for cmd, v := range commands {
+		if IsLVM(cmd) {
+			n += v
+		}
+	}
+	return int(n)
+}
+
 // ScalePoint holds the latencies of the read calls and of CreateVolume
 // with N volumes in the VG, and carve's resident memory then.
 type ScalePoint struct {
 	N        int                `json:"n"`
 	Ops      map[string]Latency `json:"ops"` // by operation name
 	RSSBytes int64              `json:"rss_bytes"`
+	// Commands carve ran for one call of each operation, by command.
+	Commands map[string]map[string]float64 `json:"commands,omitempty"`
 }
 
 // Latency is a distribution's p50 and p99, in seconds.

@@ -54,3 +54,10 @@ func TestWriteRead(t *testing.T) {
 		t.Fatalf("read back %+v", out)
 	}
 }
+
+func TestLVMRuns(t *testing.T) {
+	got := LVMRuns(map[string]float64{"lvs": 3, "vgs": 1, "pvs": 1, "lvcreate": 1, "blkdiscard": 2, "mkfs.ext4": 1})
+	if got != 6 {
+		t.Fatalf("LVMRuns = %d, want 6 (blkdiscard and mkfs are not lvm2)", got)
+	}
+}
