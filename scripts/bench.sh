@@ -4,8 +4,8 @@
 # table and the plots from the run's results.json.
 #
 # usage: scripts/bench.sh [go test flags, e.g. -test.run 'TestBench/(provisioning|attach)']
-# Environment: CARVE_BENCH_QUICK=1 (small counts: the whole run in about
-# half an hour), CARVE_BENCH_SCALE="10 100" (the scale ladder),
+# Environment: CARVE_BENCH_QUICK=1 (small counts: the whole run in 15
+# minutes on a loaded machine), CARVE_BENCH_SCALE="10 100" (the ladder),
 # CARVE_BENCH_REPS, CARVE_BENCH_PARALLEL, CARVE_BENCH_IDLE=2m (see
 # docs/performance.md). Output in _output/bench: results.json, the PNG
 # plots, carve's log in logs/.
@@ -23,7 +23,7 @@ go build -o "$out/bin/carve" ./cmd/carve
 go test -tags bench -c -o "$out/bin/bench.test" ./test/bench
 
 # The full run's scale ladder makes a thousand volumes, about two hours
-# of lvm2 runs in the VM; quick is over in well under one.
+# of lvm2 runs in the VM; quick is over in a quarter of an hour.
 timeout=21600
 [ "${CARVE_BENCH_QUICK:-}" = 1 ] && timeout=5400
 echo "== booting the VM"
