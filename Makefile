@@ -65,6 +65,7 @@ vet: ## gofmt and go vet clean, with every build tag
 	$(GO) vet -tags vmtest ./... $(TAG)
 	$(GO) vet -tags e2e ./... $(TAG)
 	$(GO) vet -tags crashpoints ./... $(TAG)
+	$(GO) vet -tags bench ./test/bench/... $(TAG)
 	$(GO) vet -tags image ./test/image $(TAG)
 
 # The agent's and the backend's tests run against a real etcd and
@@ -135,8 +136,11 @@ fuzz: ## each fuzz target (FUZZ_TARGETS) for FUZZTIME (30s), from its committed 
 fuzz-ci: ## make fuzz as CI runs it (make test, after the unit tests): every target for 5 s, one worker, niced
 	$(BG) $(MAKE) --no-print-directory fuzz FUZZTIME=$(or $(CI_FUZZTIME),5s) FUZZPARALLEL=1
 
-bench: ## benchmarks: report parsing, the CSI call path over gRPC (figures printed, no pass/fail)
+# The VM benchmark's knobs (CARVE_BENCH_QUICK=1 and others) are in
+# docs/performance.md; its results land in _output/bench.
+bench: ## benchmarks, figures printed, no pass/fail: report parsing and the CSI call path over gRPC; then Carve against raw lvm2 on real LVM in the VM (table, results.json and plots in _output/bench)
 	$(GO) test -run '^$$' -bench . -benchmem ./lvm/ ./driver/csi/
+	scripts/bench.sh
 
 generate: ## deepcopy code and CRD manifests of driver/api (controller-gen)
 	test -x $(CONTROLLER_GEN) || $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)

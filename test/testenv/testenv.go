@@ -82,6 +82,19 @@ func StartCarve(t *testing.T, args ...string) string {
 // v2 directory, such as SlowCgroup's); "" is carve's own cgroup.
 func StartCarveIn(t *testing.T, cgroup string, args ...string) string {
 	t.Helper()
+	return StartCarveProcess(t, cgroup, args...).Endpoint
+}
+
+// Carve is a carve StartCarveProcess started: where it serves, and its
+// process ID (for its memory figures).
+type Carve struct {
+	Endpoint string
+	PID      int
+}
+
+// StartCarveProcess is StartCarveIn that also tells the process.
+func StartCarveProcess(t *testing.T, cgroup string, args ...string) Carve {
+	t.Helper()
 	bin := os.Getenv("CARVE_BIN")
 	if bin == "" {
 		t.Skip("CARVE_BIN is not set: build cmd/carve and point CARVE_BIN at it")
@@ -91,7 +104,7 @@ func StartCarveIn(t *testing.T, cgroup string, args ...string) string {
 		p.Stop()
 		t.Logf("carve log: %s", p.log.Name())
 	})
-	return p.Endpoint
+	return Carve{Endpoint: p.Endpoint, PID: p.cmd.Process.Pid}
 }
 
 // Options say how Launch starts carve.

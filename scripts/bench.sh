@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The VM benchmark (test/bench): carve standalone against raw lvm2 and
+# filesystem commands on one VG in ONE VM boot, then, on the host, the
+# table and the plots from the run's results.json.
+#
+# usage: scripts/bench.sh [go test flags, e.g. -test.run 'TestBench/(provisioning|attach)']
+# Environment: CARVE_BENCH_QUICK=1 (small counts: the whole run in 15
+# minutes on a loaded machine), CARVE_BENCH_SCALE="10 100" (the ladder),
+# CARVE_BENCH_REPS, CARVE_BENCH_PARALLEL, CARVE_BENCH_IDLE=2m (see
+# docs/performance.md). Output in _output/bench: results.json, the PNG
+# plots, carve's log in logs/.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+out=_output/bench
+rm -rf "$out" && mkdir -p "$out/bin" "$out/logs"
+command -v fio >/dev/null || { echo "fio is missing: apt-get install fio (the VM runs the host's)" >&2; exit 1; }
+
+# shellcheck source=goenv.sh
+source scripts/goenv.sh
+echo "== building carve and the benchmark"
+go build -o "$out/bin/carve" ./cmd/carve
+go test -tags bench -c -o "$out/bin/bench.test" ./test/bench
+
+# The full run's scale ladder makes a thousand volumes, about two hours
+# of lvm2 runs in the VM; quick is over in a quarter of an hour.
+timeout=21600
+[ "${CARVE_BENCH_QUICK:-}" = 1 ] && timeout=5400
+echo "== booting the VM"
+rc=0
+CARVE_BIN="$repo/$out/bin/carve" CARVE_TEST_LOGS="$repo/$out/logs" CARVE_BENCH_OUT="$repo/$out" \
+CARVE_TEST_DISK=/dev/vda CARVE_TEST_DISK2=/dev/vdb \
+	scripts/vm/run.sh --disks 2 --disk-size 12G --timeout "$timeout" --share "$repo/$out" \
+	-- "$repo/$out/bin/bench.test" -test.v -test.timeout "$((timeout - 120))s" "$@" || rc=$?
+
+# A failed run still reports the sections it finished.
+if [ -f "$out/results.json" ]; then
+	echo "== report"
+	go run ./test/bench/report -in "$out/results.json" -plots "$out"
+fi
+exit "$rc"

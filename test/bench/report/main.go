@@ -1,0 +1,44 @@
+// Command report prints a benchmark run's table (test/bench) and draws its
+// plots: `go run ./test/bench/report -in results.json -plots DIR`.
+// scripts/bench.sh runs it on the host after the VM has written the run.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"carve.dev/carve/test/bench/results"
+)
+
+func main() {
+	in := flag.String("in", "_output/bench/results.json", "the run's results")
+	plots := flag.String("plots", "", "write the PNG plots into this directory (empty: none)")
+	markdown := flag.Bool("markdown", false, "print the table as Markdown (docs/performance.md)")
+	flag.Parse()
+	if err := run(*in, *plots, *markdown); err != nil {
+		fmt.Fprintln(os.Stderr, "report:", err)
+		os.Exit(1)
+	}
+}
+
+func run(in, plots string, markdown bool) error {
+	r, err := results.Read(in)
+	if err != nil {
+		return err
+	}
+	write := printTable
+	if markdown {
+		write = printMarkdown
+	}
+	if err := write(os.Stdout, r); err != nil {
+		return fmt.Errorf("print: %w", err)
+	}
+	if plots == "" {
+		return nil
+	}
+	if err := os.MkdirAll(plots, 0o755); err != nil {
+		return fmt.Errorf("plots: %w", err)
+	}
+	return drawAll(r, plots)
+}
