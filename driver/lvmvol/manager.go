@@ -88,7 +88,8 @@ func (m *Manager) VolumeGroups() []string { return slices.Clone(m.vgs) }
 func (m *Manager) readVG(ctx context.Context, name string) (lvm.VG, error) {
 	vg, err := m.lvm.GetVG(ctx, name)
 	if errors.Is(err, lvm.ErrNotFound) {
-		return lvm.VG{}, fmt.Errorf("volume group %s cannot be read, its disks may be missing or failing (%v): %w", name, err, volume.ErrVGUnreadable)
+		// %v: lvm's "not found" must not reach callers that test for it.
+		return lvm.VG{}, fmt.Errorf("volume group %s cannot be read, its disks may be missing or failing (%v): %w", name, err, volume.ErrVGUnreadable) //nolint:errorlint // see above
 	}
 	return vg, err
 }
