@@ -5,7 +5,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -64,7 +63,7 @@ func setup(t *testing.T, cfg config) *env {
 	if _, err := l.CreateThinPool(ctx, vg, pool, 4<<30); err != nil {
 		t.Fatalf("create thin pool: %v", err)
 	}
-	addr := freeLoopbackAddr(t)
+	addr := testenv.FreeLoopbackAddr(t)
 	p := testenv.StartCarveProcess(t, "", "--volume-groups="+vg, "--node-id="+node, "--health-address="+addr, "-v=2")
 	c, err := csiflow.Dial(p.Endpoint)
 	if err != nil {
@@ -73,17 +72,6 @@ func setup(t *testing.T, cfg config) *env {
 	t.Cleanup(func() { _ = c.Close() })
 	return &env{t: t, top: t, cfg: cfg, lvm: l, run: runner.New(0), c: c, pid: p.PID,
 		metrics: "http://" + addr + "/metrics", dir: t.TempDir(), res: &results.Run{Mode: cfg.mode(), Started: time.Now()}}
-}
-
-// freeLoopbackAddr is a loopback address with a port nothing listens on.
-func freeLoopbackAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
 }
 
 // name is a fresh LV / CSI name with prefix.

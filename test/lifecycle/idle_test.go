@@ -5,7 +5,6 @@ package lifecycle
 import (
 	"bufio"
 	"context"
-	"net"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -26,7 +25,7 @@ func TestQueriesAtIdleRunNoLVM(t *testing.T) {
 	disks := []string{testenv.Disk(t, "CARVE_TEST_DISK")}
 	l := testenv.PrivateLVM(t)
 	testenv.NewVG(t, l, vg, disks...)
-	metricsAddr := freeLoopbackAddr(t)
+	metricsAddr := testenv.FreeLoopbackAddr(t)
 	c := dial(t, testenv.StartCarve(t, "--volume-groups="+vg, "--node-id="+node, "--health-address="+metricsAddr))
 	e := &env{t: t, lvm: l, c: c, dir: t.TempDir(), disks: disks}
 	ctx := context.Background()
@@ -98,17 +97,6 @@ func (e *env) capacity(params map[string]string) int64 {
 	resp, err := e.c.Controller.GetCapacity(context.Background(), &csi.GetCapacityRequest{Parameters: params})
 	must(e.t, err)
 	return resp.GetAvailableCapacity()
-}
-
-// freeLoopbackAddr is a loopback address no one listens on.
-func freeLoopbackAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
 }
 
 var reportLine = regexp.MustCompile(`^carve_commands_total\{command="(lvs|vgs|pvs)",result="[a-z]+"\} (\d+)`)

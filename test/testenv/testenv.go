@@ -209,3 +209,15 @@ func logDir(t *testing.T) string {
 func sanitize(name string) string {
 	return strings.NewReplacer("/", "_", " ", "_").Replace(name)
 }
+
+// FreeLoopbackAddr is a loopback address with a port nothing listens on,
+// for carve's --health-address (its /metrics).
+func FreeLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().String()
+}
