@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"carve.dev/carve/lvm"
 )
 
@@ -28,8 +30,12 @@ var readableName = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$`)
 // safe LV names (csi-sanity uses spaces, 128-byte names) are replaced by a
 // hash of 128 bits.
 func LVName(csiName string) string {
-	if readableName.MatchString(csiName) && !strings.HasPrefix(csiName, hashedPrefix) &&
-		!strings.HasPrefix(csiName, snapshotPrefix) && lvm.ValidateLVName(csiName) == nil {
+	// The pattern alone lets "0..0" through, which no object may be named
+	// (found by FuzzLVName in CI's bounded run): the DNS subdomain rule
+	// decides too.
+	if readableName.MatchString(csiName) && len(validation.IsDNS1123Subdomain(csiName)) == 0 &&
+		!strings.HasPrefix(csiName, hashedPrefix) && !strings.HasPrefix(csiName, snapshotPrefix) &&
+		lvm.ValidateLVName(csiName) == nil {
 		return csiName
 	}
 	sum := sha256.Sum256([]byte(csiName))
