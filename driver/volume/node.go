@@ -1,34 +1,26 @@
 package volume
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
 
-// MaxNodeIDLen bounds a node ID: CSI's limit on a topology segment's value.
-const MaxNodeIDLen = 63
+	"k8s.io/apimachinery/pkg/util/validation"
+)
 
 // ValidateNodeID checks a node ID (--node-id, and the node a CO names in a
 // topology segment). The ID is the value of a volume's one topology
 // segment, so CSI's rule for segment values applies (spec, Topology: at
 // most 63 characters, alphanumerics, '-', '_' and '.', beginning and
-// ending with an alphanumeric), which Kubernetes also asks of the label
-// kubelet makes of it. It also keeps a volume ID "node/vg/lv" unambiguous,
-// and out of paths and commands. Errors wrap ErrInvalidArgument.
+// ending with an alphanumeric), which is Kubernetes' rule for the label
+// value kubelet makes of it: its own check decides. It also keeps a volume
+// ID "node/vg/lv" unambiguous, and out of paths and commands. Errors wrap
+// ErrInvalidArgument.
 func ValidateNodeID(id string) error {
-	switch {
-	case id == "":
+	if id == "" {
 		return fmt.Errorf("%w: node ID is empty", ErrInvalidArgument)
-	case len(id) > MaxNodeIDLen:
-		return fmt.Errorf("%w: node ID %q is longer than %d characters", ErrInvalidArgument, id, MaxNodeIDLen)
-	case !isAlnum(id[0]) || !isAlnum(id[len(id)-1]):
-		return fmt.Errorf("%w: node ID %q must begin and end with a letter or digit", ErrInvalidArgument, id)
 	}
-	for i := 0; i < len(id); i++ {
-		if c := id[i]; !isAlnum(c) && c != '-' && c != '_' && c != '.' {
-			return fmt.Errorf("%w: node ID %q contains %q (allowed: letters, digits, '-', '_', '.')", ErrInvalidArgument, id, c)
-		}
+	if errs := validation.IsValidLabelValue(id); len(errs) > 0 {
+		return fmt.Errorf("%w: node ID %q: %s", ErrInvalidArgument, id, strings.Join(errs, "; "))
 	}
 	return nil
-}
-
-func isAlnum(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
 }
