@@ -35,11 +35,16 @@ func (c *Controller) ValidateVolumeCapabilities(ctx context.Context, req *csi.Va
 // getVolume is the queries' read of one volume: LVM may answer it from a
 // recent report (lvm.WithCachedReads; the CO and health monitors poll it).
 func (c *Controller) getVolume(ctx context.Context, volumeID string) (volume.Volume, error) {
+	return c.volumeByID(lvm.WithCachedReads(ctx), volumeID)
+}
+
+// volumeByID reads the volume behind a CSI volume ID as ctx says.
+func (c *Controller) volumeByID(ctx context.Context, volumeID string) (volume.Volume, error) {
 	id, err := volume.ParseID(volumeID)
 	if err != nil {
 		return volume.Volume{}, err
 	}
-	return c.backend.GetVolume(lvm.WithCachedReads(ctx), id)
+	return c.backend.GetVolume(ctx, id)
 }
 
 func (c *Controller) ControllerGetVolume(ctx context.Context, req *csi.ControllerGetVolumeRequest) (*csi.ControllerGetVolumeResponse, error) {

@@ -38,11 +38,7 @@ func (c *Controller) ControllerGetVolumeHealth(ctx context.Context, req *csi.Con
 	// Health reads lvm2 afresh, unlike the queries (lvm.WithCachedReads):
 	// a failed disk must show now, not when a report expires. Nothing
 	// polls the health RPCs by default, so that costs no idle command.
-	id, err := volume.ParseID(req.GetVolumeId())
-	if err != nil {
-		return nil, err
-	}
-	vol, err := c.backend.GetVolume(ctx, id)
+	vol, err := c.volumeByID(ctx, req.GetVolumeId())
 	if unreadable, ok := unreadableHealth(err); ok {
 		return &csi.ControllerGetVolumeHealthResponse{VolumeHealth: volumeHealth(req.GetVolumeId(), unreadable)}, nil
 	}

@@ -10,8 +10,8 @@ import (
 // lvm.Cache, may answer its reads from a recent report instead of running
 // lvm2 (see lvm.Cache for why that cannot miss a change Carve made).
 // Queries are what a CO and kubelet poll: capacity, listings, stats and
-// liveness. Health is no query: a failed disk must show at once. Nothing that creates, changes or removes a volume
-// is one: those decide on fresh reads, so a report that is stale by a
-// change made outside Carve can only make a query's answer late, never
-// make Carve act on a volume wrongly.
+// liveness. Health is no query: a failed disk must show at once. Nothing
+// that creates, changes or removes a volume is one: those decide on fresh
+// reads, so a report that is stale by a change made outside Carve can only
+// make a query's answer late, never make Carve act on a volume wrongly.
 func query(ctx context.Context) context.Context { return lvm.WithCachedReads(ctx) }
