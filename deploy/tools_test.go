@@ -2,7 +2,6 @@ package deploy
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +12,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -96,49 +94,11 @@ func TestHelmChart(t *testing.T) {
 				t.Errorf("the chart has no %s %s (deploy/kubernetes/examples has)", o.Kind, o.Name)
 			}
 		}
-		// The chart mirrors the base: same RBAC rules.
+		// The chart mirrors the base: same RBAC rules, and the same
+		// admission policy, in the same namespace.
 		base := baseObjects(t)
-		for _, kind := range []string{"ClusterRole", "Role"} {
-			for _, b := range base {
-				if b.Kind != kind {
-					continue
-				}
-				h, ok := find(objs, kind, b.Name)
-				if !ok {
-					t.Errorf("the chart has no %s %s", kind, b.Name)
-					continue
-				}
-				var br, hr struct {
-					Rules []rbacv1.PolicyRule `json:"rules"`
-				}
-				_ = yaml.Unmarshal(b.raw, &br)
-				_ = yaml.Unmarshal(h.raw, &hr)
-				if fmt.Sprint(br.Rules) != fmt.Sprint(hr.Rules) {
-					t.Errorf("%s %s: the chart's rules differ from the base's\nbase:  %v\nchart: %v", kind, b.Name, br.Rules, hr.Rules)
-				}
-			}
-		}
-		// And the same admission policy, in the same namespace.
-		for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
-			for _, b := range base {
-				if b.Kind != kind {
-					continue
-				}
-				h, ok := find(objs, kind, b.Name)
-				if !ok {
-					t.Errorf("the chart has no %s %s", kind, b.Name)
-					continue
-				}
-				var bs, hs struct {
-					Spec any `json:"spec"`
-				}
-				_ = yaml.Unmarshal(b.raw, &bs)
-				_ = yaml.Unmarshal(h.raw, &hs)
-				if !reflect.DeepEqual(bs.Spec, hs.Spec) {
-					t.Errorf("%s %s: the chart's spec differs from the base's\nbase:  %v\nchart: %v", kind, b.Name, bs.Spec, hs.Spec)
-				}
-			}
-		}
+		sameAsBase(t, base, objs, "rules", "ClusterRole", "Role")
+		sameAsBase(t, base, objs, "spec", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 	})
 
 	t.Run("values", func(t *testing.T) {
@@ -211,4 +171,30 @@ func podSpec(t *testing.T, o object) (spec *corev1.PodSpec, ok bool) {
 		return &d.Spec.Template.Spec, true
 	}
 	return nil, false
+}
+
+// sameAsBase checks that every object of the kinds in base has a twin of
+// the same kind and name in chart whose field (a top-level key: rules,
+// spec) is equal.
+func sameAsBase(t *testing.T, base, chart []object, field string, kinds ...string) {
+	t.Helper()
+	for _, b := range base {
+		if !slices.Contains(kinds, b.Kind) {
+			continue
+		}
+		h, ok := find(chart, b.Kind, b.Name)
+		if !ok {
+			t.Errorf("the chart has no %s %s", b.Kind, b.Name)
+			continue
+		}
+		var bo, ho map[string]any
+		_ = yaml.Unmarshal(b.raw, &bo)
+		_ = yaml.Unmarshal(h.raw, &ho)
+		if bo[field] == nil {
+			t.Errorf("%s %s in the base has no %s to compare", b.Kind, b.Name, field)
+		}
+		if !reflect.DeepEqual(bo[field], ho[field]) {
+			t.Errorf("%s %s: the chart's %s differ from the base's\nbase:  %v\nchart: %v", b.Kind, b.Name, field, bo[field], ho[field])
+		}
+	}
 }
