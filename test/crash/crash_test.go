@@ -84,7 +84,7 @@ func (e *env) stop() {
 func (e *env) reset() {
 	e.t.Helper()
 	e.stop()
-	unmountAll(e.t, e.dir)
+	testenv.UnmountAll(e.t, e.dir, 0)
 	ctx := context.Background()
 	lvs, err := e.lvm.ListLVs(ctx, vg)
 	if err != nil {
@@ -121,7 +121,7 @@ func setup(t *testing.T) *env {
 	e := &env{t: t, lvm: l, bin: bin, sock: filepath.Join(dir, "csi.sock"), dir: dir, disks: disks}
 	t.Cleanup(func() {
 		e.stop()
-		unmountAll(t, dir)
+		testenv.UnmountAll(t, dir, 0)
 		e.reset()
 	})
 	return e

@@ -3,7 +3,6 @@
 package crash
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -14,12 +13,12 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
 
 	"carve.dev/carve/test/csiflow"
+	"carve.dev/carve/test/testenv"
 )
 
 // state is what an operation leaves that a crash must not change: every
@@ -46,45 +45,11 @@ func (e *env) state() string {
 		e.t.Fatal(err)
 	}
 	lines = append(lines, fmt.Sprintf("vg free=%d", g.Free))
-	for _, m := range mountsUnder(e.t, e.dir) {
-		lines = append(lines, "mount "+m)
+	for _, m := range testenv.MountsUnder(e.t, e.dir) {
+		lines = append(lines, "mount "+strings.TrimPrefix(m.MountPoint, e.dir+"/")+" "+m.FsType)
 	}
 	sort.Strings(lines)
 	return strings.Join(lines, "\n")
-}
-
-// mountsUnder lists "path fstype" of the mounts inside dir, relative to it.
-func mountsUnder(t *testing.T, dir string) []string {
-	t.Helper()
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }()
-	var out []string
-	for sc := bufio.NewScanner(f); sc.Scan(); {
-		fields := strings.Fields(sc.Text())
-		sep := slices.Index(fields, "-")
-		if len(fields) < 5 || sep < 0 || sep+1 >= len(fields) {
-			continue
-		}
-		if rel, err := filepath.Rel(dir, fields[4]); err == nil && !strings.HasPrefix(rel, "..") {
-			out = append(out, rel+" "+fields[sep+1])
-		}
-	}
-	return out
-}
-
-// unmountAll unmounts everything inside dir, deepest first.
-func unmountAll(t *testing.T, dir string) {
-	t.Helper()
-	ms := mountsUnder(t, dir)
-	for i := len(ms) - 1; i >= 0; i-- {
-		p := filepath.Join(dir, strings.Fields(ms[i])[0])
-		if err := unix.Unmount(p, 0); err != nil {
-			t.Errorf("unmount %s: %v", p, err)
-		}
-	}
 }
 
 var snw = csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER

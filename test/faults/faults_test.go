@@ -115,7 +115,7 @@ func setup(t *testing.T, args ...string) *env {
 	// Registered after the dm devices' cleanup, so it runs before it:
 	// every fault is healed before the VG goes.
 	testenv.NewVG(t, l, vg, paths...)
-	t.Cleanup(func() { unmountAll(t, e.dir) }) // after healing, before the VG goes
+	t.Cleanup(func() { testenv.UnmountAll(t, e.dir, unix.MNT_DETACH) }) // after healing, before the VG goes
 	t.Cleanup(func() {
 		for _, p := range e.pvs {
 			p.heal()
@@ -129,27 +129,6 @@ func setup(t *testing.T, args ...string) *env {
 	t.Cleanup(func() { _ = c.Close() })
 	e.c = c
 	return e
-}
-
-// unmountAll detaches every mount inside dir, deepest first: what a
-// failed test left, so that the VG and the dm devices can go.
-func unmountAll(t *testing.T, dir string) {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mounts []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
-			mounts = append(mounts, f[4])
-		}
-	}
-	for i := len(mounts) - 1; i >= 0; i-- {
-		if err := unix.Unmount(mounts[i], unix.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", mounts[i], err)
-		}
-	}
 }
 
 // hideDisks makes lvm2 (the test's and carve's, which share the private

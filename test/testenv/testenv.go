@@ -17,6 +17,8 @@ import (
 
 	"carve.dev/carve/lvm"
 	"carve.dev/carve/lvm/runner"
+	"golang.org/x/sys/unix"
+	"k8s.io/mount-utils"
 )
 
 // Disk returns the scratch disk named by the environment variable env, or
@@ -220,4 +222,27 @@ func FreeLoopbackAddr(t *testing.T) string {
 	}
 	defer func() { _ = l.Close() }()
 	return l.Addr().String()
+}
+
+// MountsUnder lists the mounts strictly inside dir, in mountinfo's order
+// (a mount before those made on top of it).
+func MountsUnder(t *testing.T, dir string) []mount.MountInfo {
+	t.Helper()
+	infos, err := mount.ParseMountInfo("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.DeleteFunc(infos, func(mi mount.MountInfo) bool { return !strings.HasPrefix(mi.MountPoint, dir+"/") })
+}
+
+// UnmountAll unmounts every mount inside dir, the latest first, with
+// umount2's flags (0, or unix.MNT_DETACH where the device may be failing).
+func UnmountAll(t *testing.T, dir string, flags int) {
+	t.Helper()
+	ms := MountsUnder(t, dir)
+	for i := len(ms) - 1; i >= 0; i-- {
+		if err := unix.Unmount(ms[i].MountPoint, flags); err != nil {
+			t.Errorf("unmount %s: %v", ms[i].MountPoint, err)
+		}
+	}
 }
