@@ -185,7 +185,11 @@ func unstageOp() op {
 		must(e.t, v.Attach(context.Background(), node))
 		must(e.t, v.Stage(context.Background(), e.path("staging")))
 		return func() error {
-			return retry(e.alive, func() error { return e.handle(id).Unstage(context.Background()) })
+			return retry(e.alive, func() error {
+				v := e.handle(id) // a fresh handle, on the restarted carve's client, knows no staging path
+				v.Staging = e.path("staging")
+				return v.Unstage(context.Background())
+			})
 		}, nil
 	}}
 }
