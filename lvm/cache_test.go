@@ -147,6 +147,14 @@ func TestEveryChangeInvalidatesItsVG(t *testing.T) {
 			_, err := x.CreateThinPool(ctx, "carve-thin", "p", 1<<30)
 			return err
 		},
+		"CreateSnapshotOf": func(x *Cache) error {
+			_, err := x.CreateSnapshotOf(ctx, LV{VGName: "carve-thin", Name: "thin1", Attr: "Vwi-a-tz--"}, "s", SnapshotOptions{SkipReadBack: true})
+			return err
+		},
+		"RemoveLVOf": func(x *Cache) error { return x.RemoveLVOf(ctx, LV{VGName: "carve-thin", Name: "thin1"}) },
+		"RetagAndActivate": func(x *Cache) error {
+			return x.RetagAndActivate(ctx, "carve-thin", "thin1", []string{"a"}, nil, true)
+		},
 		"Invalidate": func(x *Cache) error { x.Invalidate("carve-thin"); return nil },
 	}
 	for name, change := range changes {
