@@ -73,8 +73,10 @@ func TestCreateIsIdempotent(t *testing.T) {
 	if again.ID != first.ID || again.SizeBytes != first.SizeBytes {
 		t.Errorf("second create = %+v, want %+v", again, first)
 	}
-	if slices.Contains(f.Calls, "CreateLV") {
-		t.Error("second create ran lvcreate again")
+	// lvcreate is the lookup: it fails on the taken name, changing
+	// nothing, and only then is the LV read and adopted.
+	if want := []string{"GetVG", "CreateLV", "GetLV"}; !slices.Equal(f.Calls, want) {
+		t.Errorf("second create ran %v, want %v", f.Calls, want)
 	}
 }
 
@@ -179,9 +181,9 @@ func TestDelete(t *testing.T) {
 	if _, ok := f.LV(vg, "pvc-1"); ok {
 		t.Error("LV still there after delete")
 	}
-	want := []string{"GetLV", "AddTags", "Activate", "Wipe", "RemoveLV"}
+	want := []string{"GetLV", "RetagAndActivate", "Wipe", "RemoveLVOf"}
 	if !slices.Equal(f.Calls, want) {
-		t.Errorf("delete steps %v, want %v (mark, wipe, then remove)", f.Calls, want)
+		t.Errorf("delete steps %v, want %v (mark and activate, wipe, then remove)", f.Calls, want)
 	}
 	if err := m.DeleteVolume(ctx, vol.ID); err != nil {
 		t.Errorf("second delete: %v, want success", err)

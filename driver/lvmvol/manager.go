@@ -29,6 +29,11 @@ type LVM interface {
 	CreateCOWSnapshot(ctx context.Context, vg, origin, name string, cowSize uint64, tags ...string) (lvm.LV, error)
 	AddTags(ctx context.Context, vg, name string, tags ...string) error
 	RemoveTags(ctx context.Context, vg, name string, tags ...string) error
+	// The variants that save lvm2 runs (see their use for why each is
+	// safe where it is used).
+	CreateSnapshotOf(ctx context.Context, origin lvm.LV, name string, o lvm.SnapshotOptions) (lvm.LV, error)
+	RemoveLVOf(ctx context.Context, lv lvm.LV) error
+	RetagAndActivate(ctx context.Context, vg, name string, add, remove []string, active bool) error
 }
 
 // Wiper zeroes block devices.

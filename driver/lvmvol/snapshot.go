@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -72,34 +73,39 @@ func (m *Manager) CreateSnapshot(ctx context.Context, name string, source volume
 		return volume.Snapshot{}, err
 	}
 	lvName := volume.SnapshotLVName(name)
-	lv, err := m.lvm.GetLV(ctx, source.VG, lvName)
-	switch {
-	case err == nil:
-		return m.adoptSnapshot(ctx, lv, name, src)
-	case !errors.Is(err, lvm.ErrNotFound):
-		return volume.Snapshot{}, fmt.Errorf("look up snapshot %s/%s: %w", source.VG, lvName, err)
-	}
 	tags := []string{tagSnapshot, tagSourcePrefix + src.Name, tagNamePrefix + name}
 	if lvm.ValidateTag(tags[2]) != nil {
 		tags = tags[:2]
 	}
-	if src.PoolLV != "" {
-		lv, err := m.lvm.CreateThinSnapshot(ctx, source.VG, src.Name, lvName, tags...)
-		if err != nil {
-			return volume.Snapshot{}, fmt.Errorf("snapshot %q of %s: %w", name, source, err)
+	if src.PoolLV == "" {
+		lv, err := m.lvm.GetLV(ctx, source.VG, lvName)
+		switch {
+		case err == nil:
+			return m.adoptSnapshot(ctx, lv, name, src)
+		case !errors.Is(err, lvm.ErrNotFound):
+			return volume.Snapshot{}, fmt.Errorf("look up snapshot %s/%s: %w", source.VG, lvName, err)
 		}
-		// lvm2 activates it; nothing should write to a snapshot, so it is
-		// kept inactive like an unpublished volume (a crash before this
-		// leaves it active, which is harmless).
-		if lv.Active {
-			if err := m.lvm.Deactivate(ctx, source.VG, lvName); err != nil {
-				return volume.Snapshot{}, fmt.Errorf("deactivate snapshot %s/%s: %w", source.VG, lvName, err)
-			}
-		}
-		klog.InfoS("Created thin snapshot", "snapshot", name, "lv", source.VG+"/"+lvName, "source", source)
-		return m.snapshotOf(lv), nil
+		return m.createThickSnapshot(ctx, name, src, lvName, tags)
 	}
-	return m.createThickSnapshot(ctx, name, src, lvName, tags)
+	// A thin snapshot is one lvcreate of src, whose report is at hand:
+	// made inactive (-an), as nothing should write to a snapshot, in the
+	// commit that makes it, so no lvchange -an follows. It is read back
+	// for its creation time, which only lvm2 knows. No lookup of the name
+	// first: lvcreate fails on a taken one having changed nothing, and
+	// only then is the LV read and judged (as CreateVolume does).
+	lv, err := m.lvm.CreateSnapshotOf(ctx, src, lvName, lvm.SnapshotOptions{Tags: tags, Inactive: true})
+	if errors.Is(err, lvm.ErrAlreadyExists) {
+		existing, lerr := m.lvm.GetLV(ctx, source.VG, lvName)
+		if lerr != nil {
+			return volume.Snapshot{}, fmt.Errorf("look up snapshot %s/%s: %w", source.VG, lvName, lerr)
+		}
+		return m.adoptSnapshot(ctx, existing, name, src)
+	}
+	if err != nil {
+		return volume.Snapshot{}, fmt.Errorf("snapshot %q of %s: %w", name, source, err)
+	}
+	klog.InfoS("Created thin snapshot", "snapshot", name, "lv", source.VG+"/"+lvName, "source", source)
+	return m.snapshotOf(lv), nil
 }
 
 // createThickSnapshot runs steps 1-3 of the thick path (see above).
@@ -112,7 +118,7 @@ func (m *Manager) createThickSnapshot(ctx context.Context, name string, src lvm.
 		return volume.Snapshot{}, fmt.Errorf("thick snapshot of %s needs %s (copy and frozen point), volume group %s has %s free: %w",
 			src.Name, lvm.FormatSize(need), vg.Name, lvm.FormatSize(vg.Free), lvm.ErrNoSpace)
 	}
-	if _, err := m.freeze(ctx, src, lvName); err != nil {
+	if err := m.freeze(ctx, src, lvName); err != nil {
 		return volume.Snapshot{}, err
 	}
 	// A thick snapshot is a plain linear LV (the zero Type) of the source's size.
@@ -136,11 +142,10 @@ func (m *Manager) awaitCopy(ctx context.Context, lv lvm.LV) (volume.Snapshot, er
 	if finished, err := m.jobs.await(ctx, key, job, copyGrace); !finished || err != nil {
 		return m.snapshotOf(lv), nil // still copying, or failed: retried next call
 	}
-	done, err := m.lvm.GetLV(ctx, lv.VGName, lv.Name)
-	if err != nil {
-		return volume.Snapshot{}, err
-	}
-	return m.snapshotOf(done), nil
+	// The job succeeded: it dropped the copying tag last (step 4), so the
+	// snapshot is lv without it; no lvs needed to tell.
+	lv.Tags = slices.DeleteFunc(slices.Clone(lv.Tags), func(t string) bool { return t == tagCopying })
+	return m.snapshotOf(lv), nil
 }
 
 // adoptSnapshot judges an existing snapshot LV for a CreateSnapshot retry,
@@ -171,10 +176,12 @@ func (m *Manager) startSnapshotCopy(lv lvm.LV) (string, *job) {
 }
 
 func (m *Manager) finishSnapshotCopy(ctx context.Context, lv lvm.LV, mt *meter) error {
-	_, err := m.lvm.GetLV(ctx, lv.VGName, frozenName(lv.Name))
+	frozen, err := m.lvm.GetLV(ctx, lv.VGName, frozenName(lv.Name))
 	switch {
 	case err == nil:
-		err = m.copyFrozen(ctx, lv.VGName, lv.Name, lv.Size, mt)
+		// lv is the report the job was started with (see copyLV); the
+		// copy releases the source when it drops the frozen point.
+		err = m.copyFrozenLV(ctx, frozen, lv, lv.Size, mt)
 		if errors.Is(err, errFrozenOverflow) {
 			// The image is torn: drop it; the CO's next call starts over.
 			return errors.Join(err, m.finishDelete(ctx, lv, nil))
@@ -182,18 +189,20 @@ func (m *Manager) finishSnapshotCopy(ctx context.Context, lv lvm.LV, mt *meter) 
 		if err != nil {
 			return err
 		}
-	case !errors.Is(err, lvm.ErrNotFound):
+	case errors.Is(err, lvm.ErrNotFound):
+		// No frozen point left: the copy completed (step 4). A crash right
+		// after dropping the frozen point may have left the source held.
+		if err := m.release(ctx, lv.VGName, tagValue(lv, tagSourcePrefix)); err != nil {
+			return err
+		}
+	default:
 		return err
 	}
-	// No frozen point left: the copy completed (step 4). A crash right
-	// after dropping the frozen point may have left the source held.
-	if err := m.release(ctx, lv.VGName, tagValue(lv, tagSourcePrefix)); err != nil {
-		return err
-	}
-	if err := m.lvm.Deactivate(ctx, lv.VGName, lv.Name); err != nil {
-		return err
-	}
-	if err := m.lvm.RemoveTags(ctx, lv.VGName, lv.Name, tagCopying); err != nil {
+	// One lvchange: the copying tag goes, then the snapshot is
+	// deactivated (lvm.RetagAndActivate's order). A crash in between
+	// leaves a ready snapshot that is active, which is harmless: nothing
+	// writes to a snapshot, and a restore or delete uses it as it is.
+	if err := m.lvm.RetagAndActivate(ctx, lv.VGName, lv.Name, nil, []string{tagCopying}, false); err != nil {
 		return err
 	}
 	klog.InfoS("Thick snapshot ready", "lv", lv.VGName+"/"+lv.Name, "bytes", lv.Size)
@@ -279,8 +288,15 @@ func (m *Manager) dropFrozen(ctx context.Context, vg, target string) error {
 	if err != nil {
 		return err
 	}
-	if err := m.lvm.RemoveLV(ctx, vg, frozen.Name); err != nil && !errors.Is(err, lvm.ErrNotFound) {
-		return fmt.Errorf("drop frozen point of %s/%s: %w", vg, target, err)
+	return m.dropFrozenLV(ctx, frozen)
+}
+
+// dropFrozenLV is dropFrozen of the frozen point the caller has read: a
+// snapshot (COW or thin), which nothing depends on, so its own report is
+// enough for lvremove (lvm.RemoveLVOf).
+func (m *Manager) dropFrozenLV(ctx context.Context, frozen lvm.LV) error {
+	if err := m.lvm.RemoveLVOf(ctx, frozen); err != nil && !errors.Is(err, lvm.ErrNotFound) {
+		return fmt.Errorf("drop frozen point %s/%s: %w", frozen.VGName, frozen.Name, err)
 	}
-	return m.release(ctx, vg, frozen.Origin)
+	return m.release(ctx, frozen.VGName, frozen.Origin)
 }

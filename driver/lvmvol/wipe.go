@@ -70,8 +70,14 @@ func (w ZeroWiper) Flush(ctx context.Context, device string) error {
 // separate lvchange -an would only cost one more lvm2 run per delete.
 func (m *Manager) wipe(ctx context.Context, lv lvm.LV, mt *meter) error {
 	ref := lv.VGName + "/" + lv.Name
-	if err := m.lvm.Activate(ctx, lv.VGName, lv.Name); err != nil {
-		return fmt.Errorf("activate %s to wipe it: %w", ref, err)
+	// lv is the caller's report: active already (markDeleting activated
+	// it, or an earlier try did), it needs no lvchange. Should it have
+	// been deactivated since, the first zeroing fails on the missing
+	// device and the retry, reading it again, activates it.
+	if !lv.Active {
+		if err := m.lvm.Activate(ctx, lv.VGName, lv.Name); err != nil {
+			return fmt.Errorf("activate %s to wipe it: %w", ref, err)
+		}
 	}
 	start := time.Now()
 	if err := m.zero(ctx, lv, mt); err != nil {
