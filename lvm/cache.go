@@ -75,25 +75,84 @@ func CachedReads(ctx context.Context) bool {
 	return v
 }
 
+// sharedReadsKey marks the reads of one operation (WithSharedReads).
+type sharedReadsKey struct{}
+
+// readScope records, for one operation, the generation at which each VG's
+// report was read for it.
+type readScope struct {
+	mu   sync.Mutex
+	read map[string]uint64
+}
+
+// WithSharedReads marks ctx as one operation's that wants facts as fresh
+// as itself, but asks several questions of them: a Cache reads each VG
+// from lvm2 (the whole VG's report) at the first read under ctx, answers
+// the later ones from that report until a change of the VG, and keeps the
+// report for queries too. The node's NodeStageVolume is one: it looks up
+// the volume and its thin pool, and its report then serves the node calls
+// that follow (NodePublishVolume...) as a query's would. Without a Cache,
+// or with caching off, the mark changes nothing.
+func WithSharedReads(ctx context.Context) context.Context {
+	return context.WithValue(ctx, sharedReadsKey{}, &readScope{read: map[string]uint64{}})
+}
+
+func scopeOf(ctx context.Context) *readScope {
+	s, _ := ctx.Value(sharedReadsKey{}).(*readScope)
+	return s
+}
+
+// usable tells whether a report of vg at gen may answer a read under
+// ctx: a query's, while not older than MaxAge; a shared read's, when it
+// was read for this very operation (or since).
+func (x *Cache) usable(ctx context.Context, vg string, gen uint64, at time.Time) bool {
+	if x.MaxAge <= 0 {
+		return false
+	}
+	if CachedReads(ctx) && x.now().Sub(at) < x.MaxAge {
+		return true
+	}
+	s := scopeOf(ctx)
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	read, ok := s.read[vg]
+	return ok && read == gen
+}
+
+// fromCache tells whether reads under ctx may come from a report at all.
+func (x *Cache) fromCache(ctx context.Context) bool {
+	return x.MaxAge > 0 && (CachedReads(ctx) || scopeOf(ctx) != nil)
+}
+
 // lookup returns the report of vg in m if ctx may use one and it is
 // current; the generation to read a new one at otherwise.
 func lookup[T any](x *Cache, ctx context.Context, m map[string]cached[T], vg string) (v T, gen uint64, ok bool) {
 	x.mu.Lock()
-	defer x.mu.Unlock()
 	gen = x.gens[vg]
 	e, found := m[vg]
-	if found && e.gen == gen && x.MaxAge > 0 && CachedReads(ctx) && x.now().Sub(e.at) < x.MaxAge {
+	x.mu.Unlock()
+	if found && e.gen == gen && x.usable(ctx, vg, gen, e.at) {
 		return e.v, gen, true
 	}
 	return v, gen, false
 }
 
-// store keeps a report read at gen, unless a change began since.
-func store[T any](x *Cache, m map[string]cached[T], vg string, gen uint64, v T) {
+// store keeps a report read at gen, unless a change began since, and
+// notes it as read for ctx's operation (WithSharedReads).
+func store[T any](x *Cache, ctx context.Context, m map[string]cached[T], vg string, gen uint64, v T) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if x.gens[vg] == gen {
-		m[vg] = cached[T]{v: v, gen: gen, at: x.now()}
+	if x.gens[vg] != gen {
+		return
+	}
+	m[vg] = cached[T]{v: v, gen: gen, at: x.now()}
+	if s := scopeOf(ctx); s != nil {
+		s.mu.Lock()
+		s.read[vg] = gen
+		s.mu.Unlock()
 	}
 }
 
@@ -107,7 +166,7 @@ func read[T any](x *Cache, ctx context.Context, m map[string]cached[T], vg strin
 	if err != nil {
 		return v, err
 	}
-	store(x, m, vg, gen, v)
+	store(x, ctx, m, vg, gen, v)
 	return v, nil
 }
 
@@ -182,12 +241,12 @@ func (x *Cache) ListAllLVs(ctx context.Context, vg string) ([]LV, error) {
 }
 
 // GetLV is Client.GetLV. A fresh read asks lvm2 for the one LV; a cached
-// one finds it in the VG's report.
+// or shared one finds it in the VG's report.
 func (x *Cache) GetLV(ctx context.Context, vg, name string) (LV, error) {
 	if err := validateVGLV(vg, name); err != nil {
 		return LV{}, err
 	}
-	if !CachedReads(ctx) || x.MaxAge <= 0 {
+	if !x.fromCache(ctx) {
 		return x.c.GetLV(ctx, vg, name)
 	}
 	all, err := x.allLVs(ctx, vg)

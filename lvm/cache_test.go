@@ -223,3 +223,43 @@ func TestFailedReadsAreNotKept(t *testing.T) {
 		t.Errorf("vgs ran %d times, want 2: a failed read is asked again", r.count("vgs"))
 	}
 }
+
+// Shared reads: one lvs for the operation's questions, again after a
+// change it makes, never a report older than the operation; what it read
+// serves the queries after it.
+func TestSharedReadsRunLVMOncePerOperation(t *testing.T) {
+	x, r, now := newCacheUnderTest(t)
+	_, _ = x.GetLV(queryCtx, "carve-thin", "thin1") // a report older than the operation
+	op := WithSharedReads(context.Background())
+	for _, name := range []string{"thin1", "pool0", "thin1"} {
+		if _, err := x.GetLV(op, "carve-thin", name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := r.count("lvs"); got != 2 {
+		t.Errorf("lvs ran %d times, want 2: the query's, then one for the operation (not the query's report)", got)
+	}
+	if err := x.Activate(op, "carve-thin", "thin1"); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = x.GetLV(op, "carve-thin", "thin1")
+	_, _ = x.GetLV(op, "carve-thin", "pool0")
+	if got := r.count("lvs"); got != 3 {
+		t.Errorf("lvs ran %d times, want 3: once more after the operation's change", got)
+	}
+	*now = now.Add(time.Second)
+	_, _ = x.GetLV(queryCtx, "carve-thin", "thin1")
+	if got := r.count("lvs"); got != 3 {
+		t.Errorf("lvs ran %d times, want 3: a query reuses the operation's report", got)
+	}
+	_, _ = x.GetLV(WithSharedReads(context.Background()), "carve-thin", "thin1")
+	if got := r.count("lvs"); got != 4 {
+		t.Errorf("lvs ran %d times, want 4: another operation reads afresh", got)
+	}
+	x.MaxAge = 0
+	_, _ = x.GetLV(op, "carve-thin", "thin1")
+	_, _ = x.GetLV(op, "carve-thin", "thin1")
+	if got := r.count("lvs"); got != 6 {
+		t.Errorf("lvs ran %d times, want 6: with caching off every read runs lvm2", got)
+	}
+}
