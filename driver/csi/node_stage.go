@@ -9,6 +9,7 @@ import (
 
 	"carve.dev/carve/driver/nodefs"
 	"carve.dev/carve/driver/volume"
+	"carve.dev/carve/lvm"
 )
 
 // NodeStageVolume mounts the volume's filesystem at the staging path,
@@ -30,7 +31,9 @@ func (n *Node) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequ
 	if err := nodefs.CheckMountFlags(fsType, mnt.GetMountFlags()); err != nil {
 		return nil, err
 	}
-	dev, err := n.resolveDevice(ctx, req.GetVolumeId())
+	// Fresh facts, one report for all of them (the volume, its thin
+	// pool), which the node calls that follow reuse (resolveStaged).
+	dev, err := n.resolveDevice(lvm.WithSharedReads(ctx), req.GetVolumeId())
 	if err != nil {
 		return nil, err
 	}

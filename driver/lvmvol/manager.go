@@ -167,7 +167,10 @@ func (m *Manager) lookupSettled(ctx context.Context, id volume.ID) (lvm.LV, erro
 
 // GetVolume returns a settled volume. Its caller decides whether it is a
 // query (lvm.WithCachedReads): NodeGetVolumeStats and ControllerGetVolume
-// are; the node's stage and publish, and the health RPCs, are not.
+// are, and so are the node's publish, unpublish and unstage, with a fresh
+// read when the cached one refuses (csi's resolveStaged); the node's stage
+// reads afresh, once for the volume and its pool (lvm.WithSharedReads);
+// the health RPCs read afresh.
 func (m *Manager) GetVolume(ctx context.Context, id volume.ID) (volume.Volume, error) {
 	lv, err := m.lookupSettled(ctx, id)
 	if err != nil {
