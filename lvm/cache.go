@@ -78,11 +78,11 @@ func CachedReads(ctx context.Context) bool {
 // sharedReadsKey marks the reads of one operation (WithSharedReads).
 type sharedReadsKey struct{}
 
-// readScope records, for one operation, the generation at which each VG's
-// report was read for it.
+// readScope records, for one operation, the generation at which each
+// report ("lvs", "vgs" or "pvs", of a VG) was read for it.
 type readScope struct {
 	mu   sync.Mutex
-	read map[string]uint64
+	read map[string]uint64 // kind + " " + VG -> generation
 }
 
 // WithSharedReads marks ctx as one operation's that wants facts as fresh
@@ -97,6 +97,16 @@ func WithSharedReads(ctx context.Context) context.Context {
 	return context.WithValue(ctx, sharedReadsKey{}, &readScope{read: map[string]uint64{}})
 }
 
+// SharedScope identifies the operation ctx was marked for by
+// WithSharedReads (nil when none): reads under the same scope may share a
+// report. Tests that count lvm2 runs without a Cache use it.
+func SharedScope(ctx context.Context) any {
+	if s := scopeOf(ctx); s != nil {
+		return s
+	}
+	return nil
+}
+
 func scopeOf(ctx context.Context) *readScope {
 	s, _ := ctx.Value(sharedReadsKey{}).(*readScope)
 	return s
@@ -105,7 +115,7 @@ func scopeOf(ctx context.Context) *readScope {
 // usable tells whether a report of vg at gen may answer a read under
 // ctx: a query's, while not older than MaxAge; a shared read's, when it
 // was read for this very operation (or since).
-func (x *Cache) usable(ctx context.Context, vg string, gen uint64, at time.Time) bool {
+func (x *Cache) usable(ctx context.Context, key string, gen uint64, at time.Time) bool {
 	if x.MaxAge <= 0 {
 		return false
 	}
@@ -118,7 +128,7 @@ func (x *Cache) usable(ctx context.Context, vg string, gen uint64, at time.Time)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	read, ok := s.read[vg]
+	read, ok := s.read[key]
 	return ok && read == gen
 }
 
@@ -129,12 +139,12 @@ func (x *Cache) fromCache(ctx context.Context) bool {
 
 // lookup returns the report of vg in m if ctx may use one and it is
 // current; the generation to read a new one at otherwise.
-func lookup[T any](x *Cache, ctx context.Context, m map[string]cached[T], vg string) (v T, gen uint64, ok bool) {
+func lookup[T any](x *Cache, ctx context.Context, kind string, m map[string]cached[T], vg string) (v T, gen uint64, ok bool) {
 	x.mu.Lock()
 	gen = x.gens[vg]
 	e, found := m[vg]
 	x.mu.Unlock()
-	if found && e.gen == gen && x.usable(ctx, vg, gen, e.at) {
+	if found && e.gen == gen && x.usable(ctx, kind+" "+vg, gen, e.at) {
 		return e.v, gen, true
 	}
 	return v, gen, false
@@ -142,7 +152,7 @@ func lookup[T any](x *Cache, ctx context.Context, m map[string]cached[T], vg str
 
 // store keeps a report read at gen, unless a change began since, and
 // notes it as read for ctx's operation (WithSharedReads).
-func store[T any](x *Cache, ctx context.Context, m map[string]cached[T], vg string, gen uint64, v T) {
+func store[T any](x *Cache, ctx context.Context, kind string, m map[string]cached[T], vg string, gen uint64, v T) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.gens[vg] != gen {
@@ -151,14 +161,15 @@ func store[T any](x *Cache, ctx context.Context, m map[string]cached[T], vg stri
 	m[vg] = cached[T]{v: v, gen: gen, at: x.now()}
 	if s := scopeOf(ctx); s != nil {
 		s.mu.Lock()
-		s.read[vg] = gen
+		s.read[kind+" "+vg] = gen
 		s.mu.Unlock()
 	}
 }
 
-// read answers from the cache or runs fetch and keeps what it returns.
-func read[T any](x *Cache, ctx context.Context, m map[string]cached[T], vg string, fetch func() (T, error)) (T, error) {
-	v, gen, ok := lookup(x, ctx, m, vg)
+// read answers from the cache or runs fetch and keeps what it returns;
+// kind names the report ("lvs", "vgs", "pvs").
+func read[T any](x *Cache, ctx context.Context, kind string, m map[string]cached[T], vg string, fetch func() (T, error)) (T, error) {
+	v, gen, ok := lookup(x, ctx, kind, m, vg)
 	if ok {
 		return v, nil
 	}
@@ -166,7 +177,7 @@ func read[T any](x *Cache, ctx context.Context, m map[string]cached[T], vg strin
 	if err != nil {
 		return v, err
 	}
-	store(x, ctx, m, vg, gen, v)
+	store(x, ctx, kind, m, vg, gen, v)
 	return v, nil
 }
 
@@ -192,7 +203,7 @@ func (x *Cache) GetVG(ctx context.Context, vg string) (VG, error) {
 	if err := ValidateVGName(vg); err != nil {
 		return VG{}, err
 	}
-	v, err := read(x, ctx, x.vgs, vg, func() (VG, error) { return x.c.GetVG(ctx, vg) })
+	v, err := read(x, ctx, "vgs", x.vgs, vg, func() (VG, error) { return x.c.GetVG(ctx, vg) })
 	v.Tags = slices.Clone(v.Tags)
 	return v, err
 }
@@ -202,13 +213,13 @@ func (x *Cache) ListVGPVs(ctx context.Context, vg string) ([]PV, error) {
 	if err := ValidateVGName(vg); err != nil {
 		return nil, err
 	}
-	pvs, err := read(x, ctx, x.pvs, vg, func() ([]PV, error) { return x.c.ListVGPVs(ctx, vg) })
+	pvs, err := read(x, ctx, "pvs", x.pvs, vg, func() ([]PV, error) { return x.c.ListVGPVs(ctx, vg) })
 	return slices.Clone(pvs), err
 }
 
 // allLVs is Client.ListAllLVs through the cache; the caller gets copies.
 func (x *Cache) allLVs(ctx context.Context, vg string) ([]LV, error) {
-	lvs, err := read(x, ctx, x.lvs, vg, func() ([]LV, error) { return x.c.ListAllLVs(ctx, vg) })
+	lvs, err := read(x, ctx, "lvs", x.lvs, vg, func() ([]LV, error) { return x.c.ListAllLVs(ctx, vg) })
 	if err != nil {
 		return nil, err
 	}

@@ -239,6 +239,14 @@ func TestSharedReadsRunLVMOncePerOperation(t *testing.T) {
 	if got := r.count("lvs"); got != 2 {
 		t.Errorf("lvs ran %d times, want 2: the query's, then one for the operation (not the query's report)", got)
 	}
+	// Each report on its own: the VG's, read by a query before, is read
+	// again for the operation although its lvs was.
+	_, _ = x.GetVG(queryCtx, "carve-thin")
+	_, _ = x.GetVG(op, "carve-thin")
+	_, _ = x.GetVG(op, "carve-thin")
+	if got := r.count("vgs"); got != 2 {
+		t.Errorf("vgs ran %d times, want 2: the query's and the operation's", got)
+	}
 	if err := x.Activate(op, "carve-thin", "thin1"); err != nil {
 		t.Fatal(err)
 	}
