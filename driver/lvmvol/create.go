@@ -18,6 +18,9 @@ func (m *Manager) CreateVolume(ctx context.Context, req volume.CreateRequest) (v
 	if req.Node != "" && req.Node != m.node {
 		return volume.Volume{}, fmt.Errorf("volume %q asked on node %q; this driver carves on %q: %w", req.Name, req.Node, m.node, volume.ErrWrongNode)
 	}
+	// Its reads (a source, a thin pool, the name after a refusal) share
+	// one fresh report of the VG until a change (see sharedReads).
+	ctx = sharedReads(ctx)
 	var src lvm.LV
 	if req.Source != nil {
 		var err error

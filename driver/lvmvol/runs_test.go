@@ -25,10 +25,17 @@ import (
 // the lvm2 commands the real lvm.Client runs for it with those arguments.
 // lvm's own tests pin every method's command lines (create_test.go,
 // snapshot_test.go, client_test.go); runs mirrors them.
+//
+// Reads under one operation's shared scope (lvm.WithSharedReads) count as
+// an lvm.Cache runs them: one report of each kind per VG, again after a
+// change of the VG. Other reads run lvm2 each time (the fake has no cache
+// for queries, and the Manager's operations use none).
 type runCounter struct {
 	*lvmfake.LVM
 	mu   sync.Mutex
-	runs map[string]int // by subcommand: "lvs", "lvcreate", ...
+	runs map[string]int         // by subcommand: "lvs", "lvcreate", ...
+	gen  map[string]int         // VG -> changes so far
+	read map[any]map[string]int // scope -> kind+VG -> 1 + gen it was read at
 }
 
 func (r *runCounter) ran(subs ...string) {
@@ -37,6 +44,32 @@ func (r *runCounter) ran(subs ...string) {
 	for _, s := range subs {
 		r.runs[s]++
 	}
+}
+
+// report counts a report of kind ("lvs", "vgs", "pvs") of vg, unless
+// ctx's scope has read it since vg's last change.
+func (r *runCounter) report(ctx context.Context, kind, vg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	scope := lvm.SharedScope(ctx)
+	if scope != nil && r.read[scope][kind+vg] == 1+r.gen[vg] {
+		return
+	}
+	r.runs[kind]++
+	if scope != nil {
+		if r.read[scope] == nil {
+			r.read[scope] = map[string]int{}
+		}
+		r.read[scope][kind+vg] = 1 + r.gen[vg]
+	}
+}
+
+// change counts a change of vg that runs subs.
+func (r *runCounter) change(vg string, subs ...string) {
+	r.ran(subs...)
+	r.mu.Lock()
+	r.gen[vg]++
+	r.mu.Unlock()
 }
 
 // take returns the runs counted since the last take.
@@ -49,22 +82,22 @@ func (r *runCounter) take() map[string]int {
 }
 
 func (r *runCounter) GetVG(ctx context.Context, vg string) (lvm.VG, error) {
-	r.ran("vgs")
+	r.report(ctx, "vgs", vg)
 	return r.LVM.GetVG(ctx, vg)
 }
 
 func (r *runCounter) ListLVs(ctx context.Context, vg string) ([]lvm.LV, error) {
-	r.ran("lvs")
+	r.report(ctx, "lvs", vg)
 	return r.LVM.ListLVs(ctx, vg)
 }
 
 func (r *runCounter) GetLV(ctx context.Context, vg, name string) (lvm.LV, error) {
-	r.ran("lvs")
+	r.report(ctx, "lvs", vg)
 	return r.LVM.GetLV(ctx, vg, name)
 }
 
 func (r *runCounter) ListVGPVs(ctx context.Context, vg string) ([]lvm.PV, error) {
-	r.ran("pvs")
+	r.report(ctx, "pvs", vg)
 	return r.LVM.ListVGPVs(ctx, vg)
 }
 
@@ -73,7 +106,7 @@ func (r *runCounter) CreateLV(ctx context.Context, o lvm.CreateLVOptions) (lvm.L
 	if o.ExtentSize == 0 {
 		r.ran("vgs")
 	}
-	r.ran("lvcreate")
+	r.change(o.VG, "lvcreate")
 	if !o.SkipReadBack {
 		r.ran("lvs")
 	}
@@ -94,7 +127,8 @@ func (r *runCounter) CheckPlacement(ctx context.Context, o lvm.CreateLVOptions) 
 
 // RemoveLV lists the VG for dependents, then removes.
 func (r *runCounter) RemoveLV(ctx context.Context, vg, name string) error {
-	r.ran("lvs", "lvremove")
+	r.ran("lvs")
+	r.change(vg, "lvremove")
 	return r.LVM.RemoveLV(ctx, vg, name)
 }
 
@@ -102,7 +136,7 @@ func (r *runCounter) RemoveLVOf(ctx context.Context, lv lvm.LV) error {
 	if lv.IsThinPool() {
 		r.ran("lvs")
 	}
-	r.ran("lvremove")
+	r.change(lv.VGName, "lvremove")
 	return r.LVM.RemoveLVOf(ctx, lv)
 }
 
@@ -110,53 +144,55 @@ func (r *runCounter) RemoveLVOf(ctx context.Context, lv lvm.LV) error {
 func (r *runCounter) ExtendLV(ctx context.Context, vg, name string, size uint64) error {
 	r.ran("lvs")
 	if lv, ok := r.LV(vg, name); ok && lv.Size < size {
-		r.ran("lvextend")
+		r.change(vg, "lvextend")
 	}
 	return r.LVM.ExtendLV(ctx, vg, name, size)
 }
 
 func (r *runCounter) Activate(ctx context.Context, vg, name string) error {
-	r.ran("lvchange")
+	r.change(vg, "lvchange")
 	return r.LVM.Activate(ctx, vg, name)
 }
 
 func (r *runCounter) Deactivate(ctx context.Context, vg, name string) error {
-	r.ran("lvchange")
+	r.change(vg, "lvchange")
 	return r.LVM.Deactivate(ctx, vg, name)
 }
 
 func (r *runCounter) AddTags(ctx context.Context, vg, name string, tags ...string) error {
 	if len(tags) > 0 {
-		r.ran("lvchange")
+		r.change(vg, "lvchange")
 	}
 	return r.LVM.AddTags(ctx, vg, name, tags...)
 }
 
 func (r *runCounter) RemoveTags(ctx context.Context, vg, name string, tags ...string) error {
 	if len(tags) > 0 {
-		r.ran("lvchange")
+		r.change(vg, "lvchange")
 	}
 	return r.LVM.RemoveTags(ctx, vg, name, tags...)
 }
 
 func (r *runCounter) RetagAndActivate(ctx context.Context, vg, name string, add, remove []string, active bool) error {
-	r.ran("lvchange")
+	r.change(vg, "lvchange")
 	return r.LVM.RetagAndActivate(ctx, vg, name, add, remove, active)
 }
 
 // The snapshot calls that look the origin up: lvs, lvcreate, lvs.
 func (r *runCounter) CreateThinSnapshot(ctx context.Context, vg, origin, name string, tags ...string) (lvm.LV, error) {
-	r.ran("lvs", "lvcreate", "lvs")
+	r.ran("lvs", "lvs")
+	r.change(vg, "lvcreate")
 	return r.LVM.CreateThinSnapshot(ctx, vg, origin, name, tags...)
 }
 
 func (r *runCounter) CreateCOWSnapshot(ctx context.Context, vg, origin, name string, cowSize uint64, tags ...string) (lvm.LV, error) {
-	r.ran("lvs", "lvcreate", "lvs")
+	r.ran("lvs", "lvs")
+	r.change(vg, "lvcreate")
 	return r.LVM.CreateCOWSnapshot(ctx, vg, origin, name, cowSize, tags...)
 }
 
 func (r *runCounter) CreateSnapshotOf(ctx context.Context, origin lvm.LV, name string, o lvm.SnapshotOptions) (lvm.LV, error) {
-	r.ran("lvcreate")
+	r.change(origin.VGName, "lvcreate")
 	if !o.SkipReadBack {
 		r.ran("lvs")
 	}
@@ -173,7 +209,7 @@ func newCounted(t *testing.T) (*lvmvol.Manager, *runCounter) {
 	t.Helper()
 	f := lvmfake.New(200*mib, vg)
 	f.PutThinPool(vg, "pool", 100*mib, 0)
-	r := &runCounter{LVM: f, runs: map[string]int{}}
+	r := &runCounter{LVM: f, runs: map[string]int{}, gen: map[string]int{}, read: map[any]map[string]int{}}
 	m := lvmvol.NewManager(r, r, node, []string{vg})
 	m.SetCopier(f)
 	return m, r
@@ -227,14 +263,15 @@ func TestLVMRunsPerOperation(t *testing.T) {
 		// lvs; lvcreate -s -an, read back for its creation time.
 		{"CreateSnapshot thin", func() (err error) { thinSnap, err = m.CreateSnapshot(ctx, "snap-thin", thinVol.ID); return err },
 			"lvcreate=1 lvs=2", "lvcreate=1 lvs=4"},
-		// The snapshot's lvs, the pool's; lvcreate -s -an, final tags.
+		// One lvs for the snapshot and the pool; lvcreate -s -an with the
+		// final tags.
 		{"restore thin", func() error {
 			rr := thinReq("pvc-restored", 8*mib)
 			rr.Source = &volume.ContentSource{Kind: volume.SourceSnapshot, ID: thinSnap.ID}
 			_, err := m.CreateVolume(ctx, rr)
 			return err
-		}, "lvcreate=1 lvs=2", "lvchange=1 lvcreate=1 lvs=6 vgs=1"},
-		// Source, name, VG; hold (tag and activate in one), the frozen
+		}, "lvcreate=1 lvs=1", "lvchange=1 lvcreate=1 lvs=6 vgs=1"},
+		// Source and name (one lvs), VG; hold (tag and activate in one), the frozen
 		// point, the snapshot LV (read back: creation time); the copy
 		// job: the frozen point before and after, its removal, the
 		// source's release (lvs, -an, --deltag), the snapshot settled
@@ -245,7 +282,13 @@ func TestLVMRunsPerOperation(t *testing.T) {
 				err = fmt.Errorf("thick snapshot of 8 MiB not ready in the first call")
 			}
 			return err
-		}, "lvchange=4 lvcreate=2 lvremove=1 lvs=6 vgs=1", "lvchange=7 lvcreate=2 lvremove=1 lvs=15 vgs=1"},
+		}, "lvchange=4 lvcreate=2 lvremove=1 lvs=5 vgs=1", "lvchange=7 lvcreate=2 lvremove=1 lvs=15 vgs=1"},
+		// A CO's repeat of the call: the source and the snapshot in one
+		// lvs.
+		{"CreateSnapshot thick again", func() error {
+			_, err := m.CreateSnapshot(ctx, "snap-thick", thickVol.ID)
+			return err
+		}, "lvs=1", "lvs=2"},
 		// lvs; the deleting tag and -ay in one lvchange; the wipe;
 		// lvremove from the lookup's report.
 		{"DeleteVolume thick", func() error { return m.DeleteVolume(ctx, thickVol.ID) },

@@ -68,6 +68,10 @@ func isSnapshot(lv lvm.LV) bool { return lv.HasTag(tagSnapshot) }
 // snapshot an earlier call made (idempotent by name; another source is
 // ErrNameConflict).
 func (m *Manager) CreateSnapshot(ctx context.Context, name string, source volume.ID) (volume.Snapshot, error) {
+	// The source and the snapshot's name are looked up in one fresh
+	// report of the VG (see sharedReads): a CO repeats the call each
+	// second until a thick snapshot is ready.
+	ctx = sharedReads(ctx)
 	src, err := m.lookupSettled(ctx, source)
 	if err != nil {
 		return volume.Snapshot{}, err
