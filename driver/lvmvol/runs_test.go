@@ -231,7 +231,7 @@ func TestLVMRunsPerOperation(t *testing.T) {
 	m, r := newCounted(t)
 	thick, thin := req("pvc-thick", 8*mib), thinReq("pvc-thin", 8*mib)
 	var thickVol, thinVol volume.Volume
-	var thinSnap volume.Snapshot
+	var thinSnap, thickSnap volume.Snapshot
 	for _, op := range []struct {
 		name string
 		do   func() error
@@ -278,6 +278,7 @@ func TestLVMRunsPerOperation(t *testing.T) {
 		// (--deltag copying, -an in one).
 		{"CreateSnapshot thick, copied", func() error {
 			s, err := m.CreateSnapshot(ctx, "snap-thick", thickVol.ID)
+			thickSnap = s
 			if err == nil && !s.Ready {
 				err = fmt.Errorf("thick snapshot of 8 MiB not ready in the first call")
 			}
@@ -289,6 +290,13 @@ func TestLVMRunsPerOperation(t *testing.T) {
 			_, err := m.CreateSnapshot(ctx, "snap-thick", thickVol.ID)
 			return err
 		}, "lvs=1", "lvs=2"},
+		// A ready snapshot goes as a volume does: lvs; the deleting tag
+		// and -ay in one lvchange, the wipe, lvremove (thick); lvs,
+		// lvremove (thin).
+		{"DeleteSnapshot thick", func() error { return m.DeleteSnapshot(ctx, thickSnap.ID) },
+			"blkdiscard=1 lvchange=1 lvremove=1 lvs=1", "blkdiscard=1 lvchange=2 lvremove=1 lvs=3"},
+		{"DeleteSnapshot thin", func() error { return m.DeleteSnapshot(ctx, thinSnap.ID) },
+			"lvremove=1 lvs=1", "lvchange=1 lvremove=1 lvs=3"},
 		// lvs; the deleting tag and -ay in one lvchange; the wipe;
 		// lvremove from the lookup's report.
 		{"DeleteVolume thick", func() error { return m.DeleteVolume(ctx, thickVol.ID) },

@@ -270,6 +270,17 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, id volume.ID) error {
 	if err != nil {
 		return err
 	}
+	if !lv.HasTag(tagCopying) {
+		// Ready: no copy into it runs, and no frozen point of it is
+		// left (the copy drops it before the copying tag, step 4). So
+		// it goes as a volume does (markDeleting): a thin snapshot by
+		// lvremove alone, a thick one marked and activated in one
+		// lvchange, wiped, removed.
+		if lv, err = m.markDeleting(ctx, lv); err != nil {
+			return fmt.Errorf("mark %s for deletion: %w", id, err)
+		}
+		return m.removeData(ctx, lv)
+	}
 	m.jobs.stop(jobKey(jobSnapshotCopy, id.VG, id.LV))
 	if !lv.HasTag(tagDeleting) {
 		if err := m.lvm.AddTags(ctx, id.VG, id.LV, tagDeleting); err != nil {
@@ -279,6 +290,9 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, id volume.ID) error {
 	if err := m.dropFrozen(ctx, id.VG, id.LV); err != nil {
 		return err
 	}
+	// The stopped copy may have changed its activation since lv was
+	// read: the wipe activates it anew.
+	lv.Active = false
 	return m.removeData(ctx, lv)
 }
 
