@@ -134,7 +134,7 @@ func (m *Manager) adopt(ctx context.Context, lv lvm.LV, req volume.CreateRequest
 	if lv.HasTag(tagDeleting) {
 		// A deletion was interrupted: finish it, then carve afresh, so that
 		// half-wiped data is never handed out.
-		if err := m.removeData(ctx, lv); err != nil {
+		if err := m.removeData(ctx, lv, false); err != nil {
 			return volume.Volume{}, err
 		}
 		return m.CreateVolume(ctx, req)

@@ -159,7 +159,7 @@ func (m *Manager) adoptSnapshot(ctx context.Context, lv lvm.LV, name string, src
 		return volume.Snapshot{}, fmt.Errorf("snapshot %q exists with another source: %w", name, volume.ErrNameConflict)
 	}
 	if lv.HasTag(tagDeleting) {
-		if err := m.removeData(ctx, lv); err != nil {
+		if err := m.removeData(ctx, lv, false); err != nil {
 			return volume.Snapshot{}, err
 		}
 		return m.CreateSnapshot(ctx, name, volume.ID{Node: m.node, VG: src.VGName, LV: src.Name})
@@ -188,7 +188,7 @@ func (m *Manager) finishSnapshotCopy(ctx context.Context, lv lvm.LV, mt *meter) 
 		err = m.copyFrozenLV(ctx, frozen, lv, lv.Size, mt)
 		if errors.Is(err, errFrozenOverflow) {
 			// The image is torn: drop it; the CO's next call starts over.
-			return errors.Join(err, m.finishDelete(ctx, lv, nil))
+			return errors.Join(err, m.finishDelete(ctx, lv, false, nil))
 		}
 		if err != nil {
 			return err
@@ -276,10 +276,11 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, id volume.ID) error {
 		// it goes as a volume does (markDeleting): a thin snapshot by
 		// lvremove alone, a thick one marked and activated in one
 		// lvchange, wiped, removed.
-		if lv, err = m.markDeleting(ctx, lv); err != nil {
+		lv, activated, err := m.markDeleting(ctx, lv)
+		if err != nil {
 			return fmt.Errorf("mark %s for deletion: %w", id, err)
 		}
-		return m.removeData(ctx, lv)
+		return m.removeData(ctx, lv, activated)
 	}
 	m.jobs.stop(jobKey(jobSnapshotCopy, id.VG, id.LV))
 	if !lv.HasTag(tagDeleting) {
@@ -290,10 +291,7 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, id volume.ID) error {
 	if err := m.dropFrozen(ctx, id.VG, id.LV); err != nil {
 		return err
 	}
-	// The stopped copy may have changed its activation since lv was
-	// read: the wipe activates it anew.
-	lv.Active = false
-	return m.removeData(ctx, lv)
+	return m.removeData(ctx, lv, false)
 }
 
 // dropFrozen removes the frozen point of target, if there is one, and

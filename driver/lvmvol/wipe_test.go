@@ -223,3 +223,18 @@ func loopDevice(t *testing.T, size int64) string {
 	t.Cleanup(func() { _ = exec.Command("losetup", "-d", dev).Run() })
 	return dev
 }
+
+// A report that says active is not trusted for the wipe: it may predate
+// the end of a copy or create that deactivated the LV (both run beside a
+// delete), so the wipe activates it, unless the delete itself just did.
+func TestWipeActivatesWhatItDidNotActivateItself(t *testing.T) {
+	m, f := newManager(t)
+	f.Put(lvm.LV{Name: "pvc-1", VGName: vg, Size: 8 * mib, Active: true,
+		Tags: []string{lvmvol.TagVolume, "carve.dev/deleting", "carve.dev/params=p1"}})
+	if err := m.DeleteVolume(ctx, volume.ID{Node: node, VG: vg, LV: "pvc-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"GetLV", "Activate", "Wipe", "RemoveLVOf"}; !slices.Equal(f.Calls, want) {
+		t.Errorf("calls %v, want %v", f.Calls, want)
+	}
+}
