@@ -248,3 +248,28 @@ func TestInactivePoolIsActivatedToReadUsage(t *testing.T) {
 		t.Errorf("capacity of an inactive empty pool = %+v, %v; want 40 MiB", c, err)
 	}
 }
+
+// A thin restore in the snapshot's own pool takes no room (a thin
+// snapshot shares its blocks): a full pool does not refuse it, as it
+// refuses a new thin volume.
+func TestThinRestoreNeedsNoRoom(t *testing.T) {
+	m, f := newManager(t)
+	f.PutThinPool(vg, "pool", 40*mib, 0)
+	vol, err := m.CreateVolume(ctx, thinReq("pvc-src", 8*mib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := m.CreateSnapshot(ctx, "snapshot-1", vol.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.PutThinPool(vg, "pool", 40*mib, 100)
+	if _, err := m.CreateVolume(ctx, thinReq("pvc-new", 8*mib)); !errors.Is(err, lvm.ErrNoSpace) {
+		t.Errorf("new thin volume in a full pool: %v, want ErrNoSpace", err)
+	}
+	r := thinReq("pvc-restored", 8*mib)
+	r.Source = &volume.ContentSource{Kind: volume.SourceSnapshot, ID: snap.ID}
+	if _, err := m.CreateVolume(ctx, r); err != nil {
+		t.Errorf("restore in a full pool: %v, want success", err)
+	}
+}

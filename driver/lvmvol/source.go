@@ -68,11 +68,6 @@ func (m *Manager) resolveSource(ctx context.Context, req *volume.CreateRequest) 
 // is the thin pool's report for a thin volume. created tells whether the
 // new LV's lvcreate succeeded (see CreateVolume).
 func (m *Manager) createFromSource(ctx context.Context, req volume.CreateRequest, src lvm.LV, name string, size uint64, vg lvm.VG, pool lvm.LV) (volume.Volume, bool, error) {
-	if req.Type.IsThin() {
-		if err := m.thinRoom(pool, size, req.Type); err != nil {
-			return volume.Volume{}, false, fmt.Errorf("volume %q: %w", req.Name, err)
-		}
-	}
 	tags := append(settledTags(req), sourceTag(req.Source))
 	if src.PoolLV != "" && src.PoolLV == req.Type.ThinPool {
 		// One lvcreate -an with the final tags when the snapshot is as
@@ -98,11 +93,17 @@ func (m *Manager) createFromSource(ctx context.Context, req volume.CreateRequest
 		vol, err := m.settleNew(ctx, vg.Name, name)
 		return vol, true, err
 	}
+	// A copy takes the room of a new volume (a thin snapshot in the
+	// source's pool above takes none, and was never checked).
 	opts := lvOptions(req.Type, vg, name, size, append(tags, tagPending, tagCopying))
-	if !req.Type.IsThin() {
-		if err := m.checkRoom(ctx, vg, opts, req.Type); err != nil {
-			return volume.Volume{}, false, fmt.Errorf("volume %q: %w", req.Name, err)
-		}
+	var roomErr error
+	if req.Type.IsThin() {
+		roomErr = m.thinRoom(pool, size, req.Type)
+	} else {
+		roomErr = m.checkRoom(ctx, vg, opts, req.Type)
+	}
+	if roomErr != nil {
+		return volume.Volume{}, false, fmt.Errorf("volume %q: %w", req.Name, roomErr)
 	}
 	lv, err := m.lvm.CreateLV(ctx, opts)
 	if err != nil {
