@@ -3,6 +3,7 @@ package lvmvol_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -366,4 +367,37 @@ func TestCopyHoldsAVolumeDeactivatedAfterItsFreeze(t *testing.T) {
 		t.Fatal(err)
 	}
 	snapshotCopiedAndReleased(t, f, m, vol)
+}
+
+// A restore reads its snapshot active and leaves it inactive, also when it
+// finds the snapshot active: a try cut short between activating it and
+// deactivating it leaves it so, and the retry must end as one
+// uninterrupted restore does (the crash suite's CreateVolume/restore-thick).
+func TestRestoreLeavesItsSnapshotInactive(t *testing.T) {
+	f := lvmfake.New(200*mib, vg)
+	m := lvmvol.NewManager(f, f, node, []string{vg})
+	m.SetCopier(f)
+	src, err := m.CreateVolume(ctx, req("pvc-src", 8*mib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := snapshotReady(t, m, src.ID)
+	if err != nil || !snap.Ready {
+		t.Fatalf("snapshot: %+v, %v", snap, err)
+	}
+	for i, found := range []bool{false, true} {
+		if found {
+			if err := f.Activate(ctx, vg, snap.ID.LV); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r := req(fmt.Sprintf("pvc-restored-%d", i), 8*mib)
+		r.Source = &volume.ContentSource{Kind: volume.SourceSnapshot, ID: snap.ID}
+		if _, err := m.CreateVolume(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if lv, _ := f.LV(vg, snap.ID.LV); lv.Active {
+			t.Errorf("snapshot found active %v: left active by the restore", found)
+		}
+	}
 }

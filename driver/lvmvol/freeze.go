@@ -118,6 +118,17 @@ func (m *Manager) freeze(ctx context.Context, src lvm.LV, dst string) error {
 func (m *Manager) copyLV(ctx context.Context, src, target lvm.LV, size uint64, mt *meter) error {
 	vg, dst := target.VGName, target.Name
 	switch {
+	case isSnapshot(src):
+		// A snapshot rests inactive (nothing should write to it): it is
+		// deactivated after the copy even when found active, which is
+		// how a try cut short between this activation and that
+		// deactivation leaves it (the crash suite's restore-thick).
+		if !src.Active {
+			if err := m.lvm.Activate(ctx, vg, src.Name); err != nil {
+				return fmt.Errorf("activate copy source %s/%s: %w", vg, src.Name, err)
+			}
+		}
+		defer func() { _ = m.lvm.Deactivate(context.WithoutCancel(ctx), vg, src.Name) }()
 	case src.Active:
 	case src.IsCOWSnapshot():
 		// A frozen point whose volume was deactivated after the freeze:
