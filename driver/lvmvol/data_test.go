@@ -80,7 +80,10 @@ func TestExpand(t *testing.T) {
 	}
 }
 
-func TestThinSnapshotAndRestore(t *testing.T) {
+// thinSnapshotted makes an empty thin pool, a thin volume of 8 MiB in it
+// and a snapshot of that volume, "snapshot-1", checked ready.
+func thinSnapshotted(t *testing.T) (*lvmvol.Manager, *lvmfake.LVM, volume.Volume, volume.Snapshot) {
+	t.Helper()
 	m, f := newManager(t)
 	f.PutThinPool(vg, "pool", 40*mib, 0)
 	vol, err := m.CreateVolume(ctx, thinReq("pvc-src", 8*mib))
@@ -91,6 +94,11 @@ func TestThinSnapshotAndRestore(t *testing.T) {
 	if err != nil || !snap.Ready || snap.Source != vol.ID || snap.SizeBytes != 8*mib {
 		t.Fatalf("thin snapshot = %+v, %v; want ready, of %s, 8 MiB", snap, err, vol.ID)
 	}
+	return m, f, vol, snap
+}
+
+func TestThinSnapshotAndRestore(t *testing.T) {
+	m, f, vol, snap := thinSnapshotted(t)
 	again, err := m.CreateSnapshot(ctx, "snapshot-1", vol.ID)
 	if err != nil || again.ID != snap.ID {
 		t.Errorf("repeated CreateSnapshot = %+v, %v", again, err)
@@ -253,16 +261,7 @@ func TestInactivePoolIsActivatedToReadUsage(t *testing.T) {
 // snapshot shares its blocks): a full pool does not refuse it, as it
 // refuses a new thin volume.
 func TestThinRestoreNeedsNoRoom(t *testing.T) {
-	m, f := newManager(t)
-	f.PutThinPool(vg, "pool", 40*mib, 0)
-	vol, err := m.CreateVolume(ctx, thinReq("pvc-src", 8*mib))
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := m.CreateSnapshot(ctx, "snapshot-1", vol.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, f, _, snap := thinSnapshotted(t)
 	f.PutThinPool(vg, "pool", 40*mib, 100)
 	if _, err := m.CreateVolume(ctx, thinReq("pvc-new", 8*mib)); !errors.Is(err, lvm.ErrNoSpace) {
 		t.Errorf("new thin volume in a full pool: %v, want ErrNoSpace", err)
