@@ -46,8 +46,9 @@ type StorageReporter struct {
 	// and missing LV (on its LogicalVolume); nil records none.
 	Events events.EventRecorder
 
-	suspects    map[string]bool                    // unmatched once, by the previous report
+	suspects    map[string]bool                    // unmatched by the previous report
 	missingObjs map[string]*v1alpha1.LogicalVolume // this report's missing, by "VG/LV"
+	confirmed   time.Time                          // the audit's last fresh read
 }
 
 // Start reports now and then every Interval until ctx ends (a
@@ -80,6 +81,7 @@ func (s *StorageReporter) heartbeat() time.Duration {
 // the heartbeat). Reading costs no LVM command at idle: Space and Volumes
 // are queries, answered from the Manager's cached reports.
 func (s *StorageReporter) Report(ctx context.Context) error {
+	fresh := ctx
 	ctx = lvm.WithCachedReads(ctx) // every 30 s: a query (lvm.Cache)
 	space, err := s.Space(ctx)
 	if err != nil {
@@ -110,7 +112,7 @@ func (s *StorageReporter) Report(ctx context.Context) error {
 	if s.missingObjs == nil {
 		s.missingObjs = map[string]*v1alpha1.LogicalVolume{}
 	}
-	orphans, missing, err := s.audit(ctx)
+	orphans, missing, err := s.audit(ctx, fresh)
 	if err != nil {
 		return err
 	}
@@ -150,7 +152,7 @@ func (s *StorageReporter) Report(ctx context.Context) error {
 // listed first, then the resources, and a volume created or deleted in
 // between looks unmatched. Such a volume is matched by the next report, so
 // only what is seen unmatched twice in a row is reported.
-func (s *StorageReporter) audit(ctx context.Context) (orphans, missing []string, err error) {
+func (s *StorageReporter) audit(ctx, fresh context.Context) (orphans, missing []string, err error) {
 	if s.Volumes == nil {
 		return nil, nil, nil
 	}
@@ -170,32 +172,61 @@ func (s *StorageReporter) audit(ctx context.Context) (orphans, missing []string,
 			claimed[lv.Spec.VolumeGroup+"/"+lv.Name] = lv
 		}
 	}
-	seen := map[string]bool{}
-	present := map[string]bool{}
-	for _, v := range vols {
-		key := v.ID.VG + "/" + v.ID.LV
-		present[key] = true
-		if claimed[key] != nil {
-			continue
+	unmatched := s.match(vols, claimed)
+	// The LVs were a query's, read from lvm.Cache, which Carve's own
+	// changes keep exact but which sees an administrator's lvremove (of
+	// an orphan) or a restored LV only after its max age (10 min). While
+	// there are findings, they are confirmed on a fresh report every
+	// confirmEvery, so that their repair shows within that; a node with
+	// none runs no lvm2 command here.
+	if len(unmatched) > 0 && time.Since(s.confirmed) >= confirmEvery {
+		if vols, err = s.Volumes(fresh); err != nil {
+			return nil, nil, err
 		}
-		seen[key] = true
-		if s.suspects[key] {
-			orphans = append(orphans, key)
-		}
+		s.confirmed = time.Now()
+		unmatched = s.match(vols, claimed)
 	}
-	for key, lv := range claimed {
-		if present[key] || lv.Status.VolumeID == "" || !lv.DeletionTimestamp.IsZero() {
+	for key, lv := range unmatched {
+		if !s.suspects[key] {
 			continue
 		}
-		seen["missing:"+key] = true
-		if s.suspects["missing:"+key] {
+		if lv == nil {
+			orphans = append(orphans, key)
+		} else {
 			missing = append(missing, key)
 			s.missingObjs[key] = lv
 		}
 	}
-	s.suspects = seen
-	slices.Sort(missing) // orphans come in the report's order; the map's is random
+	s.suspects = map[string]bool{}
+	for key := range unmatched {
+		s.suspects[key] = true
+	}
+	slices.Sort(orphans)
+	slices.Sort(missing)
 	return orphans, missing, nil
+}
+
+// confirmEvery paces the fresh reads that confirm the audit's findings.
+const confirmEvery = 2 * time.Minute
+
+// match returns the unmatched "VG/LV"s: an orphan with a nil resource, a
+// missing LV with its resource.
+func (s *StorageReporter) match(vols []volume.Volume, claimed map[string]*v1alpha1.LogicalVolume) map[string]*v1alpha1.LogicalVolume {
+	out := map[string]*v1alpha1.LogicalVolume{}
+	present := map[string]bool{}
+	for _, v := range vols {
+		key := v.ID.VG + "/" + v.ID.LV
+		present[key] = true
+		if claimed[key] == nil {
+			out[key] = nil
+		}
+	}
+	for key, lv := range claimed {
+		if !present[key] && lv.Status.VolumeID != "" && lv.DeletionTimestamp.IsZero() {
+			out[key] = lv
+		}
+	}
+	return out
 }
 
 // announce logs, counts and records events for what the audit found that

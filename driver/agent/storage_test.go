@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"carve.dev/carve/driver/api/v1alpha1"
 	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/volume"
+	"carve.dev/carve/lvm"
 )
 
 // An LV of Carve's that no LogicalVolume claims is reported as orphaned,
@@ -126,5 +128,62 @@ func TestMissingVolumesAreReportedNotRecreated(t *testing.T) {
 	wantEvents(t, rec)
 	if _, ok := r.lvm.LV("vg0", "pvc-gone"); ok {
 		t.Error("the report recreated the missing LV")
+	}
+}
+
+// The audit reads the LVs as a query (lvm.Cache, which sees changes made
+// outside Carve late); while it has findings it confirms them on a fresh
+// read every confirmEvery, so an administrator's lvremove of an orphan
+// clears it; with no findings it reads nothing fresh.
+func TestOrphanRemovedByHandClearsOnAFreshRead(t *testing.T) {
+	r := newRig(t)
+	vols := lvmvol.NewManager(r.lvm, r.lvm, node, []string{"vg0"})
+	if _, err := vols.CreateVolume(ctx, volume.CreateRequest{Name: "pvc-orphan", Node: node, VG: "vg0",
+		RequiredBytes: 5 * mib, ParamsDigest: "d"}); err != nil {
+		t.Fatal(err)
+	}
+	stale, err := vols.ListVolumes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := 0
+	list := func(c context.Context) ([]volume.Volume, error) {
+		if lvm.CachedReads(c) {
+			return stale, nil // what a cache read before the lvremove answers
+		}
+		fresh++
+		return vols.ListVolumes(c)
+	}
+	rep := &StorageReporter{Client: r.c, Node: node, Space: vols.Space, Overprovision: 1, Volumes: list}
+	orphans := func() []string {
+		t.Helper()
+		if err := rep.Report(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var ns v1alpha1.NodeStorage
+		if err := r.c.Get(ctx, types.NamespacedName{Name: node}, &ns); err != nil {
+			t.Fatal(err)
+		}
+		return ns.Status.OrphanedVolumes
+	}
+	orphans()
+	if got := orphans(); !slices.Equal(got, []string{"vg0/pvc-orphan"}) || fresh != 1 {
+		t.Fatalf("orphans %v after %d fresh reads, want [vg0/pvc-orphan] after 1", got, fresh)
+	}
+	if err := r.lvm.RemoveLV(ctx, "vg0", "pvc-orphan"); err != nil { // the administrator's lvremove
+		t.Fatal(err)
+	}
+	if got := orphans(); len(got) != 1 || fresh != 1 {
+		t.Errorf("within confirmEvery: orphans %v after %d fresh reads, want the cached view (1 orphan, 1 read)", got, fresh)
+	}
+	rep.confirmed = time.Time{} // confirmEvery has passed
+	if got := orphans(); len(got) != 0 || fresh != 2 {
+		t.Errorf("after confirmEvery: orphans %v after %d fresh reads, want none after 2", got, fresh)
+	}
+	stale = nil
+	orphans()
+	orphans()
+	if fresh != 2 {
+		t.Errorf("%d fresh reads with nothing to confirm, want still 2", fresh)
 	}
 }
