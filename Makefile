@@ -27,7 +27,7 @@ BG           = $(if $(TAG_OUTPUT),nice -n 10)
 CONTROLLER_GEN ?= $(shell go env GOPATH)/bin/controller-gen
 CONTROLLER_GEN_VERSION := v0.23.0
 
-.PHONY: all build image test vm-then-unit vet check-generated test-unit test-vm test-crash test-vm-full e2e e2e-upstream demo lint fuzz fuzz-ci bench generate clean
+.PHONY: all build image test vm-then-unit vet check-generated test-unit test-vm test-crash test-vm-full e2e e2e-upstream bench-cluster demo lint fuzz fuzz-ci bench generate clean
 
 all: build
 
@@ -97,6 +97,10 @@ e2e: image ## cluster mode on real Kubernetes components, Carve's image as pods 
 e2e-upstream: image ## the Kubernetes project's external storage suite against Carve, thick and thin: every spec for Carve's capabilities (UPSTREAM=subset: one of each suite and pattern)
 	CARVE_E2E_UPSTREAM=$(or $(UPSTREAM),full) scripts/e2e.sh -test.run TestUpstreamStorageSuite -test.timeout 0 $(TAG)
 	@echo "== $@ passed at $$(date -u +%T)"
+
+bench-cluster: image ## cluster mode's figure: a pod with a new claim, and a StatefulSet of 50, to Running against the raw lvm2, mkfs and mount steps on the same VM node (printed; _output/bench/cluster.json)
+	CARVE_E2E_BENCH=1 scripts/e2e.sh -test.run TestClusterBench -test.v -test.timeout 0 $(TAG)
+	@echo "== $@ done at $$(date -u +%T)"
 
 demo: ## carve standalone on a real VG: one volume through the whole CSI lifecycle
 	scripts/demo.sh
