@@ -140,13 +140,15 @@ func Launch(t *testing.T, o Options, args ...string) *Process {
 	cmd := exec.Command(o.Bin, append(base, args...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), o.Env...)
+	// Its own process group, so that Kill takes the commands it runs too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if o.Cgroup != "" {
 		dir, err := os.Open(o.Cgroup)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer func() { _ = dir.Close() }()
-		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(dir.Fd())}
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(dir.Fd())
 	}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start carve: %v", err)
@@ -173,6 +175,15 @@ func (p *Process) Exited(d time.Duration) bool {
 // Stop ends the process with SIGTERM and waits for it.
 func (p *Process) Stop() {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	<-p.exited
+	_ = p.log.Close()
+}
+
+// Kill ends the process and the commands it runs (lvm, mkfs,
+// blkdiscard...) with SIGKILL, as a container runtime or systemd does when
+// the process dies, and waits for the process.
+func (p *Process) Kill() {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	<-p.exited
 	_ = p.log.Close()
 }
