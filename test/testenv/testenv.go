@@ -5,6 +5,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -256,4 +257,25 @@ func UnmountAll(t *testing.T, dir string, flags int) {
 			t.Errorf("unmount %s: %v", ms[i].MountPoint, err)
 		}
 	}
+}
+
+// WriteSynced writes data to the file at path and fsyncs it and its
+// directory: once it returns nil, the write is acknowledged. The error
+// is returned, since under a fault it is expected.
+func WriteSynced(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(data)
+	serr := f.Sync()
+	if err := errors.Join(werr, serr, f.Close()); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = d.Close() }()
+	return d.Sync()
 }
