@@ -4,6 +4,7 @@ package soak
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -175,9 +176,17 @@ func (s *soak) pick(r *rand.Rand) *op {
 		}}
 	}
 	count := len(m.vols)
+	// Until a volume is published, the steps that get one there come
+	// first, and the long operations (snapshots, restores, expansions)
+	// wait: the run must reach its writes early, even a short one in a
+	// slow VM.
+	up, slow := 1, 2
+	if !slices.ContainsFunc(slices.Collect(maps.Values(m.vols)), func(v *vol) bool { return v.published }) {
+		up, slow = 3, 1
+	}
 	var cs []choice
 	if count < maxVolumes {
-		cs = append(cs, choice{max(6-count, 2), func(r *rand.Rand) *op {
+		cs = append(cs, choice{max(4-count, 1), func(r *rand.Rand) *op {
 			l := layouts[r.IntN(len(layouts))]
 			size := int64(16+8*r.IntN(5)) * mib
 			name := m.newName("v")
@@ -187,18 +196,18 @@ func (s *soak) pick(r *rand.Rand) *op {
 	}
 	cs = append(cs,
 		onVol("DeleteVolume", 1+count/3, where(func(v *vol) bool { return !v.attached }), (*worker).deleteVolume),
-		onVol("ControllerPublishVolume", 6, where(func(v *vol) bool { return !v.attached }), (*worker).attach),
+		onVol("ControllerPublishVolume", 4*up, where(func(v *vol) bool { return !v.attached }), (*worker).attach),
 		onVol("ControllerUnpublishVolume", 1, where(func(v *vol) bool { return v.attached && !v.staged }), (*worker).detach),
-		onVol("NodeStageVolume", 8, where(func(v *vol) bool { return v.attached && !v.staged }), (*worker).stage),
+		onVol("NodeStageVolume", 6*up, where(func(v *vol) bool { return v.attached && !v.staged }), (*worker).stage),
 		onVol("NodeUnstageVolume", 1, where(func(v *vol) bool { return v.staged && !v.published }), (*worker).unstage),
-		onVol("NodePublishVolume", 8, where(func(v *vol) bool { return v.staged && !v.published }), (*worker).publish),
+		onVol("NodePublishVolume", 6*up, where(func(v *vol) bool { return v.staged && !v.published }), (*worker).publish),
 		onVol("NodeUnpublishVolume", 1, where(func(v *vol) bool { return v.published }), (*worker).unpublish),
 		onVol("write", 10, where(func(v *vol) bool { return v.published && v.bytes < v.size/4 }), (*worker).write),
 		onVol("verify", 1, where(func(v *vol) bool { return v.staged && len(v.files) > 0 }), (*worker).verifyOp),
 	)
 	expandable := where(func(v *vol) bool { return v.size+32*mib <= maxSize })
 	if len(expandable) > 0 {
-		cs = append(cs, choice{2, func(r *rand.Rand) *op {
+		cs = append(cs, choice{slow, func(r *rand.Rand) *op {
 			v := expandable[r.IntN(len(expandable))]
 			size := v.size + int64(8+8*r.IntN(3))*mib
 			grow := int64(lvm.Footprint(v.layout.lvOptions(size), m.extent) - lvm.Footprint(v.layout.lvOptions(v.size), m.extent))
@@ -206,7 +215,7 @@ func (s *soak) pick(r *rand.Rand) *op {
 		}})
 	}
 	if len(m.snaps) < maxSnapshots {
-		cs = append(cs, onVol("CreateSnapshot", 2, idle, func(w *worker, v *vol) error { return w.snapshot(v, m.newNameLocked("s")) }))
+		cs = append(cs, onVol("CreateSnapshot", slow, idle, func(w *worker, v *vol) error { return w.snapshot(v, m.newNameLocked("s")) }))
 		// A thick snapshot takes a copy and, while it copies, a frozen
 		// point of up to the volume's size and a bit more.
 		last := &cs[len(cs)-1]
@@ -227,7 +236,7 @@ func (s *soak) pick(r *rand.Rand) *op {
 			return &op{kind: "DeleteSnapshot", s: sn, run: func(w *worker) error { return w.deleteSnapshot(sn) }}
 		}})
 		if count < maxVolumes {
-			cs = append(cs, choice{2, func(r *rand.Rand) *op {
+			cs = append(cs, choice{slow, func(r *rand.Rand) *op {
 				sn := idleSnaps[r.IntN(len(idleSnaps))]
 				l := layouts[r.IntN(len(layouts))]
 				if sn.thin && r.IntN(3) > 0 {
@@ -385,14 +394,19 @@ func (s *soak) isStopped() bool {
 func (s *soak) run() {
 	s.began = time.Now()
 	var wg sync.WaitGroup
+	// Each worker and the killer draw from their own source, seeded from
+	// the run's seed.
+	seeds := rand.New(rand.NewPCG(s.cfg.seed, 0x9e3779b97f4a7c15))
+	source := func() *rand.Rand { return rand.New(rand.NewPCG(seeds.Uint64(), seeds.Uint64())) }
+	killerRand := source()
 	for i := range s.cfg.workers {
-		w := &worker{id: i + 1, s: s, t: s.t, r: rand.New(rand.NewPCG(s.cfg.seed, uint64(i)+1))}
+		w := &worker{id: i + 1, s: s, t: s.t, r: source()}
 		wg.Go(w.loop)
 	}
 	killDone := make(chan struct{})
 	go func() {
 		defer close(killDone)
-		s.killer(rand.New(rand.NewPCG(s.cfg.seed, 0)))
+		s.killer(killerRand)
 	}()
 	end := time.Now().Add(s.cfg.duration)
 	for !s.isStopped() && time.Now().Before(end) {

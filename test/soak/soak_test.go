@@ -30,7 +30,8 @@
 //     target paths, no more;
 //   - capacity is exact: the VG's free space is its base less the model's
 //     volumes' and thick snapshots' footprints, and GetCapacity for each
-//     layout is what the capacity rules make of LVM's state;
+//     layout is what the capacity rules make of LVM's state (thin:
+//     bounded, see checkCapacity);
 //   - no call stuck past its deadline.
 //
 // At the end every volume is brought up and its files read, then every
