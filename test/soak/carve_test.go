@@ -123,7 +123,7 @@ var errStuck = errors.New("stuck past its deadline")
 // on the current client, again after a kill cut it (whatever it answered
 // then), again while carve answers ABORTED (another operation on the
 // volume is under way) or, for polls, while fn asks for another round
-// (errAgain). Any other error is final. A deadline run out without a kill
+// (errAgain), or UNAVAILABLE. Any other error is final. A deadline run out without a kill
 // is a stuck call: it is reported and the call made again.
 func (s *soak) call(kind string, fn func(ctx context.Context, c *csiflow.Client) error) error {
 	started := time.Now()
@@ -155,6 +155,15 @@ func (s *soak) call(kind string, fn func(ctx context.Context, c *csiflow.Client)
 			continue
 		case status.Code(err) == codes.Aborted:
 			s.stats.count(&s.stats.aborted)
+			time.Sleep(500 * time.Millisecond)
+			continue
+		case status.Code(err) == codes.Unavailable:
+			// A CO retries UNAVAILABLE. Seen with no kill in between: a
+			// first connection to a just restarted carve reset before
+			// the server's preface. Counted and printed; the retry
+			// budget above still fails a carve that stays unavailable.
+			s.stats.count(&s.stats.unavailable)
+			s.t.Logf("%s: UNAVAILABLE with no kill in between, made again: %v", kind, err)
 			time.Sleep(500 * time.Millisecond)
 			continue
 		case status.Code(err) == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded):

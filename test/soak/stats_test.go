@@ -19,6 +19,7 @@ type stats struct {
 	killsBetween     int
 	retriedAfterKill int
 	aborted          int
+	unavailable      int
 	stuck            int
 	checks           int
 	written          int
@@ -79,8 +80,8 @@ func (s *stats) report(cfg config, took time.Duration) string {
 	for _, k := range sortedKeys(s.calls) {
 		fmt.Fprintf(&b, "%-40s %6d %8s\n", k, s.calls[k], s.slowest[k].Round(time.Millisecond))
 	}
-	fmt.Fprintf(&b, "kills: %d (%d with calls in flight, %d between calls); calls made again after a kill: %d; ABORTED answers: %d\n",
-		s.killsMid+s.killsBetween, s.killsMid, s.killsBetween, s.retriedAfterKill, s.aborted)
+	fmt.Fprintf(&b, "kills: %d (%d with calls in flight, %d between calls); calls made again after a kill: %d; ABORTED answers: %d; UNAVAILABLE with no kill: %d\n",
+		s.killsMid+s.killsBetween, s.killsMid, s.killsBetween, s.retriedAfterKill, s.aborted, s.unavailable)
 	fmt.Fprintf(&b, "writes acknowledged: %d; file reads checked: %d; invariant checks: %d; calls stuck past the deadline (%s): %d\n",
 		s.written, s.verified, s.checks, cfg.deadline, s.stuck)
 	fmt.Fprintf(&b, "leaked objects: %d", len(s.leaks))
