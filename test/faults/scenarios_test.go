@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"carve.dev/carve/test/csiflow"
+	"carve.dev/carve/test/testenv"
 )
 
 var snw = csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER
@@ -40,19 +40,6 @@ func randomBytes(n int) []byte {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return b
-}
-
-// writeSynced writes data to path and fsyncs it; the error is returned,
-// since under a fault it is expected.
-func writeSynced(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	_, werr := f.Write(data)
-	serr := f.Sync()
-	cerr := f.Close()
-	return errors.Join(werr, serr, cerr)
 }
 
 // dropCaches makes the next reads come from the devices.
@@ -87,7 +74,7 @@ func TestRaid1ServesWithALegGone(t *testing.T) {
 	v := e.create("r1", 16*mib, map[string]string{"mirrors": "1"})
 	target := e.up(v, "r1")
 	data := randomBytes(mib)
-	must(t, writeSynced(filepath.Join(target, "a"), data))
+	must(t, testenv.WriteSynced(filepath.Join(target, "a"), data))
 	eventually(t, "raid1 in sync", func() bool {
 		lv, err := e.lvm.GetLV(ctx, vg, "r1")
 		return err == nil && lv.SyncPercent >= 100
@@ -100,7 +87,7 @@ func TestRaid1ServesWithALegGone(t *testing.T) {
 		t.Fatalf("read with a leg gone: %v (data equal: %v)", err, bytes.Equal(got, data))
 	}
 	more := randomBytes(mib)
-	if err := writeSynced(filepath.Join(target, "b"), more); err != nil {
+	if err := testenv.WriteSynced(filepath.Join(target, "b"), more); err != nil {
 		t.Fatalf("write with a leg gone: %v", err)
 	}
 	var degraded bool
@@ -137,12 +124,12 @@ func TestIOErrorsUnderAMountedVolume(t *testing.T) {
 	v := e.create("lin", 16*mib, nil)
 	target := e.up(v, "lin")
 	data := randomBytes(mib)
-	must(t, writeSynced(filepath.Join(target, "a"), data))
+	must(t, testenv.WriteSynced(filepath.Join(target, "a"), data))
 
 	for _, p := range e.pvs {
 		p.fail()
 	}
-	if err := writeSynced(filepath.Join(target, "b"), randomBytes(4*mib)); err == nil {
+	if err := testenv.WriteSynced(filepath.Join(target, "b"), randomBytes(4*mib)); err == nil {
 		t.Error("a synced write on failed disks succeeded")
 	}
 	if hs := e.volumeHealth(v.ID); len(hs) == 0 {
@@ -197,7 +184,7 @@ func TestDeleteAndSnapshotUnderFaults(t *testing.T) {
 	src := e.create("src", 16*mib, nil)
 	target := e.up(src, "src")
 	data := randomBytes(mib)
-	must(t, writeSynced(filepath.Join(target, "a"), data))
+	must(t, testenv.WriteSynced(filepath.Join(target, "a"), data))
 	must(t, src.Down(ctx, target))
 
 	for _, p := range e.pvs {
@@ -276,8 +263,8 @@ func TestFullVGAndThinPool(t *testing.T) {
 	v := e.create("filler", 64*mib, thin)
 	target := e.up(v, "filler")
 	data := randomBytes(2 * mib)
-	must(t, writeSynced(filepath.Join(target, "a"), data))
-	if err := writeSynced(filepath.Join(target, "b"), randomBytes(32*mib)); err == nil {
+	must(t, testenv.WriteSynced(filepath.Join(target, "a"), data))
+	if err := testenv.WriteSynced(filepath.Join(target, "b"), randomBytes(32*mib)); err == nil {
 		t.Error("writing twice the pool's size into a thin volume succeeded")
 	}
 	_, err = e.c.Create(ctx, "more", 8*mib, thin, csiflow.MountCap(snw, "ext4"))
