@@ -54,7 +54,7 @@ func TestClusterBench(t *testing.T) {
 		single = append(single, podWithNewClaim(t, fmt.Sprintf("bench-single-%d", i)))
 	}
 	rawAll := rawSteps(t, replicas)
-	sts := statefulSetUp(t, "bench-sts", replicas)
+	sts, down := statefulSetUp(t, "bench-sts", replicas)
 
 	res := clusterBench{Replicas: replicas, RawOneSeconds: rawOne.Seconds(), RawAllSeconds: rawAll.Seconds(),
 		StatefulSetSeconds: sts.Seconds()}
@@ -63,6 +63,7 @@ func TestClusterBench(t *testing.T) {
 	}
 	res.print(t)
 	res.write(t, filepath.Join(h.repo, "_output", "bench", "cluster.json"))
+	down()
 }
 
 type clusterBench struct {
@@ -148,9 +149,9 @@ func podWithNewClaim(t *testing.T, name string) time.Duration {
 
 // statefulSetUp times a StatefulSet of n replicas, each with its own new
 // claim (Parallel: the pods start together, as for a database cluster
-// scaled out), from creation to all Running; it then removes it and its
-// claims (not timed).
-func statefulSetUp(t *testing.T, name string, n int) time.Duration {
+// scaled out), from creation to all Running. down removes it and its
+// claims.
+func statefulSetUp(t *testing.T, name string, n int) (time.Duration, func()) {
 	t.Helper()
 	labels := map[string]string{"app": name}
 	class := "carve-thick"
@@ -174,7 +175,7 @@ func statefulSetUp(t *testing.T, name string, n int) time.Duration {
 	}
 	start := time.Now()
 	create(t, sts)
-	wait(t, fmt.Sprintf("%d replicas of %s running", n, name), 30*time.Minute, func(ctx context.Context) (bool, error) {
+	wait(t, fmt.Sprintf("%d replicas of %s running", n, name), time.Hour, func(ctx context.Context) (bool, error) {
 		var pods corev1.PodList
 		if err := h.kc.List(ctx, &pods, client.InNamespace(testNS), client.MatchingLabels(labels)); err != nil {
 			return false, err
@@ -189,16 +190,41 @@ func statefulSetUp(t *testing.T, name string, n int) time.Duration {
 	})
 	d := time.Since(start)
 	t.Logf("%d replicas running after %s", n, d.Round(time.Second))
-	if err := h.kc.Delete(context.Background(), sts); err != nil {
+	return d, func() { statefulSetDown(t, sts, n) }
+}
+
+// statefulSetDown deletes the StatefulSet, its pods and then all its
+// claims at once, and waits until their PVs are gone.
+func statefulSetDown(t *testing.T, sts *appsv1.StatefulSet, n int) {
+	t.Helper()
+	ctx := context.Background()
+	if err := h.kc.Delete(ctx, sts); err != nil {
 		t.Fatal(err)
 	}
 	for i := range n {
-		deletePod(t, fmt.Sprintf("%s-%d", name, i))
+		deletePod(t, fmt.Sprintf("%s-%d", sts.Name, i))
 	}
+	var pvs []string
 	for i := range n {
-		deleteClaim(t, fmt.Sprintf("data-%s-%d", name, i))
+		var c corev1.PersistentVolumeClaim
+		if err := get(ctx, fmt.Sprintf("data-%s-%d", sts.Name, i), &c); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.kc.Delete(ctx, &c); err != nil {
+			t.Fatal(err)
+		}
+		pvs = append(pvs, c.Spec.VolumeName)
 	}
-	return d
+	start := time.Now()
+	wait(t, fmt.Sprintf("the %d PVs gone", n), time.Hour, func(ctx context.Context) (bool, error) {
+		for _, pv := range pvs {
+			if ok, err := gone(get(ctx, pv, &corev1.PersistentVolume{})); !ok || err != nil {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+	t.Logf("%d claims deleted in %s", n, time.Since(start).Round(time.Second))
 }
 
 // setMaxVolumes sets carve node's --max-volumes on the DaemonSet and
