@@ -28,6 +28,11 @@ func (m *Manager) CreateVolume(ctx context.Context, req volume.CreateRequest) (v
 	if err := m.checkVG(req.VG); err != nil {
 		return volume.Volume{}, err
 	}
+	// Read first: a retry that finds its LV changes it too (adopt).
+	vg, err := m.changeableVG(ctx, req.VG)
+	if err != nil {
+		return volume.Volume{}, fmt.Errorf("volume group %s: %w", req.VG, err)
+	}
 	name := volume.LVName(req.Name)
 	lv, err := m.lvm.GetLV(ctx, req.VG, name)
 	switch {
@@ -35,10 +40,6 @@ func (m *Manager) CreateVolume(ctx context.Context, req volume.CreateRequest) (v
 		return m.adopt(ctx, lv, req)
 	case !errors.Is(err, lvm.ErrNotFound):
 		return volume.Volume{}, fmt.Errorf("look up %s/%s: %w", req.VG, name, err)
-	}
-	vg, err := m.readVG(ctx, req.VG)
-	if err != nil {
-		return volume.Volume{}, fmt.Errorf("volume group %s: %w", req.VG, err)
 	}
 	size, err := sizeFor(req, vg.ExtentSize*uint64(max(1, req.Type.Stripes)))
 	if err != nil {

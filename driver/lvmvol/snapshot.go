@@ -71,6 +71,10 @@ func (m *Manager) CreateSnapshot(ctx context.Context, name string, source volume
 	if err != nil {
 		return volume.Snapshot{}, err
 	}
+	vg, err := m.changeableVG(ctx, source.VG)
+	if err != nil {
+		return volume.Snapshot{}, err
+	}
 	lvName := volume.SnapshotLVName(name)
 	lv, err := m.lvm.GetLV(ctx, source.VG, lvName)
 	switch {
@@ -99,15 +103,11 @@ func (m *Manager) CreateSnapshot(ctx context.Context, name string, source volume
 		klog.InfoS("Created thin snapshot", "snapshot", name, "lv", source.VG+"/"+lvName, "source", source)
 		return m.snapshotOf(lv), nil
 	}
-	return m.createThickSnapshot(ctx, name, src, lvName, tags)
+	return m.createThickSnapshot(ctx, name, src, vg, lvName, tags)
 }
 
 // createThickSnapshot runs steps 1-3 of the thick path (see above).
-func (m *Manager) createThickSnapshot(ctx context.Context, name string, src lvm.LV, lvName string, tags []string) (volume.Snapshot, error) {
-	vg, err := m.readVG(ctx, src.VGName)
-	if err != nil {
-		return volume.Snapshot{}, err
-	}
+func (m *Manager) createThickSnapshot(ctx context.Context, name string, src lvm.LV, vg lvm.VG, lvName string, tags []string) (volume.Snapshot, error) {
 	if need := lvm.RoundUp(src.Size, vg.ExtentSize) + lvm.RoundUp(cowSizeFor(src.Size), vg.ExtentSize); need > vg.Free {
 		return volume.Snapshot{}, fmt.Errorf("thick snapshot of %s needs %s (copy and frozen point), volume group %s has %s free: %w",
 			src.Name, lvm.FormatSize(need), vg.Name, lvm.FormatSize(vg.Free), lvm.ErrNoSpace)
@@ -255,6 +255,9 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, id volume.ID) error {
 		return nil
 	}
 	if err != nil {
+		return err
+	}
+	if _, err := m.changeableVG(ctx, id.VG); err != nil {
 		return err
 	}
 	m.jobs.stop(jobKey(jobSnapshotCopy, id.VG, id.LV))
