@@ -88,6 +88,14 @@ func (m *Manager) CreateSnapshot(ctx context.Context, name string, source volume
 		tags = tags[:2]
 	}
 	if src.PoolLV != "" {
+		// An inactive pool reports no usage, and lvm2 checks none then.
+		pool, err := m.lvm.GetLV(ctx, source.VG, src.PoolLV)
+		if err != nil {
+			return volume.Snapshot{}, fmt.Errorf("thin pool of %s: %w", source, err)
+		}
+		if err := checkNewThin(pool); pool.Active && err != nil {
+			return volume.Snapshot{}, fmt.Errorf("snapshot %q of %s: %w", name, source, err)
+		}
 		lv, err := m.lvm.CreateThinSnapshot(ctx, source.VG, src.Name, lvName, tags...)
 		if err != nil {
 			return volume.Snapshot{}, fmt.Errorf("snapshot %q of %s: %w", name, source, err)

@@ -14,6 +14,15 @@ func (f *LVM) PutThinPool(vg, name string, size uint64, usedPercent float64) {
 		Active: true, DataPercent: usedPercent})
 }
 
+// SetPoolUsage sets a thin pool's used data and metadata, in percent, and
+// the size of its metadata LV.
+func (f *LVM) SetPoolUsage(vg, name string, data, metadata float64, metadataSize uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	lv := f.lvs[vg][name]
+	lv.DataPercent, lv.MetadataPercent, lv.MetadataSize = data, metadata, metadataSize
+}
+
 // SetMissingPVs makes n of a VG's PVs missing (0: all back), as lvm2
 // reports a VG whose disk vanished.
 func (f *LVM) SetMissingPVs(vg string, n int) {
