@@ -142,9 +142,12 @@ func TestThinSnapshotAndRestore(t *testing.T) {
 
 func TestThickSnapshotFreezesAndIsNotReadyAtOnce(t *testing.T) {
 	f := lvmfake.New(200*mib, vg)
-	// No devices behind the fake: the background copy fails and the
-	// snapshot stays not ready, which is what this test looks at.
+	// The copy runs until released: the snapshot stays not ready, which
+	// is what this test looks at (CreateSnapshot waits its grace first).
 	m := lvmvol.NewManager(f, f, node, []string{vg})
+	m.SetCopier(f)
+	release := f.HoldCopies()
+	defer release()
 	vol, _ := m.CreateVolume(ctx, req("pvc-thick", 16*mib))
 	snap, err := m.CreateSnapshot(ctx, "snap-a", vol.ID)
 	if err != nil {
@@ -176,6 +179,9 @@ func TestThickSnapshotFreezesAndIsNotReadyAtOnce(t *testing.T) {
 func TestHeldSourceIsNotPublished(t *testing.T) {
 	f := lvmfake.New(200*mib, vg)
 	m := lvmvol.NewManager(f, f, node, []string{vg})
+	m.SetCopier(f)
+	release := f.HoldCopies()
+	defer release()
 	vol, _ := m.CreateVolume(ctx, req("pvc-thick", 16*mib))
 	if _, err := m.CreateSnapshot(ctx, "snap-a", vol.ID); err != nil {
 		t.Fatal(err)

@@ -396,6 +396,7 @@ func TestUnreadableVGIsNoAnswer(t *testing.T) {
 // UNAVAILABLE before any lvm2 change, and goes through once the PV is back.
 func TestVGMissingAPVIsNotChanged(t *testing.T) {
 	m, f := newManager(t)
+	m.SetCopier(f)
 	f.PutThinPool(vg, "pool", 40*mib, 0)
 	thick, err := m.CreateVolume(ctx, req("pvc-thick", 4*mib))
 	if err != nil {

@@ -138,11 +138,18 @@ func (m *Manager) createThickSnapshot(ctx context.Context, name string, src lvm.
 const copyGrace = 3 * time.Second
 
 // awaitCopy starts (or joins) the copy of snapshot lv, waits up to
-// copyGrace, and reports the snapshot as it then is.
+// copyGrace, and reports the snapshot as it then is. A copy that failed is
+// the caller's error, once (the next call starts it again): answered as
+// not ready instead, a copy failing on a bad disk would look to the CO
+// like one still running, for ever (found on real disks by test/faults).
 func (m *Manager) awaitCopy(ctx context.Context, lv lvm.LV) (volume.Snapshot, error) {
 	key, job := m.startSnapshotCopy(lv)
-	if finished, err := m.jobs.await(ctx, key, job, copyGrace); !finished || err != nil {
-		return m.snapshotOf(lv), nil // still copying, or failed: retried next call
+	finished, err := m.jobs.await(ctx, key, job, copyGrace)
+	if err != nil {
+		return volume.Snapshot{}, fmt.Errorf("copy into snapshot %s/%s: %w", lv.VGName, lv.Name, err)
+	}
+	if !finished {
+		return m.snapshotOf(lv), nil // still copying
 	}
 	done, err := m.lvm.GetLV(ctx, lv.VGName, lv.Name)
 	if err != nil {
