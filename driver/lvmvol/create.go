@@ -28,11 +28,6 @@ func (m *Manager) CreateVolume(ctx context.Context, req volume.CreateRequest) (v
 	if err := m.checkVG(req.VG); err != nil {
 		return volume.Volume{}, err
 	}
-	// Read first: a retry that finds its LV changes it too (adopt).
-	vg, err := m.changeableVG(ctx, req.VG)
-	if err != nil {
-		return volume.Volume{}, fmt.Errorf("volume group %s: %w", req.VG, err)
-	}
 	name := volume.LVName(req.Name)
 	lv, err := m.lvm.GetLV(ctx, req.VG, name)
 	switch {
@@ -40,6 +35,10 @@ func (m *Manager) CreateVolume(ctx context.Context, req volume.CreateRequest) (v
 		return m.adopt(ctx, lv, req)
 	case !errors.Is(err, lvm.ErrNotFound):
 		return volume.Volume{}, fmt.Errorf("look up %s/%s: %w", req.VG, name, err)
+	}
+	vg, err := m.changeableVG(ctx, req.VG)
+	if err != nil {
+		return volume.Volume{}, fmt.Errorf("volume group %s: %w", req.VG, err)
 	}
 	size, err := sizeFor(req, vg.ExtentSize*uint64(max(1, req.Type.Stripes)))
 	if err != nil {
@@ -71,6 +70,13 @@ func (m *Manager) adopt(ctx context.Context, lv lvm.LV, req volume.CreateRequest
 	ref := lv.VGName + "/" + lv.Name
 	if !isManaged(lv) {
 		return volume.Volume{}, fmt.Errorf("logical volume %s exists and is not Carve's: %w", ref, volume.ErrNameConflict)
+	}
+	if !isSettled(lv) || lv.HasTag(tagCopying) {
+		// Its create or delete goes on below, changing the VG; a settled
+		// volume is only answered.
+		if _, err := m.changeableVG(ctx, lv.VGName); err != nil {
+			return volume.Volume{}, err
+		}
 	}
 	if lv.HasTag(tagDeleting) {
 		// A deletion was interrupted: finish it, then carve afresh, so that

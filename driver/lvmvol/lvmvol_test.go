@@ -414,6 +414,9 @@ func TestVGMissingAPVIsNotChanged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A create cut short (still pending): its retry would settle it.
+	f.Put(lvm.LV{Name: "pvc-pending", VGName: vg, Size: 4 * mib, Tags: []string{lvmvol.TagVolume, "carve.dev/pending",
+		"carve.dev/params=p1", "carve.dev/name=pvc-pending"}})
 	f.SetMissingPVs(vg, 1)
 	f.Calls = nil
 	calls := []struct {
@@ -421,7 +424,7 @@ func TestVGMissingAPVIsNotChanged(t *testing.T) {
 		call func() error
 	}{
 		{"CreateVolume", func() error { _, err := m.CreateVolume(ctx, req("pvc-new", 4*mib)); return err }},
-		{"CreateVolume (retry of a settled one)", func() error { _, err := m.CreateVolume(ctx, req("pvc-thick", 4*mib)); return err }},
+		{"CreateVolume (retry of a pending one)", func() error { _, err := m.CreateVolume(ctx, req("pvc-pending", 4*mib)); return err }},
 		{"CreateSnapshot (thick)", func() error { _, err := m.CreateSnapshot(ctx, "snap-thick", thick.ID); return err }},
 		{"CreateSnapshot (thin)", func() error { _, err := m.CreateSnapshot(ctx, "snap-thin", thin.ID); return err }},
 		{"DeleteVolume", func() error { return m.DeleteVolume(ctx, del.ID) }},
@@ -432,6 +435,10 @@ func TestVGMissingAPVIsNotChanged(t *testing.T) {
 		if err := c.call(); !errors.Is(err, lvm.ErrPVMissing) || volume.CodeOf(err) != codes.Unavailable {
 			t.Errorf("%s with a PV missing: %v (code %v), want ErrPVMissing, UNAVAILABLE", c.name, err, volume.CodeOf(err))
 		}
+	}
+	// A retry of a create that is done changes nothing: it is answered.
+	if _, err := m.CreateVolume(ctx, req("pvc-thick", 4*mib)); err != nil {
+		t.Errorf("CreateVolume retry of a settled volume with a PV missing: %v", err)
 	}
 	for _, c := range f.Calls {
 		if c != "GetVG" && c != "GetLV" && c != "ListLVs" && c != "ListVGPVs" {
