@@ -36,7 +36,7 @@ func (m *Manager) CreateVolume(ctx context.Context, req volume.CreateRequest) (v
 	case !errors.Is(err, lvm.ErrNotFound):
 		return volume.Volume{}, fmt.Errorf("look up %s/%s: %w", req.VG, name, err)
 	}
-	vg, err := m.readVG(ctx, req.VG)
+	vg, err := m.changeableVG(ctx, req.VG)
 	if err != nil {
 		return volume.Volume{}, fmt.Errorf("volume group %s: %w", req.VG, err)
 	}
@@ -70,6 +70,13 @@ func (m *Manager) adopt(ctx context.Context, lv lvm.LV, req volume.CreateRequest
 	ref := lv.VGName + "/" + lv.Name
 	if !isManaged(lv) {
 		return volume.Volume{}, fmt.Errorf("logical volume %s exists and is not Carve's: %w", ref, volume.ErrNameConflict)
+	}
+	if !isSettled(lv) || lv.HasTag(tagCopying) {
+		// Its create or delete goes on below, changing the VG; a settled
+		// volume is only answered.
+		if _, err := m.changeableVG(ctx, lv.VGName); err != nil {
+			return volume.Volume{}, err
+		}
 	}
 	if lv.HasTag(tagDeleting) {
 		// A deletion was interrupted: finish it, then carve afresh, so that

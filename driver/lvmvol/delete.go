@@ -22,6 +22,9 @@ func (m *Manager) DeleteVolume(ctx context.Context, id volume.ID) error {
 	if err != nil {
 		return err
 	}
+	if _, err := m.changeableVG(ctx, id.VG); err != nil {
+		return err
+	}
 	if lv.Open {
 		// A copy into the volume (a clone or restore still being made)
 		// holds its device open, and is moot now: stop it (and wait for

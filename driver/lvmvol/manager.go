@@ -94,6 +94,25 @@ func (m *Manager) readVG(ctx context.Context, name string) (lvm.VG, error) {
 	return vg, err
 }
 
+// changeableVG reads a served VG that a call is about to change. With a
+// PV missing, lvm2 refuses lvcreate and lvextend but takes tag changes and
+// lvremove, and then records the PV as missing in the VG's metadata: when
+// the disk comes back the VG stays partial, every lvcreate still refused,
+// until an administrator runs `vgextend --restoremissing` (found on real
+// disks by test/faults). So Carve changes nothing of such a VG: the call is
+// UNAVAILABLE, and its retry goes through once the disk is back.
+func (m *Manager) changeableVG(ctx context.Context, name string) (lvm.VG, error) {
+	vg, err := m.readVG(ctx, name)
+	if err != nil {
+		return lvm.VG{}, err
+	}
+	if vg.MissingPVCount > 0 || vg.Partial {
+		return lvm.VG{}, fmt.Errorf("volume group %s misses %d physical volume(s); Carve changes none of its LVs until they are back: %w",
+			name, vg.MissingPVCount, lvm.ErrPVMissing)
+	}
+	return vg, nil
+}
+
 func (m *Manager) checkVG(vg string) error {
 	if !slices.Contains(m.vgs, vg) {
 		return fmt.Errorf("volume group %q (this node serves %v): %w", vg, m.vgs, volume.ErrUnmanagedVG)

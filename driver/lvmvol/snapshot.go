@@ -71,6 +71,10 @@ func (m *Manager) CreateSnapshot(ctx context.Context, name string, source volume
 	if err != nil {
 		return volume.Snapshot{}, err
 	}
+	vg, err := m.changeableVG(ctx, source.VG)
+	if err != nil {
+		return volume.Snapshot{}, err
+	}
 	lvName := volume.SnapshotLVName(name)
 	lv, err := m.lvm.GetLV(ctx, source.VG, lvName)
 	switch {
@@ -84,6 +88,14 @@ func (m *Manager) CreateSnapshot(ctx context.Context, name string, source volume
 		tags = tags[:2]
 	}
 	if src.PoolLV != "" {
+		// An inactive pool reports no usage, and lvm2 checks none then.
+		pool, err := m.lvm.GetLV(ctx, source.VG, src.PoolLV)
+		if err != nil {
+			return volume.Snapshot{}, fmt.Errorf("thin pool of %s: %w", source, err)
+		}
+		if err := checkNewThin(pool); pool.Active && err != nil {
+			return volume.Snapshot{}, fmt.Errorf("snapshot %q of %s: %w", name, source, err)
+		}
 		lv, err := m.lvm.CreateThinSnapshot(ctx, source.VG, src.Name, lvName, tags...)
 		if err != nil {
 			return volume.Snapshot{}, fmt.Errorf("snapshot %q of %s: %w", name, source, err)
@@ -99,15 +111,11 @@ func (m *Manager) CreateSnapshot(ctx context.Context, name string, source volume
 		klog.InfoS("Created thin snapshot", "snapshot", name, "lv", source.VG+"/"+lvName, "source", source)
 		return m.snapshotOf(lv), nil
 	}
-	return m.createThickSnapshot(ctx, name, src, lvName, tags)
+	return m.createThickSnapshot(ctx, name, src, vg, lvName, tags)
 }
 
 // createThickSnapshot runs steps 1-3 of the thick path (see above).
-func (m *Manager) createThickSnapshot(ctx context.Context, name string, src lvm.LV, lvName string, tags []string) (volume.Snapshot, error) {
-	vg, err := m.readVG(ctx, src.VGName)
-	if err != nil {
-		return volume.Snapshot{}, err
-	}
+func (m *Manager) createThickSnapshot(ctx context.Context, name string, src lvm.LV, vg lvm.VG, lvName string, tags []string) (volume.Snapshot, error) {
 	if need := lvm.RoundUp(src.Size, vg.ExtentSize) + lvm.RoundUp(cowSizeFor(src.Size), vg.ExtentSize); need > vg.Free {
 		return volume.Snapshot{}, fmt.Errorf("thick snapshot of %s needs %s (copy and frozen point), volume group %s has %s free: %w",
 			src.Name, lvm.FormatSize(need), vg.Name, lvm.FormatSize(vg.Free), lvm.ErrNoSpace)
@@ -130,11 +138,18 @@ func (m *Manager) createThickSnapshot(ctx context.Context, name string, src lvm.
 const copyGrace = 3 * time.Second
 
 // awaitCopy starts (or joins) the copy of snapshot lv, waits up to
-// copyGrace, and reports the snapshot as it then is.
+// copyGrace, and reports the snapshot as it then is. A copy that failed is
+// the caller's error, once (the next call starts it again): answered as
+// not ready instead, a copy failing on a bad disk would look to the CO
+// like one still running, for ever (found on real disks by test/faults).
 func (m *Manager) awaitCopy(ctx context.Context, lv lvm.LV) (volume.Snapshot, error) {
 	key, job := m.startSnapshotCopy(lv)
-	if finished, err := m.jobs.await(ctx, key, job, copyGrace); !finished || err != nil {
-		return m.snapshotOf(lv), nil // still copying, or failed: retried next call
+	finished, err := m.jobs.await(ctx, key, job, copyGrace)
+	if err != nil {
+		return volume.Snapshot{}, fmt.Errorf("copy into snapshot %s/%s: %w", lv.VGName, lv.Name, err)
+	}
+	if !finished {
+		return m.snapshotOf(lv), nil // still copying
 	}
 	done, err := m.lvm.GetLV(ctx, lv.VGName, lv.Name)
 	if err != nil {
@@ -255,6 +270,9 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, id volume.ID) error {
 		return nil
 	}
 	if err != nil {
+		return err
+	}
+	if _, err := m.changeableVG(ctx, id.VG); err != nil {
 		return err
 	}
 	m.jobs.stop(jobKey(jobSnapshotCopy, id.VG, id.LV))

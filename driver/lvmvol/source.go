@@ -68,8 +68,12 @@ func (m *Manager) resolveSource(ctx context.Context, req *volume.CreateRequest) 
 func (m *Manager) createFromSource(ctx context.Context, req volume.CreateRequest, src lvm.LV, name string, size uint64, vg lvm.VG) (volume.Volume, error) {
 	tags := append(createTags(req), sourceTag(req.Source))
 	if src.PoolLV != "" && src.PoolLV == req.Type.ThinPool {
-		if _, err := m.thinPool(ctx, vg.Name, req.Type); err != nil {
+		pool, err := m.thinPool(ctx, vg.Name, req.Type)
+		if err != nil {
 			return volume.Volume{}, err
+		}
+		if err := checkNewThin(pool); err != nil {
+			return volume.Volume{}, fmt.Errorf("volume %q: %w", req.Name, err)
 		}
 		lv, err := m.lvm.CreateThinSnapshot(ctx, vg.Name, src.Name, name, tags...)
 		if err != nil {

@@ -93,7 +93,7 @@ func TestWipeResumesFromRecordedProgress(t *testing.T) {
 		t.Fatalf("progress records %v after two chunks, want the one of 8 MiB", got)
 	}
 	want := []string{"Wipe", "Flush", "AddTags", "Wipe", "Flush", "AddTags", "RemoveTags", "Wipe"}
-	if got := f.Calls[3 : 3+len(want)]; !slices.Equal(got, want) {
+	if got := f.Calls[4 : 4+len(want)]; !slices.Equal(got, want) {
 		t.Errorf("calls %v, want %v: every record after a flush", got, want)
 	}
 

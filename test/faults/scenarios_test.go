@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -34,6 +35,16 @@ func (e *env) up(v *csiflow.Volume, tag string) string {
 	target := filepath.Join(e.dir, tag+"-target")
 	must(e.t, v.Up(context.Background(), node, filepath.Join(e.dir, tag+"-staging"), target))
 	return target
+}
+
+// upWithData publishes v at a fresh target and writes 1 MiB of random
+// data, synced, to file a there; it returns the target and the data.
+func (e *env) upWithData(v *csiflow.Volume, tag string) (string, []byte) {
+	e.t.Helper()
+	target := e.up(v, tag)
+	data := randomBytes(mib)
+	must(e.t, testenv.WriteSynced(filepath.Join(target, "a"), data))
+	return target, data
 }
 
 func randomBytes(n int) []byte {
@@ -72,9 +83,7 @@ func TestRaid1ServesWithALegGone(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	v := e.create("r1", 16*mib, map[string]string{"mirrors": "1"})
-	target := e.up(v, "r1")
-	data := randomBytes(mib)
-	must(t, testenv.WriteSynced(filepath.Join(target, "a"), data))
+	target, data := e.upWithData(v, "r1")
 	eventually(t, "raid1 in sync", func() bool {
 		lv, err := e.lvm.GetLV(ctx, vg, "r1")
 		return err == nil && lv.SyncPercent >= 100
@@ -122,9 +131,7 @@ func TestIOErrorsUnderAMountedVolume(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	v := e.create("lin", 16*mib, nil)
-	target := e.up(v, "lin")
-	data := randomBytes(mib)
-	must(t, testenv.WriteSynced(filepath.Join(target, "a"), data))
+	target, data := e.upWithData(v, "lin")
 
 	for _, p := range e.pvs {
 		p.fail()
@@ -158,16 +165,7 @@ func TestIOErrorsUnderAMountedVolume(t *testing.T) {
 	during, err := e.c.Create(ctx, "during", 16*mib, nil, csiflow.MountCap(snw, "ext4"))
 	must(t, err)
 	must(t, during.Delete(ctx))
-	// The filesystem saw IO errors: unstage, and stage again (fsck runs
-	// before the mount) at a fresh target.
-	_ = v.Down(ctx, target)
-	again := e.up(v, "lin2")
-	if got, err := os.ReadFile(filepath.Join(again, "a")); err != nil || !bytes.Equal(got, data) {
-		t.Errorf("data written before the fault: %v (equal: %v)", err, bytes.Equal(got, data))
-	}
-	if hs := e.volumeHealth(v.ID); len(hs) != 0 {
-		t.Errorf("health after the disks are back: %v", hs)
-	}
+	again := e.restage(v, target, "lin2", data)
 	must(t, v.Down(ctx, again))
 	must(t, v.Delete(ctx))
 }
@@ -182,9 +180,7 @@ func TestDeleteAndSnapshotUnderFaults(t *testing.T) {
 	ctx := context.Background()
 	del := e.create("del", 16*mib, nil)
 	src := e.create("src", 16*mib, nil)
-	target := e.up(src, "src")
-	data := randomBytes(mib)
-	must(t, testenv.WriteSynced(filepath.Join(target, "a"), data))
+	target, data := e.upWithData(src, "src")
 	must(t, src.Down(ctx, target))
 
 	for _, p := range e.pvs {
@@ -200,6 +196,7 @@ func TestDeleteAndSnapshotUnderFaults(t *testing.T) {
 		t.Error("a thick snapshot was reported ready while its copy could not read or write")
 	}
 	t.Logf("CreateSnapshot under the fault: %v", err)
+	lvsBefore, freeBefore := e.allLVs(), e.free()
 	if _, err := e.c.Create(ctx, "during", 16*mib, nil, csiflow.MountCap(snw, "ext4")); err == nil {
 		t.Error("CreateVolume succeeded while its zeroing could not write")
 	} else {
@@ -211,6 +208,11 @@ func TestDeleteAndSnapshotUnderFaults(t *testing.T) {
 	during, err := e.c.Create(ctx, "during", 16*mib, nil, csiflow.MountCap(snw, "ext4"))
 	must(t, err)
 	must(t, during.Delete(ctx))
+	// Nothing of the failed create is left: the same LVs (internal ones
+	// too) and the same free space as before it.
+	if got, free := e.allLVs(), e.free(); !slices.Equal(got, lvsBefore) || free != freeBefore {
+		t.Errorf("after the failed create, its retry and its delete: LVs %v, %d bytes free; before: %v, %d", got, free, lvsBefore, freeBefore)
+	}
 	if !e.lvExists("del") {
 		t.Error("the LV of a delete whose wipe failed is gone: removed unwiped")
 	}
@@ -227,13 +229,7 @@ func TestDeleteAndSnapshotUnderFaults(t *testing.T) {
 		snapID = resp.GetSnapshot().GetSnapshotId()
 		return err == nil && resp.GetSnapshot().GetReadyToUse()
 	})
-	vc := csiflow.MountCap(snw, "ext4")
-	r, err := e.c.Controller.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: "restored", VolumeCapabilities: []*csi.VolumeCapability{vc},
-		CapacityRange: &csi.CapacityRange{RequiredBytes: 16 * mib},
-		VolumeContentSource: &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{
-			Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: snapID}}}})
-	must(t, err)
-	restored := e.c.Wrap(r.GetVolume(), vc)
+	restored := e.restore("restored", snapID, 16*mib)
 	rt := e.up(restored, "restored")
 	if got, err := os.ReadFile(filepath.Join(rt, "a")); err != nil || !bytes.Equal(got, data) {
 		t.Errorf("restore of the snapshot taken across the fault: %v (equal: %v)", err, bytes.Equal(got, data))
@@ -283,6 +279,35 @@ func TestFullVGAndThinPool(t *testing.T) {
 	more := e.create("more", 8*mib, thin)
 	must(t, more.Delete(ctx))
 	_ = v.Down(ctx, target)
+}
+
+// restage unstages v from target (its filesystem saw IO errors: the next
+// stage checks it before mounting) and stages it again at a fresh target
+// tag, where file a must hold data, and v's health must be clean. It
+// returns the new target.
+func (e *env) restage(v *csiflow.Volume, target, tag string, data []byte) string {
+	e.t.Helper()
+	_ = v.Down(context.Background(), target)
+	again := e.up(v, tag)
+	if got, err := os.ReadFile(filepath.Join(again, "a")); err != nil || !bytes.Equal(got, data) {
+		e.t.Errorf("data written before the fault, staged at %s: %v (equal: %v)", tag, err, bytes.Equal(got, data))
+	}
+	if hs := e.volumeHealth(v.ID); len(hs) != 0 {
+		e.t.Errorf("health after the fault cleared: %v", hs)
+	}
+	return again
+}
+
+// restore creates volume name from snapshot snapID.
+func (e *env) restore(name, snapID string, size int64) *csiflow.Volume {
+	e.t.Helper()
+	vc := csiflow.MountCap(snw, "ext4")
+	r, err := e.c.Controller.CreateVolume(context.Background(), &csi.CreateVolumeRequest{Name: name, VolumeCapabilities: []*csi.VolumeCapability{vc},
+		CapacityRange: &csi.CapacityRange{RequiredBytes: size},
+		VolumeContentSource: &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{
+			Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: snapID}}}})
+	must(e.t, err)
+	return e.c.Wrap(r.GetVolume(), vc)
 }
 
 func retryAborted(fn func() error) error {
