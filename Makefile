@@ -27,7 +27,7 @@ BG           = $(if $(TAG_OUTPUT),nice -n 10)
 CONTROLLER_GEN ?= $(shell go env GOPATH)/bin/controller-gen
 CONTROLLER_GEN_VERSION := v0.23.0
 
-.PHONY: all build image test vm-then-unit vet check-generated test-unit test-vm test-crash test-vm-full e2e e2e-upstream demo lint fuzz fuzz-ci bench generate clean
+.PHONY: all build image test vm-then-unit vet check-generated test-unit test-vm test-crash soak test-vm-full e2e e2e-upstream bench-cluster demo lint fuzz fuzz-ci bench generate clean
 
 all: build
 
@@ -85,6 +85,14 @@ test-crash: ## the whole crash matrix on real LVM in the VM: carve killed after 
 	CARVE_SUITES=crash CARVE_CRASH_EVERY=1 CARVE_CRASH_OPS=. CARVE_VM_TIMEOUT=14400 scripts/test-vm.sh -test.timeout 230m
 	@echo "== $@ passed at $$(date -u +%T)"
 
+# make soak's run is SOAK_DURATION of chaos plus the calls still under way,
+# the final reads and deletes (6 minutes took 10.5 in all); test-vm (and so
+# CI) runs 90 s of it.
+soak: ## chaos under load on real LVM in the VM: random CSI calls across thick, thin, striped and raid1 with checksummed writes while carve is SIGKILLed at random, invariants checked throughout (SOAK_DURATION, default 10m; SOAK_SEED repeats a run's choices)
+	CARVE_SUITES=soak CARVE_SOAK_DURATION=$(or $(SOAK_DURATION),10m) $(if $(SOAK_SEED),CARVE_SOAK_SEED=$(SOAK_SEED)) \
+		CARVE_VM_TIMEOUT=$(or $(CARVE_VM_TIMEOUT),7200) scripts/test-vm.sh -test.timeout 110m
+	@echo "== $@ passed at $$(date -u +%T)"
+
 test-vm-full: ## test-vm with every csi-sanity configuration's whole suite
 	CARVE_SANITY_FULL=1 scripts/test-vm.sh
 
@@ -97,6 +105,10 @@ e2e: image ## cluster mode on real Kubernetes components, Carve's image as pods 
 e2e-upstream: image ## the Kubernetes project's external storage suite against Carve, thick and thin: every spec for Carve's capabilities (UPSTREAM=subset: one of each suite and pattern)
 	CARVE_E2E_UPSTREAM=$(or $(UPSTREAM),full) scripts/e2e.sh -test.run TestUpstreamStorageSuite -test.timeout 0 $(TAG)
 	@echo "== $@ passed at $$(date -u +%T)"
+
+bench-cluster: image ## cluster mode's figure: a pod with a new claim, and a StatefulSet of 50, to Running against the raw lvm2, mkfs and mount steps on the same VM node (printed; _output/bench/cluster.json)
+	CARVE_E2E_BENCH=1 scripts/e2e.sh -test.run TestClusterBench -test.v -test.timeout 0 $(TAG)
+	@echo "== $@ done at $$(date -u +%T)"
 
 demo: ## carve standalone on a real VG: one volume through the whole CSI lifecycle
 	scripts/demo.sh

@@ -26,7 +26,9 @@ type need struct {
 var needs = []need{
 	{controller, "lvm.carve.dev", "logicalvolumes", false, []string{"get", "list", "create", "patch", "delete"}, "backend: volumes, publish"},
 	{controller, "lvm.carve.dev", "logicalvolumesnapshots", false, []string{"get", "list", "create", "delete"}, "backend: snapshots"},
-	{controller, "lvm.carve.dev", "nodestorages", false, []string{"get", "list"}, "backend: capacity; /healthz"},
+	{controller, "lvm.carve.dev", "nodestorages", false, []string{"get", "list", "watch"}, "backend: capacity; /healthz; nodeloss"},
+	{controller, "", "nodes", false, []string{"get", "list", "watch"}, "nodeloss: a lost node is gone or out of service"},
+	{controller, "events.k8s.io", "events", false, []string{"create", "patch"}, "nodeloss: Released, NodeLost"},
 	{controller, "coordination.k8s.io", "leases", true, []string{"get", "create", "update"}, "leader election (carve and sidecars)"},
 	{controller, "", "events", true, []string{"create", "patch"}, "leader election events"},
 	{controller, "", "persistentvolumes", false, []string{"get", "list", "watch", "create", "patch", "delete"}, "csi-provisioner"},

@@ -20,6 +20,10 @@ var (
 	// of zero, conflicting volume types, a stripe size lvm2 would not take,
 	// a snapshot of the wrong kind of origin.
 	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrPVMissing: lvm2 changes no LV of a VG while one of its PVs is
+	// missing (`Cannot change VG vg while PVs are missing.`), until the
+	// disk is back or an administrator removes it from the VG.
+	ErrPVMissing = errors.New("physical volume missing")
 )
 
 // classified joins a sentinel to the error it was read from.
@@ -46,9 +50,10 @@ var stderrRules = []stderrRule{
 	// `Number of stripes (3) must not exceed number of physical volumes (2)`:
 	// too few PVs is a lack of (placeable) space too.
 	{"must not exceed number of physical volumes", ErrNoSpace},
-	{"already exists", ErrAlreadyExists}, // `Logical Volume "x" already exists in volume group "vg"`
-	{" in use", ErrBusy},                 // `Logical volume vg/lv in use.`, `... contains a filesystem in use.`
-	{"is open", ErrBusy},                 // older lvm2: `Can't remove open logical volume`, `LV is open`
+	{"while pvs are missing", ErrPVMissing}, // `Cannot change VG vg while PVs are missing.`
+	{"already exists", ErrAlreadyExists},    // `Logical Volume "x" already exists in volume group "vg"`
+	{" in use", ErrBusy},                    // `Logical volume vg/lv in use.`, `... contains a filesystem in use.`
+	{"is open", ErrBusy},                    // older lvm2: `Can't remove open logical volume`, `LV is open`
 	{"open logical volume", ErrBusy},
 	{"device or resource busy", ErrBusy},
 	// `Snapshot origin volumes can be resized only while inactive`: the LV

@@ -35,12 +35,12 @@ func TestClassifyMessages(t *testing.T) {
 		// A warning about a missing device must not hide the real failure.
 		{"  WARNING: Couldn't find device with uuid abc.\n  WARNING: VG vg is missing PV abc (last written to /dev/vdb).\n" +
 			"  Volume group \"vg\" has insufficient free space (1 extents): 5 required.\n", ErrNoSpace},
-		{"  WARNING: Device for PV abc not found or rejected by a filter.\n  Cannot change VG vg while PVs are missing.\n", nil},
+		{"  WARNING: Device for PV abc not found or rejected by a filter.\n  Cannot change VG vg while PVs are missing.\n", ErrPVMissing},
 		{"  New size given (1 extents) not larger than existing size (3 extents)\n", nil},
 		{"", nil},
 	} {
 		err := classify(lvmError(tc.stderr))
-		for _, s := range []error{ErrNotFound, ErrAlreadyExists, ErrNoSpace, ErrBusy} {
+		for _, s := range []error{ErrNotFound, ErrAlreadyExists, ErrNoSpace, ErrBusy, ErrPVMissing} {
 			if got := errors.Is(err, s); got != (s == tc.want) {
 				t.Errorf("classify(%q): errors.Is(%v) = %v", tc.stderr, s, got)
 			}
@@ -87,7 +87,7 @@ func TestClassifyCapturedStderr(t *testing.T) {
 		"err-thin-nospace":      ErrNoSpace,
 		"err-busy-remove":       ErrBusy,
 		"err-busy-deactivate":   ErrBusy,
-		"err-partial-create":    nil,
+		"err-partial-create":    ErrPVMissing,
 		// Volume types.
 		"err-thin-nopool":        ErrNotFound,
 		"err-raid1-legs":         ErrNoSpace,

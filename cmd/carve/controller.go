@@ -13,6 +13,7 @@ import (
 	"carve.dev/carve/driver/api/v1alpha1"
 	"carve.dev/carve/driver/backend"
 	"carve.dev/carve/driver/csi"
+	"carve.dev/carve/driver/nodeloss"
 )
 
 // runController serves CSI Identity + Controller for the cluster: volume
@@ -51,6 +52,11 @@ func runController(args []string) error {
 	}
 	b, err := newBackend(cfg, mgr, vgs)
 	if err != nil {
+		return err
+	}
+	// Releases what is deleted on a node declared lost; with leadership.
+	lost := &nodeloss.Reconciler{Client: mgr.GetClient(), Events: mgr.GetEventRecorder("carve-controller")}
+	if err := lost.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	probe := apiProber{b.Client}

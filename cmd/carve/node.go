@@ -100,7 +100,7 @@ func addAgent(mgr manager.Manager, lf localFlags, vols *lvmvol.Manager, every ti
 		return err
 	}
 	return mgr.Add(&agent.StorageReporter{Client: c, Node: lf.nodeID, Space: vols.Space, Overprovision: lf.overprov, Interval: every,
-		Volumes: vols.ListVolumes})
+		Volumes: vols.ListVolumes, Events: rec})
 }
 
 // socketPath strips unix:// from an endpoint.

@@ -31,6 +31,11 @@ const (
 	// when it starts).
 	ReasonCopying = "Copying"
 	ReasonWiping  = "Wiping"
+	// ReasonOrphaned (on the NodeStorage) and ReasonMissing (on the
+	// LogicalVolume): the storage report's audit found an LV with no
+	// resource, or a carved resource with no LV (StorageReporter.audit).
+	ReasonOrphaned = "OrphanedVolume"
+	ReasonMissing  = "VolumeMissing"
 )
 
 // emit records an event when there is a recorder (tests may have none).

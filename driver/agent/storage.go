@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -40,7 +42,13 @@ type StorageReporter struct {
 	// to find orphans; nil skips that.
 	Volumes func(ctx context.Context) ([]volume.Volume, error)
 
-	suspects map[string]bool // orphans seen once, by the previous report
+	// Events records a Warning for each new orphan (on the NodeStorage)
+	// and missing LV (on its LogicalVolume); nil records none.
+	Events events.EventRecorder
+
+	suspects    map[string]bool                    // unmatched by the previous report
+	missingObjs map[string]*v1alpha1.LogicalVolume // this report's missing, by "VG/LV"
+	confirmed   time.Time                          // the audit's last fresh read
 }
 
 // Start reports now and then every Interval until ctx ends (a
@@ -73,6 +81,7 @@ func (s *StorageReporter) heartbeat() time.Duration {
 // the heartbeat). Reading costs no LVM command at idle: Space and Volumes
 // are queries, answered from the Manager's cached reports.
 func (s *StorageReporter) Report(ctx context.Context) error {
+	fresh := ctx
 	ctx = lvm.WithCachedReads(ctx) // every 30 s: a query (lvm.Cache)
 	space, err := s.Space(ctx)
 	if err != nil {
@@ -100,15 +109,20 @@ func (s *StorageReporter) Report(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("get or create NodeStorage %s: %w", s.Node, err)
 	}
-	orphans, err := s.orphans(ctx)
+	if s.missingObjs == nil {
+		s.missingObjs = map[string]*v1alpha1.LogicalVolume{}
+	}
+	orphans, missing, err := s.audit(ctx, fresh)
 	if err != nil {
 		return err
 	}
+	s.announce(&ns, orphans, missing)
 	next := v1alpha1.NodeStorageStatus{
 		VolumeGroups:       vgStatuses(space),
 		OverprovisionRatio: strconv.FormatFloat(s.Overprovision, 'f', -1, 64),
 		UpdateTime:         ns.Status.UpdateTime,
 		OrphanedVolumes:    orphans,
+		MissingVolumes:     missing,
 	}
 	if equality.Semantic.DeepEqual(next, ns.Status) && time.Since(ns.Status.UpdateTime.Time) < s.heartbeat() {
 		return nil // nothing new: the API server and every watcher are spared a write
@@ -121,50 +135,123 @@ func (s *StorageReporter) Report(ctx context.Context) error {
 	return nil
 }
 
-// orphans finds Carve's LVs on this node that no LogicalVolume claims.
+// audit compares the node's LVs with its LogicalVolumes, both ways:
+// orphans are Carve's LVs that no LogicalVolume claims, missing are
+// LogicalVolumes the agent carved ("VG/LV") whose LV is gone. Neither is
+// ever repaired here: an orphan may hold data, and a missing LV is not
+// recreated blank; both are reported (status, events, metrics, log) for an
+// administrator to decide.
 //
 // A LogicalVolume exists before its LV is created and is gone only after
 // its LV is removed (finalizer), so an LV without one is an orphan: its
-// resource was deleted by force, or it was made by hand or by standalone
-// mode. One reading can still race: the LVs are listed first, then the
-// resources, and a volume deleted in between looks orphaned. Such a volume
-// is gone by the next report, so only LVs seen orphaned twice in a row are
-// reported. They are never removed: they may hold data.
-func (s *StorageReporter) orphans(ctx context.Context) ([]string, error) {
+// resource was deleted by force, released from a node declared lost
+// (driver/nodeloss), or it was made by hand or by standalone mode. And a
+// resource has a volume ID only once its LV exists, and keeps its LV until
+// its deletion starts, so one with an ID, not being deleted, and no LV has
+// lost its LV behind Carve's back. One reading can still race: the LVs are
+// listed first, then the resources, and a volume created or deleted in
+// between looks unmatched. Such a volume is matched by the next report, so
+// only what is seen unmatched twice in a row is reported.
+func (s *StorageReporter) audit(ctx, fresh context.Context) (orphans, missing []string, err error) {
 	if s.Volumes == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	vols, err := s.Volumes(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// In carve node the client reads the node's cache, which holds only
 	// this node's LogicalVolumes: no API call.
 	var list v1alpha1.LogicalVolumeList
 	if err := s.Client.List(ctx, &list); err != nil {
-		return nil, fmt.Errorf("list LogicalVolumes: %w", err)
+		return nil, nil, fmt.Errorf("list LogicalVolumes: %w", err)
 	}
-	claimed := map[string]bool{}
-	for _, lv := range list.Items {
-		if lv.Spec.NodeName == s.Node {
-			claimed[lv.Spec.VolumeGroup+"/"+lv.Name] = true
+	claimed := map[string]*v1alpha1.LogicalVolume{}
+	for i := range list.Items {
+		if lv := &list.Items[i]; lv.Spec.NodeName == s.Node {
+			claimed[lv.Spec.VolumeGroup+"/"+lv.Name] = lv
 		}
 	}
-	var out []string
-	seen := map[string]bool{}
-	for _, v := range vols {
-		key := v.ID.VG + "/" + v.ID.LV
-		if claimed[key] {
+	unmatched := s.match(vols, claimed)
+	// The LVs were a query's, read from lvm.Cache, which Carve's own
+	// changes keep exact but which sees an administrator's lvremove (of
+	// an orphan) or a restored LV only after its max age (10 min). While
+	// there are findings, they are confirmed on a fresh report every
+	// confirmEvery, so that their repair shows within that; a node with
+	// none runs no lvm2 command here.
+	if len(unmatched) > 0 && time.Since(s.confirmed) >= confirmEvery {
+		if vols, err = s.Volumes(fresh); err != nil {
+			return nil, nil, err
+		}
+		s.confirmed = time.Now()
+		unmatched = s.match(vols, claimed)
+	}
+	for key, lv := range unmatched {
+		if !s.suspects[key] {
 			continue
 		}
-		seen[key] = true
-		if s.suspects[key] {
-			out = append(out, key)
-			klog.InfoS("Orphaned volume: an LV of Carve's with no LogicalVolume; left in place", "node", s.Node, "lv", key, "name", v.Name)
+		if lv == nil {
+			orphans = append(orphans, key)
+		} else {
+			missing = append(missing, key)
+			s.missingObjs[key] = lv
 		}
 	}
-	s.suspects = seen
-	return out, nil
+	s.suspects = map[string]bool{}
+	for key := range unmatched {
+		s.suspects[key] = true
+	}
+	slices.Sort(orphans)
+	slices.Sort(missing)
+	return orphans, missing, nil
+}
+
+// confirmEvery paces the fresh reads that confirm the audit's findings.
+const confirmEvery = 2 * time.Minute
+
+// match returns the unmatched "VG/LV"s: an orphan with a nil resource, a
+// missing LV with its resource.
+func (s *StorageReporter) match(vols []volume.Volume, claimed map[string]*v1alpha1.LogicalVolume) map[string]*v1alpha1.LogicalVolume {
+	out := map[string]*v1alpha1.LogicalVolume{}
+	present := map[string]bool{}
+	for _, v := range vols {
+		key := v.ID.VG + "/" + v.ID.LV
+		present[key] = true
+		if claimed[key] == nil {
+			out[key] = nil
+		}
+	}
+	for key, lv := range claimed {
+		if !present[key] && lv.Status.VolumeID != "" && lv.DeletionTimestamp.IsZero() {
+			out[key] = lv
+		}
+	}
+	return out
+}
+
+// announce logs, counts and records events for what the audit found that
+// the last written status did not hold, so that each finding is told
+// once, not every 30 s.
+func (s *StorageReporter) announce(ns *v1alpha1.NodeStorage, orphans, missing []string) {
+	metrics.UnmatchedVolumes(s.Node, len(orphans), len(missing))
+	for _, key := range orphans {
+		if slices.Contains(ns.Status.OrphanedVolumes, key) {
+			continue
+		}
+		klog.InfoS("Orphaned volume: an LV of Carve's with no LogicalVolume; left in place", "node", s.Node, "lv", key)
+		emit(s.Events, ns, "Warning", ReasonOrphaned, "Audit",
+			"LV %s on %s is Carve's but no LogicalVolume claims it; Carve leaves it in place: inspect it, then remove it (lvremove) or keep it", key, s.Node)
+	}
+	for _, key := range missing {
+		if slices.Contains(ns.Status.MissingVolumes, key) {
+			continue
+		}
+		lv := s.missingObjs[key]
+		klog.InfoS("Missing volume: a LogicalVolume whose LV is gone; not recreated", "node", s.Node, "lv", key, "logicalVolume", lv.Name)
+		emit(s.Events, lv, "Warning", ReasonMissing, "Audit",
+			"LV %s is gone from %s although this volume was carved; Carve does not recreate it blank: restore it from a snapshot or delete the volume", key, s.Node)
+	}
+	clear(s.missingObjs)
 }
 
 func vgStatuses(space []volume.VGSpace) []v1alpha1.VolumeGroupStatus {

@@ -1,15 +1,18 @@
 package agent
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 
 	"carve.dev/carve/driver/api/v1alpha1"
 	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/volume"
+	"carve.dev/carve/lvm"
 )
 
 // An LV of Carve's that no LogicalVolume claims is reported as orphaned,
@@ -24,7 +27,8 @@ func TestOrphanedVolumesAreReportedNotRemoved(t *testing.T) {
 		RequiredBytes: 5 * mib, ParamsDigest: "d"}); err != nil {
 		t.Fatal(err)
 	}
-	rep := &StorageReporter{Client: r.c, Node: node, Space: vols.Space, Overprovision: 1, Volumes: vols.ListVolumes}
+	rec := events.NewFakeRecorder(10)
+	rep := &StorageReporter{Client: r.c, Node: node, Space: vols.Space, Overprovision: 1, Volumes: vols.ListVolumes, Events: rec}
 	report := func() []string {
 		t.Helper()
 		if err := rep.Report(ctx); err != nil {
@@ -42,6 +46,11 @@ func TestOrphanedVolumesAreReportedNotRemoved(t *testing.T) {
 	if got := report(); !slices.Equal(got, []string{"vg0/pvc-orphan"}) {
 		t.Errorf("second report: orphans %v, want [vg0/pvc-orphan]", got)
 	}
+	wantEvents(t, rec, "Warning OrphanedVolume LV vg0/pvc-orphan")
+	if got := report(); !slices.Equal(got, []string{"vg0/pvc-orphan"}) {
+		t.Errorf("third report: orphans %v, want [vg0/pvc-orphan]", got)
+	}
+	wantEvents(t, rec) // told once, not at every report
 	list, err := vols.ListVolumes(ctx)
 	if err != nil || len(list) != 2 {
 		t.Errorf("volumes after the reports: %v, %v (the orphan must stay)", list, err)
@@ -81,5 +90,100 @@ func TestIdleReportsWriteNothing(t *testing.T) {
 	rep.Heartbeat = time.Nanosecond
 	if beat := version(); beat == changed {
 		t.Error("the heartbeat did not write an unchanged report")
+	}
+}
+
+// A carved volume whose LV vanished behind Carve's back is reported as
+// missing (status, a Warning on its LogicalVolume), from the second report
+// that sees it, and not recreated.
+func TestMissingVolumesAreReportedNotRecreated(t *testing.T) {
+	r := newRig(t, lvResource("pvc-gone", node, 5*mib), lvResource("pvc-kept", node, 5*mib))
+	for _, name := range []string{"pvc-gone", "pvc-kept"} {
+		if _, err := r.reconcile(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.lvm.RemoveLV(ctx, "vg0", "pvc-gone"); err != nil { // an administrator's lvremove
+		t.Fatal(err)
+	}
+	vols := lvmvol.NewManager(r.lvm, r.lvm, node, []string{"vg0"})
+	rec := events.NewFakeRecorder(10)
+	rep := &StorageReporter{Client: r.c, Node: node, Space: vols.Space, Overprovision: 1, Volumes: vols.ListVolumes, Events: rec}
+	for i, want := range [][]string{nil, {"vg0/pvc-gone"}, {"vg0/pvc-gone"}} {
+		if err := rep.Report(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var ns v1alpha1.NodeStorage
+		if err := r.c.Get(ctx, types.NamespacedName{Name: node}, &ns); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(ns.Status.MissingVolumes, want) || len(ns.Status.OrphanedVolumes) != 0 {
+			t.Errorf("report %d: missing %v, orphans %v; want missing %v, no orphans", i+1,
+				ns.Status.MissingVolumes, ns.Status.OrphanedVolumes, want)
+		}
+		if i == 1 {
+			wantEvents(t, rec, "Warning VolumeMissing LV vg0/pvc-gone is gone")
+		}
+	}
+	wantEvents(t, rec)
+	if _, ok := r.lvm.LV("vg0", "pvc-gone"); ok {
+		t.Error("the report recreated the missing LV")
+	}
+}
+
+// The audit reads the LVs as a query (lvm.Cache, which sees changes made
+// outside Carve late); while it has findings it confirms them on a fresh
+// read every confirmEvery, so an administrator's lvremove of an orphan
+// clears it; with no findings it reads nothing fresh.
+func TestOrphanRemovedByHandClearsOnAFreshRead(t *testing.T) {
+	r := newRig(t)
+	vols := lvmvol.NewManager(r.lvm, r.lvm, node, []string{"vg0"})
+	if _, err := vols.CreateVolume(ctx, volume.CreateRequest{Name: "pvc-orphan", Node: node, VG: "vg0",
+		RequiredBytes: 5 * mib, ParamsDigest: "d"}); err != nil {
+		t.Fatal(err)
+	}
+	stale, err := vols.ListVolumes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := 0
+	list := func(c context.Context) ([]volume.Volume, error) {
+		if lvm.CachedReads(c) {
+			return stale, nil // what a cache read before the lvremove answers
+		}
+		fresh++
+		return vols.ListVolumes(c)
+	}
+	rep := &StorageReporter{Client: r.c, Node: node, Space: vols.Space, Overprovision: 1, Volumes: list}
+	orphans := func() []string {
+		t.Helper()
+		if err := rep.Report(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var ns v1alpha1.NodeStorage
+		if err := r.c.Get(ctx, types.NamespacedName{Name: node}, &ns); err != nil {
+			t.Fatal(err)
+		}
+		return ns.Status.OrphanedVolumes
+	}
+	orphans()
+	if got := orphans(); !slices.Equal(got, []string{"vg0/pvc-orphan"}) || fresh != 1 {
+		t.Fatalf("orphans %v after %d fresh reads, want [vg0/pvc-orphan] after 1", got, fresh)
+	}
+	if err := r.lvm.RemoveLV(ctx, "vg0", "pvc-orphan"); err != nil { // the administrator's lvremove
+		t.Fatal(err)
+	}
+	if got := orphans(); len(got) != 1 || fresh != 1 {
+		t.Errorf("within confirmEvery: orphans %v after %d fresh reads, want the cached view (1 orphan, 1 read)", got, fresh)
+	}
+	rep.confirmed = time.Time{} // confirmEvery has passed
+	if got := orphans(); len(got) != 0 || fresh != 2 {
+		t.Errorf("after confirmEvery: orphans %v after %d fresh reads, want none after 2", got, fresh)
+	}
+	stale = nil
+	orphans()
+	orphans()
+	if fresh != 2 {
+		t.Errorf("%d fresh reads with nothing to confirm, want still 2", fresh)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"carve.dev/carve/driver/api/v1alpha1"
+	"carve.dev/carve/driver/nodeloss"
 	"carve.dev/carve/driver/volume"
 )
 
@@ -227,7 +228,8 @@ func (b *Backend) ListVolumes(ctx context.Context) ([]volume.Volume, error) {
 }
 
 // DeleteVolume deletes the resource and waits until the agent has removed
-// the LV and let the resource go.
+// the LV and let the resource go (or, on a node declared lost, until the
+// controller's nodeloss.Reconciler has let it go, the LV left in place).
 func (b *Backend) DeleteVolume(ctx context.Context, id volume.ID) error {
 	lv, err := b.lookup(ctx, id)
 	if errors.Is(err, volume.ErrVolumeNotFound) {
@@ -236,8 +238,20 @@ func (b *Backend) DeleteVolume(ctx context.Context, id volume.ID) error {
 	if err != nil {
 		return err
 	}
-	if lv.Status.Published {
+	if lv.Status.Published && lv.Spec.PublishedNode != "" {
 		return fmt.Errorf("volume %s is still published: %w", id, volume.ErrInUse)
+	}
+	if lv.Status.Published {
+		// Unpublished in the spec, not yet by the agent: only a lost
+		// node's volume may go now (nodeloss releases it); any other
+		// waits for its agent to deactivate the LV first.
+		lost, err := nodeloss.Lost(ctx, b.cached(), id.Node)
+		if err != nil {
+			return err
+		}
+		if !lost {
+			return fmt.Errorf("volume %s is still published: %w", id, volume.ErrInUse)
+		}
 	}
 	if err := b.Client.Delete(ctx, lv); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete %s: %w", lv.Name, err)

@@ -7,9 +7,11 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"carve.dev/carve/driver/api/v1alpha1"
+	"carve.dev/carve/driver/nodeloss"
 	"carve.dev/carve/driver/volume"
 )
 
@@ -57,7 +59,14 @@ func (b *Backend) UnpublishVolume(ctx context.Context, id volume.ID, node string
 	if node != "" && node != id.Node {
 		return nil
 	}
-	_, err := b.change(ctx, id, anyVolume,
+	lost, err := nodeloss.Lost(ctx, b.cached(), id.Node)
+	if err != nil {
+		return err
+	}
+	if lost {
+		return b.unpublishLost(ctx, id)
+	}
+	_, err = b.change(ctx, id, anyVolume,
 		func(s *v1alpha1.LogicalVolumeSpec) bool {
 			changed := s.PublishedNode != ""
 			s.PublishedNode = ""
@@ -68,6 +77,31 @@ func (b *Backend) UnpublishVolume(ctx context.Context, id volume.ID, node string
 		return nil
 	}
 	return err
+}
+
+// unpublishLost detaches a volume of a node declared lost (nodeloss): the
+// spec no longer publishes it, and nothing is waited for. Its agent is not
+// coming back to deactivate the LV, and nothing can use the LV: the node is
+// gone. Should the node return after all, its agent deactivates the LV as
+// the spec says.
+func (b *Backend) unpublishLost(ctx context.Context, id volume.ID) error {
+	lv, err := b.lookup(ctx, id)
+	if errors.Is(err, volume.ErrVolumeNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if lv.Spec.PublishedNode == "" {
+		return nil
+	}
+	before := lv.DeepCopy()
+	lv.Spec.PublishedNode = ""
+	if err := b.Client.Patch(ctx, lv, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("update %s: %w", lv.Name, err)
+	}
+	klog.InfoS("Detached a volume of a lost node without its agent", "volume", id, "node", id.Node)
+	return nil
 }
 
 // ExpandVolume raises the volume's required size and waits for the LV to

@@ -276,9 +276,9 @@ func publishedWithSnapshotCopy(t *testing.T, f *lvmfake.LVM, m *lvmvol.Manager) 
 	if _, err := m.PublishVolume(ctx, vol.ID, node); err != nil {
 		t.Fatal(err)
 	}
-	snap, err := m.CreateSnapshot(ctx, "snap-1", vol.ID)
-	if err != nil || snap.Ready {
-		t.Fatalf("thick snapshot: %+v, %v; want it made and its copy running", snap, err)
+	// Its copy runs, or (failFirstCopy) failed and is this call's error.
+	if snap, err := m.CreateSnapshot(ctx, "snap-1", vol.ID); snap.Ready {
+		t.Fatalf("thick snapshot: %+v, %v; want it made and its copy running or failed", snap, err)
 	}
 	return vol
 }
@@ -402,5 +402,34 @@ func TestRestoreLeavesItsSnapshotInactive(t *testing.T) {
 		if lv, _ := f.LV(vg, snap.ID.LV); lv.Active {
 			t.Errorf("snapshot found active %v: left active by the restore", found)
 		}
+	}
+}
+
+// A thick snapshot whose copy fails is the caller's error, once, and never
+// ready; the next call copies again, from where the record says, and the
+// snapshot is ready. Before, a failed copy answered ready_to_use=false
+// with no error, every time: to the CO, a copy running for ever.
+func TestFailedSnapshotCopyIsReportedThenRetried(t *testing.T) {
+	f := lvmfake.New(100*mib, vg)
+	m := lvmvol.NewManager(f, f, node, []string{vg})
+	m.SetDataWorkSteps(4*mib, 0)
+	m.SetCopier(&dying{LVM: f})
+	src, err := m.CreateVolume(ctx, req("pvc-src", 8*mib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := m.CreateSnapshot(ctx, "snap-1", src.ID)
+	if err == nil || snap.Ready {
+		t.Fatalf("a snapshot whose copy failed: %+v, %v; want its error, not ready", snap, err)
+	}
+	if snaps, _ := m.ListSnapshots(ctx); len(snaps) != 1 || snaps[0].Ready {
+		t.Fatalf("snapshots after the failed copy: %+v; want one, not ready", snaps)
+	}
+	snap, err = m.CreateSnapshot(ctx, "snap-1", src.ID)
+	if err != nil || !snap.Ready {
+		t.Fatalf("retry after the failed copy: %+v, %v; want ready", snap, err)
+	}
+	if copied := f.CopiedRanges(); len(copied) != 1 || copied[0].Offset != 4*mib {
+		t.Errorf("copies %+v, want one resumed at 4 MiB", copied)
 	}
 }

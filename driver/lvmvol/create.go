@@ -57,9 +57,12 @@ func (m *Manager) CreateVolume(ctx context.Context, req volume.CreateRequest) (v
 // its lvcreate succeeded: until then a failure may mean that the name is
 // taken (see CreateVolume).
 func (m *Manager) carve(ctx context.Context, req volume.CreateRequest, src lvm.LV, name string) (vol volume.Volume, created bool, err error) {
-	// A thin volume needs its pool's report, which also tells the VG's
-	// extent size: the VG's own report (vgs) is for thick volumes, whose
-	// room is the VG's free space.
+	// Nothing of a VG with a PV missing is changed (see changeableVG),
+	// so each path reads a report that tells it before its lvcreate. A
+	// thin volume needs its pool's report, which tells it (lvs reports
+	// the VG's missing PVs with each LV) and the VG's extent size: the
+	// VG's own report (vgs) is for thick volumes, whose room is the VG's
+	// free space.
 	var pool lvm.LV
 	var vg lvm.VG
 	if req.Type.IsThin() {
@@ -72,10 +75,13 @@ func (m *Manager) carve(ctx context.Context, req volume.CreateRequest, src lvm.L
 			}
 			return volume.Volume{}, false, err
 		}
+		if err := changeableLV(pool); err != nil {
+			return volume.Volume{}, false, fmt.Errorf("volume group %s: %w", req.VG, err)
+		}
 		vg = lvm.VG{Name: req.VG, ExtentSize: pool.ExtentSize}
 	}
 	if vg.ExtentSize == 0 {
-		if vg, err = m.readVG(ctx, req.VG); err != nil {
+		if vg, err = m.changeableVG(ctx, req.VG); err != nil {
 			return volume.Volume{}, false, fmt.Errorf("volume group %s: %w", req.VG, err)
 		}
 	}
@@ -130,6 +136,13 @@ func (m *Manager) adopt(ctx context.Context, lv lvm.LV, req volume.CreateRequest
 	ref := lv.VGName + "/" + lv.Name
 	if !isManaged(lv) {
 		return volume.Volume{}, fmt.Errorf("logical volume %s exists and is not Carve's: %w", ref, volume.ErrNameConflict)
+	}
+	if !isSettled(lv) || lv.HasTag(tagCopying) {
+		// Its create or delete goes on below, changing the VG; a settled
+		// volume is only answered. lv's report tells the VG's missing PVs.
+		if err := changeableLV(lv); err != nil {
+			return volume.Volume{}, err
+		}
 	}
 	if lv.HasTag(tagDeleting) {
 		// A deletion was interrupted: finish it, then carve afresh, so that

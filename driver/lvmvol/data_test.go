@@ -2,7 +2,10 @@ package lvmvol_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
+
+	"google.golang.org/grpc/codes"
 
 	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/volume"
@@ -147,9 +150,12 @@ func TestThinSnapshotAndRestore(t *testing.T) {
 
 func TestThickSnapshotFreezesAndIsNotReadyAtOnce(t *testing.T) {
 	f := lvmfake.New(200*mib, vg)
-	// No devices behind the fake: the background copy fails and the
-	// snapshot stays not ready, which is what this test looks at.
+	// The copy runs until released: the snapshot stays not ready, which
+	// is what this test looks at (CreateSnapshot waits its grace first).
 	m := lvmvol.NewManager(f, f, node, []string{vg})
+	m.SetCopier(f)
+	release := f.HoldCopies()
+	defer release()
 	vol, _ := m.CreateVolume(ctx, req("pvc-thick", 16*mib))
 	snap, err := m.CreateSnapshot(ctx, "snap-a", vol.ID)
 	if err != nil {
@@ -181,6 +187,9 @@ func TestThickSnapshotFreezesAndIsNotReadyAtOnce(t *testing.T) {
 func TestHeldSourceIsNotPublished(t *testing.T) {
 	f := lvmfake.New(200*mib, vg)
 	m := lvmvol.NewManager(f, f, node, []string{vg})
+	m.SetCopier(f)
+	release := f.HoldCopies()
+	defer release()
 	vol, _ := m.CreateVolume(ctx, req("pvc-thick", 16*mib))
 	if _, err := m.CreateSnapshot(ctx, "snap-a", vol.ID); err != nil {
 		t.Fatal(err)
@@ -258,17 +267,86 @@ func TestInactivePoolIsActivatedToReadUsage(t *testing.T) {
 }
 
 // A thin restore in the snapshot's own pool takes no room (a thin
-// snapshot shares its blocks): a full pool does not refuse it, as it
-// refuses a new thin volume.
+// snapshot shares its blocks): a pool with too little room left for a new
+// thin volume does not refuse it. A pool whose data is full does, as lvm2
+// refuses any new thin LV there (TestThinPoolMetadataLimit).
 func TestThinRestoreNeedsNoRoom(t *testing.T) {
 	m, f, _, snap := thinSnapshotted(t)
-	f.PutThinPool(vg, "pool", 40*mib, 100)
+	f.PutThinPool(vg, "pool", 40*mib, 99) // 0.4 MiB free
 	if _, err := m.CreateVolume(ctx, thinReq("pvc-new", 8*mib)); !errors.Is(err, lvm.ErrNoSpace) {
-		t.Errorf("new thin volume in a full pool: %v, want ErrNoSpace", err)
+		t.Errorf("new thin volume in a nearly full pool: %v, want ErrNoSpace", err)
 	}
 	r := thinReq("pvc-restored", 8*mib)
 	r.Source = &volume.ContentSource{Kind: volume.SourceSnapshot, ID: snap.ID}
 	if _, err := m.CreateVolume(ctx, r); err != nil {
-		t.Errorf("restore in a full pool: %v, want success", err)
+		t.Errorf("restore in a nearly full pool: %v, want success", err)
+	}
+}
+
+// New thin volumes, thin snapshots and thin restores are refused before
+// lvcreate (RESOURCE_EXHAUSTED) once the pool's metadata is at lvm2's own
+// limit: it keeps 4 MiB of the metadata LV free, a quarter of one smaller
+// than 16 MiB (75 %). A thin snapshot needs no data room, but is refused
+// in a pool whose data is full, as lvm2 refuses it.
+func TestThinPoolMetadataLimit(t *testing.T) {
+	m, f := newManager(t)
+	m.SetOverprovision(10)
+	f.PutThinPool(vg, "pool", 40*mib, 0)
+	src, err := m.CreateVolume(ctx, thinReq("pvc-src", 8*mib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := m.CreateSnapshot(ctx, "snap-src", src.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restore := thinReq("pvc-restored", 8*mib)
+	restore.Source = &volume.ContentSource{Kind: volume.SourceSnapshot, ID: snap.ID}
+	for _, tc := range []struct {
+		data, metadata float64
+		metadataSize   uint64
+		refused        bool
+	}{
+		{10, 74.9, 4 * mib, false},
+		{10, 75, 4 * mib, true},
+		{10, 75, 0, true}, // size unknown: a quarter
+		{10, 93.7, 64 * mib, false},
+		{10, 93.75, 64 * mib, true}, // 4 MiB of 64
+		{10, 100, 64 * mib, true},
+		{100, 10, 64 * mib, true},
+	} {
+		f.SetPoolUsage(vg, "pool", tc.data, tc.metadata, tc.metadataSize)
+		f.Calls = nil
+		_, errVol := m.CreateVolume(ctx, thinReq("pvc-new", 4*mib))
+		_, errSnap := m.CreateSnapshot(ctx, "snap-new", src.ID)
+		_, errRestore := m.CreateVolume(ctx, restore)
+		for what, err := range map[string]error{"volume": errVol, "snapshot": errSnap, "restore": errRestore} {
+			if tc.refused && (!errors.Is(err, lvm.ErrNoSpace) || volume.CodeOf(err) != codes.ResourceExhausted) {
+				t.Errorf("data %.2f%%, metadata %.2f%% of %d: new thin %s: %v, want ErrNoSpace, RESOURCE_EXHAUSTED",
+					tc.data, tc.metadata, tc.metadataSize, what, err)
+			}
+			if !tc.refused && err != nil {
+				t.Errorf("data %.2f%%, metadata %.2f%% of %d: new thin %s refused: %v", tc.data, tc.metadata, tc.metadataSize, what, err)
+			}
+		}
+		if tc.refused && (slices.Contains(f.Calls, "CreateLV") || slices.Contains(f.Calls, "CreateThinSnapshot")) {
+			t.Errorf("data %.2f%%, metadata %.2f%%: lvcreate ran for a refused thin LV: %v", tc.data, tc.metadata, f.Calls)
+		}
+		for _, name := range []string{"pvc-new", "pvc-restored"} {
+			if lv, ok := f.LV(vg, name); ok {
+				if err := m.DeleteVolume(ctx, volume.ID{Node: node, VG: vg, LV: lv.Name}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if snaps, _ := m.ListSnapshots(ctx); len(snaps) > 1 {
+			for _, s := range snaps {
+				if s.ID != snap.ID {
+					if err := m.DeleteSnapshot(ctx, s.ID); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
 	}
 }

@@ -23,6 +23,11 @@ func (m *Manager) DeleteVolume(ctx context.Context, id volume.ID) error {
 	if err != nil {
 		return err
 	}
+	// Nothing of a VG with a PV missing is changed (see changeableVG);
+	// the lookup's report tells it.
+	if err := changeableLV(lv); err != nil {
+		return err
+	}
 	if lv.Open {
 		// A copy into the volume (a clone or restore still being made)
 		// holds its device open, and is moot now: stop it (and wait for

@@ -47,7 +47,7 @@ func (m *Manager) ExpandVolume(ctx context.Context, id volume.ID, requiredBytes,
 
 // checkGrowth refuses an extension by delta bytes that cannot fit.
 func (m *Manager) checkGrowth(ctx context.Context, lv lvm.LV, t volume.Type, delta uint64) error {
-	vg, err := m.readVG(ctx, lv.VGName)
+	vg, err := m.changeableVG(ctx, lv.VGName)
 	if err != nil {
 		return err
 	}

@@ -181,9 +181,10 @@ func TestDelete(t *testing.T) {
 	if _, ok := f.LV(vg, "pvc-1"); ok {
 		t.Error("LV still there after delete")
 	}
+	// The lookup's report also tells that the VG has all its PVs.
 	want := []string{"GetLV", "RetagAndActivate", "Wipe", "RemoveLVOf"}
 	if !slices.Equal(f.Calls, want) {
-		t.Errorf("delete steps %v, want %v (mark and activate, wipe, then remove)", f.Calls, want)
+		t.Errorf("delete steps %v, want %v (VG intact, mark and activate, wipe, then remove)", f.Calls, want)
 	}
 	if err := m.DeleteVolume(ctx, vol.ID); err != nil {
 		t.Errorf("second delete: %v, want success", err)
@@ -388,5 +389,77 @@ func TestUnreadableVGIsNoAnswer(t *testing.T) {
 	f.Fail = nil
 	if _, ok := f.LV(vg, vol.ID.LV); !ok {
 		t.Error("the volume is gone")
+	}
+}
+
+// With a PV missing lvm2 refuses lvcreate but takes tag changes and
+// lvremove, and then keeps the PV marked missing after the disk is back,
+// refusing every lvcreate until `vgextend --restoremissing` (found on real
+// disks by test/faults). So every call that would change such a VG is
+// UNAVAILABLE before any lvm2 change, and goes through once the PV is back.
+func TestVGMissingAPVIsNotChanged(t *testing.T) {
+	m, f := newManager(t)
+	m.SetCopier(f)
+	f.PutThinPool(vg, "pool", 40*mib, 0)
+	thick, err := m.CreateVolume(ctx, req("pvc-thick", 4*mib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	thin, err := m.CreateVolume(ctx, thinReq("pvc-thin", 4*mib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := m.CreateSnapshot(ctx, "snap-old", thin.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	del, err := m.CreateVolume(ctx, req("pvc-del", 4*mib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A create cut short (still pending): its retry would settle it.
+	f.Put(lvm.LV{Name: "pvc-pending", VGName: vg, Size: 4 * mib, Tags: []string{lvmvol.TagVolume, "carve.dev/pending",
+		"carve.dev/params=p1", "carve.dev/name=pvc-pending"}})
+	f.SetMissingPVs(vg, 1)
+	f.Calls = nil
+	calls := []struct {
+		name string
+		call func() error
+	}{
+		{"CreateVolume", func() error { _, err := m.CreateVolume(ctx, req("pvc-new", 4*mib)); return err }},
+		{"CreateVolume (retry of a pending one)", func() error { _, err := m.CreateVolume(ctx, req("pvc-pending", 4*mib)); return err }},
+		// Told by the pool's report (lvs), which a thin create reads instead of vgs.
+		{"CreateVolume (thin)", func() error { _, err := m.CreateVolume(ctx, thinReq("pvc-new-thin", 4*mib)); return err }},
+		{"CreateVolume (thin restore)", func() error {
+			r := thinReq("pvc-restored", 4*mib)
+			r.Source = &volume.ContentSource{Kind: volume.SourceSnapshot, ID: snap.ID}
+			_, err := m.CreateVolume(ctx, r)
+			return err
+		}},
+		{"CreateSnapshot (thick)", func() error { _, err := m.CreateSnapshot(ctx, "snap-thick", thick.ID); return err }},
+		{"CreateSnapshot (thin)", func() error { _, err := m.CreateSnapshot(ctx, "snap-thin", thin.ID); return err }},
+		{"DeleteVolume", func() error { return m.DeleteVolume(ctx, del.ID) }},
+		{"DeleteSnapshot", func() error { return m.DeleteSnapshot(ctx, snap.ID) }},
+		{"ExpandVolume", func() error { _, err := m.ExpandVolume(ctx, thick.ID, 8*mib, 0); return err }},
+	}
+	for _, c := range calls {
+		if err := c.call(); !errors.Is(err, lvm.ErrPVMissing) || volume.CodeOf(err) != codes.Unavailable {
+			t.Errorf("%s with a PV missing: %v (code %v), want ErrPVMissing, UNAVAILABLE", c.name, err, volume.CodeOf(err))
+		}
+	}
+	// A retry of a create that is done changes nothing: it is answered.
+	if _, err := m.CreateVolume(ctx, req("pvc-thick", 4*mib)); err != nil {
+		t.Errorf("CreateVolume retry of a settled volume with a PV missing: %v", err)
+	}
+	for _, c := range f.Calls {
+		if c != "GetVG" && c != "GetLV" && c != "ListLVs" && c != "ListVGPVs" {
+			t.Errorf("a call on a VG missing a PV ran %s", c)
+		}
+	}
+	f.SetMissingPVs(vg, 0)
+	for _, c := range calls {
+		if err := c.call(); err != nil {
+			t.Errorf("%s with the PV back: %v", c.name, err)
+		}
 	}
 }

@@ -99,6 +99,41 @@ func (m *Manager) readVG(ctx context.Context, name string) (lvm.VG, error) {
 	return vg, err
 }
 
+// changeableVG reads a served VG that a call is about to change. With a
+// PV missing, lvm2 refuses lvcreate and lvextend but takes tag changes and
+// lvremove, and then records the PV as missing in the VG's metadata: when
+// the disk comes back the VG stays partial, every lvcreate still refused,
+// until an administrator runs `vgextend --restoremissing` (found on real
+// disks by test/faults). So Carve changes nothing of such a VG: the call is
+// UNAVAILABLE, and its retry goes through once the disk is back.
+func (m *Manager) changeableVG(ctx context.Context, name string) (lvm.VG, error) {
+	vg, err := m.readVG(ctx, name)
+	if err != nil {
+		return lvm.VG{}, err
+	}
+	if vg.MissingPVCount > 0 || vg.Partial {
+		return lvm.VG{}, pvsMissing(name, vg.MissingPVCount)
+	}
+	return vg, nil
+}
+
+// changeableLV is changeableVG for a call that has read the LV it is about
+// to change, or one of its VG (a thin pool): lvs reports the VG's missing
+// PVs with each LV (vg_missing_pv_count), so that report tells it without
+// a vgs of its own. It must be a report read for the call, not a cached
+// one (see lvm.Cache).
+func changeableLV(lv lvm.LV) error {
+	if lv.VGMissingPVs > 0 {
+		return pvsMissing(lv.VGName, lv.VGMissingPVs)
+	}
+	return nil
+}
+
+func pvsMissing(vg string, n int) error {
+	return fmt.Errorf("volume group %s misses %d physical volume(s); Carve changes none of its LVs until they are back: %w",
+		vg, n, lvm.ErrPVMissing)
+}
+
 func (m *Manager) checkVG(vg string) error {
 	if !slices.Contains(m.vgs, vg) {
 		return fmt.Errorf("volume group %q (this node serves %v): %w", vg, m.vgs, volume.ErrUnmanagedVG)

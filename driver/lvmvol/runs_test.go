@@ -245,8 +245,9 @@ func TestLVMRunsPerOperation(t *testing.T) {
 		// LV (no read-back); lvchange -an; lvchange --deltag pending.
 		{"CreateVolume thick", func() (err error) { thickVol, err = m.CreateVolume(ctx, thick); return err },
 			"lvchange=2 lvcreate=1 vgs=1", "lvchange=2 lvcreate=1 lvs=2 vgs=1"},
-		// The pool's lvs (room, zeroing, extent size); lvcreate -an with
-		// the final tags.
+		// The pool's lvs (room, zeroing, extent size, and the VG's
+		// missing PVs: no vgs for changeableVG's guard); lvcreate -an
+		// with the final tags.
 		{"CreateVolume thin", func() (err error) { thinVol, err = m.CreateVolume(ctx, thin); return err },
 			"lvcreate=1 lvs=1", "lvchange=2 lvcreate=1 lvs=3 vgs=1"},
 		// A retry: lvcreate fails on the name, then the LV is read.
@@ -297,7 +298,8 @@ func TestLVMRunsPerOperation(t *testing.T) {
 			"blkdiscard=1 lvchange=1 lvremove=1 lvs=1", "blkdiscard=1 lvchange=2 lvremove=1 lvs=3"},
 		{"DeleteSnapshot thin", func() error { return m.DeleteSnapshot(ctx, thinSnap.ID) },
 			"lvremove=1 lvs=1", "lvchange=1 lvremove=1 lvs=3"},
-		// lvs; the deleting tag and -ay in one lvchange; the wipe;
+		// lvs (which also tells the VG's missing PVs: no vgs for the
+		// guard); the deleting tag and -ay in one lvchange; the wipe;
 		// lvremove from the lookup's report.
 		{"DeleteVolume thick", func() error { return m.DeleteVolume(ctx, thickVol.ID) },
 			"blkdiscard=1 lvchange=1 lvremove=1 lvs=1", "blkdiscard=1 lvchange=2 lvremove=1 lvs=2"},

@@ -89,7 +89,30 @@ func (m *Manager) CreateSnapshot(ctx context.Context, name string, source volume
 		case !errors.Is(err, lvm.ErrNotFound):
 			return volume.Snapshot{}, fmt.Errorf("look up snapshot %s/%s: %w", source.VG, lvName, err)
 		}
-		return m.createThickSnapshot(ctx, name, src, lvName, tags)
+		// The VG's report gives the room of the copy and the frozen
+		// point, and tells a PV missing: Carve changes nothing of such
+		// a VG (changeableVG).
+		vg, err := m.changeableVG(ctx, source.VG)
+		if err != nil {
+			return volume.Snapshot{}, err
+		}
+		return m.createThickSnapshot(ctx, name, src, vg, lvName, tags)
+	}
+	// Nothing of a VG with a PV missing is changed (see changeableVG),
+	// and a thin snapshot's lvcreate is its name's lookup (below), so
+	// src's report, read for this call, is checked first: it tells the
+	// VG's missing PVs, no vgs needed.
+	if err := changeableLV(src); err != nil {
+		return volume.Snapshot{}, err
+	}
+	// The pool is in the report src was read from (shared reads). An
+	// inactive pool reports no usage, and lvm2 checks none then.
+	pool, err := m.lvm.GetLV(ctx, source.VG, src.PoolLV)
+	if err != nil {
+		return volume.Snapshot{}, fmt.Errorf("thin pool of %s: %w", source, err)
+	}
+	if err := checkNewThin(pool); pool.Active && err != nil {
+		return volume.Snapshot{}, fmt.Errorf("snapshot %q of %s: %w", name, source, err)
 	}
 	// A thin snapshot is one lvcreate of src, whose report is at hand:
 	// made inactive (-an), as nothing should write to a snapshot, in the
@@ -113,11 +136,7 @@ func (m *Manager) CreateSnapshot(ctx context.Context, name string, source volume
 }
 
 // createThickSnapshot runs steps 1-3 of the thick path (see above).
-func (m *Manager) createThickSnapshot(ctx context.Context, name string, src lvm.LV, lvName string, tags []string) (volume.Snapshot, error) {
-	vg, err := m.readVG(ctx, src.VGName)
-	if err != nil {
-		return volume.Snapshot{}, err
-	}
+func (m *Manager) createThickSnapshot(ctx context.Context, name string, src lvm.LV, vg lvm.VG, lvName string, tags []string) (volume.Snapshot, error) {
 	if need := lvm.RoundUp(src.Size, vg.ExtentSize) + lvm.RoundUp(cowSizeFor(src.Size), vg.ExtentSize); need > vg.Free {
 		return volume.Snapshot{}, fmt.Errorf("thick snapshot of %s needs %s (copy and frozen point), volume group %s has %s free: %w",
 			src.Name, lvm.FormatSize(need), vg.Name, lvm.FormatSize(vg.Free), lvm.ErrNoSpace)
@@ -140,11 +159,18 @@ func (m *Manager) createThickSnapshot(ctx context.Context, name string, src lvm.
 const copyGrace = 3 * time.Second
 
 // awaitCopy starts (or joins) the copy of snapshot lv, waits up to
-// copyGrace, and reports the snapshot as it then is.
+// copyGrace, and reports the snapshot as it then is. A copy that failed is
+// the caller's error, once (the next call starts it again): answered as
+// not ready instead, a copy failing on a bad disk would look to the CO
+// like one still running, for ever (found on real disks by test/faults).
 func (m *Manager) awaitCopy(ctx context.Context, lv lvm.LV) (volume.Snapshot, error) {
 	key, job := m.startSnapshotCopy(lv)
-	if finished, err := m.jobs.await(ctx, key, job, copyGrace); !finished || err != nil {
-		return m.snapshotOf(lv), nil // still copying, or failed: retried next call
+	finished, err := m.jobs.await(ctx, key, job, copyGrace)
+	if err != nil {
+		return volume.Snapshot{}, fmt.Errorf("copy into snapshot %s/%s: %w", lv.VGName, lv.Name, err)
+	}
+	if !finished {
+		return m.snapshotOf(lv), nil // still copying
 	}
 	// The job succeeded: it dropped the copying tag last (step 4), so the
 	// snapshot is lv without it; no lvs needed to tell.
@@ -157,6 +183,13 @@ func (m *Manager) awaitCopy(ctx context.Context, lv lvm.LV) (volume.Snapshot, er
 func (m *Manager) adoptSnapshot(ctx context.Context, lv lvm.LV, name string, src lvm.LV) (volume.Snapshot, error) {
 	if !isSnapshot(lv) || tagValue(lv, tagSourcePrefix) != src.Name {
 		return volume.Snapshot{}, fmt.Errorf("snapshot %q exists with another source: %w", name, volume.ErrNameConflict)
+	}
+	if lv.HasTag(tagDeleting) || lv.HasTag(tagCopying) {
+		// Its delete or copy goes on below, changing the VG; a ready
+		// snapshot is only answered (as adopt does for a volume).
+		if err := changeableLV(lv); err != nil {
+			return volume.Snapshot{}, err
+		}
 	}
 	if lv.HasTag(tagDeleting) {
 		if err := m.removeData(ctx, lv, false); err != nil {
@@ -268,6 +301,12 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, id volume.ID) error {
 		return nil
 	}
 	if err != nil {
+		return err
+	}
+	// lvm2 takes lvchange and lvremove with a PV missing, and then keeps
+	// the PV marked missing: Carve changes nothing of such a VG (see
+	// changeableVG); the lookup's report tells it.
+	if err := changeableLV(lv); err != nil {
 		return err
 	}
 	if !lv.HasTag(tagCopying) {

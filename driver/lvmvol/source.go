@@ -70,6 +70,14 @@ func (m *Manager) resolveSource(ctx context.Context, req *volume.CreateRequest) 
 func (m *Manager) createFromSource(ctx context.Context, req volume.CreateRequest, src lvm.LV, name string, size uint64, vg lvm.VG, pool lvm.LV) (volume.Volume, bool, error) {
 	tags := append(settledTags(req), sourceTag(req.Source))
 	if src.PoolLV != "" && src.PoolLV == req.Type.ThinPool {
+		// It takes no room of the pool (it shares the snapshot's
+		// blocks), but lvm2 refuses it in a pool whose data is full or
+		// whose metadata is at its limit, as any new thin LV: refused
+		// here first (checkNewThin), from the pool's report the caller
+		// read with the snapshot's.
+		if err := checkNewThin(pool); err != nil {
+			return volume.Volume{}, false, fmt.Errorf("volume %q: %w", req.Name, err)
+		}
 		// One lvcreate -an with the final tags when the snapshot is as
 		// large as asked: settled in the commit that makes it (see
 		// createThin), src's report read by the caller. A larger one is
@@ -94,7 +102,7 @@ func (m *Manager) createFromSource(ctx context.Context, req volume.CreateRequest
 		return vol, true, err
 	}
 	// A copy takes the room of a new volume (a thin snapshot in the
-	// source's pool above takes none, and was never checked).
+	// source's pool above takes none: only the pool's fill was checked).
 	opts := lvOptions(req.Type, vg, name, size, append(tags, tagPending, tagCopying))
 	var roomErr error
 	if req.Type.IsThin() {

@@ -52,6 +52,9 @@ func (m *Manager) thinPool(ctx context.Context, vg string, t volume.Type) (lvm.L
 
 // thinRoom refuses a thin volume of size beyond what pool has room for.
 func (m *Manager) thinRoom(pool lvm.LV, size uint64, t volume.Type) error {
+	if err := checkNewThin(pool); err != nil {
+		return err
+	}
 	if room := volume.ThinRoom(pool.ThinPoolFree(), m.overprovision); size > room {
 		return fmt.Errorf("thin volume of %s does not fit thin pool %s/%s: %s free × %.2f over-provisioning = %s: %w",
 			lvm.FormatSize(size), pool.VGName, t.ThinPool, lvm.FormatSize(pool.ThinPoolFree()), m.overprovision,
@@ -79,4 +82,39 @@ func (m *Manager) checkRoom(ctx context.Context, vg lvm.VG, opts lvm.CreateLVOpt
 			lvm.FormatSize(need), vg.Name, lvm.FormatSize(vg.Free), lvm.ErrNoSpace)
 	}
 	return m.lvm.CheckPlacement(ctx, opts)
+}
+
+// thinMetadataReserve is what lvm2 keeps free of a thin pool's metadata
+// before it makes a new thin LV there (its pool_metadata_min_threshold):
+// 4 MiB, or a quarter of a metadata LV smaller than 16 MiB. The kernel maps
+// every block the existing thin LVs write in that metadata; a pool that runs
+// out of it stops taking writes to new blocks (it goes read-only), so new
+// thin LVs, which share that room, must not bring it closer.
+const thinMetadataReserve = 4 << 20
+
+// thinMetadataLimit is the metadata use, in percent, at which lvm2 refuses
+// new thin LVs (volumes and snapshots) in pool.
+func thinMetadataLimit(pool lvm.LV) float64 {
+	free := 25.0
+	if pool.MetadataSize > 0 {
+		free = min(free, 100*float64(thinMetadataReserve)/float64(pool.MetadataSize))
+	}
+	return 100 - free
+}
+
+// checkNewThin refuses, before lvcreate, any new thin LV in a pool whose
+// data is full or whose metadata is at lvm2's limit (thinMetadataLimit):
+// lvm2 would refuse it too ("free space in thin pool reached threshold"),
+// with a message nothing tells from other failures. Thin snapshots and thin
+// restores need no data room, but the same metadata.
+func checkNewThin(pool lvm.LV) error {
+	ref := pool.VGName + "/" + pool.Name
+	if pool.DataPercent >= 100 {
+		return fmt.Errorf("thin pool %s is out of data space: %w", ref, lvm.ErrNoSpace)
+	}
+	if limit := thinMetadataLimit(pool); pool.MetadataPercent >= limit {
+		return fmt.Errorf("thin pool %s has used %.2f%% of its %s of metadata; new thin volumes need less than %.2f%% "+
+			"(extend it: lvextend --poolmetadatasize): %w", ref, pool.MetadataPercent, lvm.FormatSize(pool.MetadataSize), limit, lvm.ErrNoSpace)
+	}
+	return nil
 }

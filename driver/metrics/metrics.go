@@ -43,10 +43,18 @@ var (
 		Name: "carve_thin_pool_used_percent",
 		Help: "Used data and metadata of a thin pool (kind=data|metadata), in percent.",
 	}, []string{"node", "vg", "pool", "kind"})
+	unmatched = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "carve_unmatched_volumes",
+		Help: "A node's volumes with no counterpart, by kind: orphaned (Carve's LV, no LogicalVolume) or missing (a carved LogicalVolume, no LV).",
+	}, []string{"node", "kind"})
+	lostNode = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "carve_lost_node_resources",
+		Help: "Resources still on a node declared lost, by kind (volume|snapshot): their data is on that node only.",
+	}, []string{"node", "kind"})
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(operations, latency, commands, commandLatency, vgBytes, poolPercent)
+	ctrlmetrics.Registry.MustRegister(operations, latency, commands, commandLatency, vgBytes, poolPercent, unmatched, lostNode)
 }
 
 // Registry is where Carve's metrics are registered.
@@ -88,4 +96,22 @@ func VolumeGroup(node, vg string, size, free uint64) {
 func ThinPool(node, vg, pool string, dataPercent, metadataPercent float64) {
 	poolPercent.WithLabelValues(node, vg, pool, "data").Set(dataPercent)
 	poolPercent.WithLabelValues(node, vg, pool, "metadata").Set(metadataPercent)
+}
+
+// UnmatchedVolumes records a node's audit: its orphaned and missing volumes.
+func UnmatchedVolumes(node string, orphaned, missing int) {
+	unmatched.WithLabelValues(node, "orphaned").Set(float64(orphaned))
+	unmatched.WithLabelValues(node, "missing").Set(float64(missing))
+}
+
+// LostNode records how many volumes and snapshots remain on a node declared
+// lost; a node no longer lost is dropped.
+func LostNode(node string, lost bool, volumes, snapshots int) {
+	if !lost {
+		lostNode.DeleteLabelValues(node, "volume")
+		lostNode.DeleteLabelValues(node, "snapshot")
+		return
+	}
+	lostNode.WithLabelValues(node, "volume").Set(float64(volumes))
+	lostNode.WithLabelValues(node, "snapshot").Set(float64(snapshots))
 }

@@ -50,6 +50,7 @@ var codeTable = []struct {
 	{lvm.ErrNoSpace, codes.ResourceExhausted},
 	{lvm.ErrInvalidName, codes.InvalidArgument},
 	{lvm.ErrInvalidArgument, codes.InvalidArgument},
+	{lvm.ErrPVMissing, codes.Unavailable},
 	{lvm.ErrNotFound, codes.NotFound},
 	{lvm.ErrAlreadyExists, codes.AlreadyExists},
 	{lvm.ErrHasDependents, codes.FailedPrecondition},

@@ -6,6 +6,9 @@
 # Usage: scripts/vm/run.sh [OPTIONS] [--] COMMAND [ARGS...]
 #   --disks N          blank scratch disks /dev/vda, /dev/vdb, ... (default 2)
 #   --disk-size SIZE   size of each, as for truncate(1) (default 4G)
+#   --disk-dir DIR     keep the disks in DIR (made if absent) and reuse the
+#                      ones there: a second boot sees the first's disks, as
+#                      a rebooted machine does (default: thrown away)
 #   --mem M            guest memory, as for qemu -m (default 2G)
 #   --cpus N           vCPUs (default 1)
 #   --timeout SECONDS  kill the VM after this long (default 1800)
@@ -38,6 +41,7 @@ usage() {
 
 disks=2
 disk_size=4G
+disk_dir=
 mem=2G
 cpus=1
 timeout_s=1800
@@ -51,6 +55,7 @@ while [[ $# -gt 0 ]]; do
   case $1 in
     --disks) disks=${2:?--disks needs a value}; shift 2 ;;
     --disk-size) disk_size=${2:?--disk-size needs a value}; shift 2 ;;
+    --disk-dir) disk_dir=${2:?--disk-dir needs a value}; shift 2 ;;
     --mem) mem=${2:?--mem needs a value}; shift 2 ;;
     --cpus) cpus=${2:?--cpus needs a value}; shift 2 ;;
     --timeout) timeout_s=${2:?--timeout needs a value}; shift 2 ;;
@@ -222,10 +227,14 @@ for i in "${!vm_shares[@]}"; do
   qemu+=(-fsdev "local,id=share$i,path=${vm_shares[i]},security_model=none,multidevs=remap"
     -device "virtio-9p-pci,fsdev=share$i,mount_tag=carveshare$i")
 done
+[[ -z $disk_dir ]] || mkdir -p -- "$disk_dir" || vm_die "cannot make --disk-dir $disk_dir"
 for ((i = 0; i < disks; i++)); do
-  disk=$job/disks/disk$i.raw
-  truncate -s "$disk_size" -- "$disk" || vm_die "bad --disk-size $disk_size"
-  # cache=unsafe: nothing survives the VM anyway. discard/detect-zeroes=unmap:
+  disk=${disk_dir:-$job/disks}/disk$i.raw
+  # A kept disk is reused as it is (truncate would cut a larger one).
+  [[ -n $disk_dir && -f $disk ]] || truncate -s "$disk_size" -- "$disk" || vm_die "bad --disk-size $disk_size"
+  # cache=unsafe: the host never syncs the file, which matters only if the
+  # host itself crashes; a write the guest saw done is in the file, so a
+  # kept disk holds it even when QEMU is killed. discard/detect-zeroes=unmap:
   # zeroing (mkfs, lvcreate wiping) punches holes instead of writing zeros.
   qemu+=(-drive "if=none,id=disk$i,file=$disk,format=raw,cache=unsafe,discard=unmap,detect-zeroes=unmap"
     -device "virtio-blk-pci,drive=disk$i,serial=carve-disk$i")

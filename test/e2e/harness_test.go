@@ -182,6 +182,7 @@ func (x *harness) tearDown(check bool) error {
 	}
 	if x.vm != nil {
 		x.vm.shutdown(ctx)
+		_ = os.RemoveAll(x.vmDisks())
 	}
 	x.stopHostNode()
 	for name := range x.procs {

@@ -19,10 +19,18 @@ step() { log "$* (${SECONDS}s)"; }
 
 # The VG and thin pool the e2e overlay names (deploy/kubernetes base +
 # test/e2e/overlay). The thin pool zeroes new blocks, as Carve requires.
-pvcreate -q /dev/vda /dev/vdb
-vgcreate -q e2e /dev/vda /dev/vdb
-lvcreate -q --type thin-pool --zero y -L 1G -n thinpool e2e
-step "VG e2e ready: $(vgs --noheadings -o vg_size,vg_free e2e)"
+# A reboot (the test boots the VM again on the same disks) finds them
+# there, and activates every LV as lvm2's autoactivation does at a real
+# node's boot: carve node must deactivate those not published here.
+if vgs e2e >/dev/null 2>&1; then
+	vgchange -q -ay e2e
+	step "rebooted: VG e2e found, its LVs activated as at boot: $(lvs --noheadings -o lv_name,lv_active e2e | tr -s ' \n' ' ')"
+else
+	pvcreate -q /dev/vda /dev/vdb
+	vgcreate -q e2e /dev/vda /dev/vdb
+	lvcreate -q --type thin-pool --zero y -L 1G -n thinpool e2e
+	step "VG e2e ready: $(vgs --noheadings -o vg_size,vg_free e2e)"
+fi
 
 # What a systemd host gives kubelet and the runtime: cgroups, and / as a
 # shared mount, without which the DaemonSet's Bidirectional mount of

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	storagev1 "k8s.io/api/storage/v1"
@@ -136,11 +137,23 @@ func (x *harness) startVM() error {
 	if err := stageImages(filepath.Join(x.work, "vm-images"), imgs); err != nil {
 		return err
 	}
-	log, err := os.Create(filepath.Join(x.logs, "vm.log"))
+	if err := os.RemoveAll(x.vmDisks()); err != nil { // a new node's blank disks
+		return err
+	}
+	return x.bootVM()
+}
+
+// vmDisks is where the VM node's disks are kept from one boot to the next.
+func (x *harness) vmDisks() string { return filepath.Join(x.work, "vm-disks") }
+
+// bootVM boots the VM node on its disks (blank, or as the last boot left
+// them) and waits until the node is Ready.
+func (x *harness) bootVM() error {
+	log, err := os.OpenFile(filepath.Join(x.logs, "vm.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(filepath.Join(x.repo, "scripts/vm/run.sh"), "--disks", "2", "--disk-size", vmDiskSize,
+	cmd := exec.Command(filepath.Join(x.repo, "scripts/vm/run.sh"), "--disks", "2", "--disk-size", vmDiskSize, "--disk-dir", x.vmDisks(),
 		"--mem", "4G", "--cpus", vmCPUs(), "--timeout", fmt.Sprint(vmLifetime()), "--forward", "6443", "--expose", fmt.Sprint(vmexecPrt), "--expose", fmt.Sprint(vmKubeletPort),
 		// The Kubernetes binaries may live under a HOME in /tmp (a cold CI
 		// run), which the guest's own /tmp hides.
@@ -218,6 +231,19 @@ func (v *vm) sh(argv ...string) (string, error) {
 		return r.Stdout, fmt.Errorf("in the VM, %q: exit %d: %s", argv, r.Code, strings.TrimSpace(r.Stderr))
 	}
 	return r.Stdout, nil
+}
+
+// powerCut stops the VM as a power cut stops a machine: QEMU ends (run.sh
+// turns TERM into QEMU's TERM), the guest gets no shutdown, and its kept
+// disks hold what they had acknowledged.
+func (v *vm) powerCut() {
+	_ = v.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-v.done:
+	case <-time.After(time.Minute):
+		_ = v.cmd.Process.Kill()
+		<-v.done
+	}
 }
 
 func (v *vm) shutdown(ctx context.Context) {

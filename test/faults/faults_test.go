@@ -3,18 +3,22 @@
 // Package faults runs `carve standalone` on a volume group whose PVs are
 // device-mapper devices the test controls, and breaks them under Carve:
 // every IO error (dm's error target) while a volume is mounted, while one
-// is created, deleted or snapshotted, a raid1 leg gone, a VG and a thin
-// pool full. Carve must answer with clear errors, report health as it is,
-// never hand out a half-made volume or snapshot, lose nothing already
-// written, and finish the interrupted work once the fault clears.
+// is created, deleted or snapshotted, or halfway through a snapshot's copy
+// or a wipe; a PV's device removed (a vanished disk); a raid1 leg gone; a
+// VG, a thin pool's data and its metadata full. Carve must answer with
+// clear errors, report health as it is, never hand out a half-made volume
+// or snapshot, lose nothing already written, and finish the interrupted
+// work once the fault clears.
 package faults
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -60,9 +64,34 @@ func newPV(t *testing.T, name, disk string) *pv {
 func (p *pv) path() string   { return "/dev/mapper/" + p.name }
 func (p *pv) linear() string { return fmt.Sprintf("0 %d linear %s 0", p.sectors, p.disk) }
 
-// fail makes every IO to the PV fail; heal brings the disk back.
+// fail makes every IO to the PV fail; heal brings the disk back, also
+// after vanish.
 func (p *pv) fail() { p.swap(fmt.Sprintf("0 %d error", p.sectors)) }
-func (p *pv) heal() { p.swap(p.linear()) }
+func (p *pv) heal() {
+	if !p.exists() {
+		p.dmsetup("create", p.name, "--table", p.linear())
+		return
+	}
+	p.swap(p.linear())
+}
+
+// vanish takes the PV's device away as a pulled disk goes: `dmsetup remove
+// --force` removes a device nothing holds open, and one that is held (an
+// active LV on it) stays only as a node whose every IO fails (the kernel
+// cannot take a device from its holders). Either way lvm2 no longer finds
+// the PV: the VG reads with it missing.
+func (p *pv) vanish() {
+	p.t.Helper()
+	// Fails with EBUSY for a held device, after replacing its table.
+	_ = exec.Command("dmsetup", "remove", "--force", p.name).Run()
+	if p.exists() {
+		if out, _ := exec.Command("dmsetup", "table", p.name).Output(); !strings.Contains(string(out), "error") {
+			p.t.Fatalf("dmsetup remove --force %s left it with table %q", p.name, out)
+		}
+	}
+}
+
+func (p *pv) exists() bool { return exec.Command("dmsetup", "info", p.name).Run() == nil }
 
 // failData fails every IO but to the PV's first MiB, where lvm2 keeps its
 // label and metadata: the VG still reads, every LV's data fails (bad
@@ -102,6 +131,15 @@ type env struct {
 // carve on it with args.
 func setup(t *testing.T, args ...string) *env {
 	t.Helper()
+	return setupThrottled(t, 0, args...)
+}
+
+// setupThrottled is setup with carve, and the commands it runs, writing to
+// the scratch disks at wbps bytes a second at most (0: unthrottled), so
+// that a copy or a wipe lasts long enough to be cut in the middle. The
+// test's own writes are not throttled.
+func setupThrottled(t *testing.T, wbps int64, args ...string) *env {
+	t.Helper()
 	disks := []string{testenv.Disk(t, "CARVE_TEST_DISK"), testenv.Disk(t, "CARVE_TEST_DISK2")}
 	l := testenv.PrivateLVM(t)
 	hideDisks(t)
@@ -121,7 +159,11 @@ func setup(t *testing.T, args ...string) *env {
 			p.heal()
 		}
 	})
-	endpoint := testenv.StartCarve(t, append([]string{"--volume-groups=" + vg, "--node-id=" + node}, args...)...)
+	cgroup := ""
+	if wbps > 0 {
+		cgroup = testenv.SlowCgroup(t, wbps, disks...)
+	}
+	endpoint := testenv.StartCarveIn(t, cgroup, append([]string{"--volume-groups=" + vg, "--node-id=" + node}, args...)...)
 	c, err := csiflow.Dial(endpoint)
 	if err != nil {
 		t.Fatal(err)
@@ -172,4 +214,72 @@ func (e *env) lvmRun(args ...string) string {
 func (e *env) lvExists(name string) bool {
 	_, err := e.lvm.GetLV(context.Background(), vg, name)
 	return err == nil
+}
+
+// written is how many bytes the kernel has written to disk so far (its
+// block statistics, which count a request when the disk starts it, after
+// any throttling).
+func written(t *testing.T, disk string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("/sys/class/block", filepath.Base(disk), "stat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 7 {
+		t.Fatalf("%s: block statistics %q", disk, b)
+	}
+	sectors, err := strconv.ParseInt(f[6], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sectors * 512
+}
+
+// extentsOf returns the PV and the byte range on it where LV name's data
+// is (a linear LV: one segment).
+func (e *env) extentsOf(name string) (*pv, int64, int64) {
+	e.t.Helper()
+	out := strings.TrimSpace(e.lvmRun("lvs", "--noheadings", "--units", "b", "--nosuffix",
+		"-o", "seg_pe_ranges,vg_extent_size,lv_size", vg+"/"+name))
+	f := strings.Fields(out)
+	if len(f) != 3 {
+		e.t.Fatalf("lvs %s: %q, want one linear segment", name, out)
+	}
+	dev, pes, _ := strings.Cut(f[0], ":")
+	first, _, _ := strings.Cut(pes, "-")
+	pe, err1 := strconv.ParseInt(first, 10, 64)
+	extent, err2 := strconv.ParseInt(f[1], 10, 64)
+	size, err3 := strconv.ParseInt(f[2], 10, 64)
+	must(e.t, errors.Join(err1, err2, err3))
+	start, err := strconv.ParseInt(strings.TrimSpace(e.lvmRun("pvs", "--noheadings", "--units", "b", "--nosuffix", "-o", "pe_start", dev)), 10, 64)
+	must(e.t, err)
+	for _, p := range e.pvs {
+		if p.path() == dev {
+			return p, start + pe*extent, size
+		}
+	}
+	e.t.Fatalf("LV %s is on %s, none of the test's PVs", name, dev)
+	return nil, 0, 0
+}
+
+// allLVs names every LV of the VG, internal ones included, sorted.
+func (e *env) allLVs() []string {
+	e.t.Helper()
+	lvs, err := e.lvm.ListAllLVs(context.Background(), vg)
+	must(e.t, err)
+	var names []string
+	for _, lv := range lvs {
+		names = append(names, lv.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// free is the VG's free space.
+func (e *env) free() uint64 {
+	e.t.Helper()
+	v, err := e.lvm.GetVG(context.Background(), vg)
+	must(e.t, err)
+	return v.Free
 }

@@ -6,9 +6,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"carve.dev/carve/test/csiflow"
+	"carve.dev/carve/test/testenv"
 )
 
 var snw = csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER
@@ -36,23 +37,20 @@ func (e *env) up(v *csiflow.Volume, tag string) string {
 	return target
 }
 
+// upWithData publishes v at a fresh target and writes 1 MiB of random
+// data, synced, to file a there; it returns the target and the data.
+func (e *env) upWithData(v *csiflow.Volume, tag string) (string, []byte) {
+	e.t.Helper()
+	target := e.up(v, tag)
+	data := randomBytes(mib)
+	must(e.t, testenv.WriteSynced(filepath.Join(target, "a"), data))
+	return target, data
+}
+
 func randomBytes(n int) []byte {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return b
-}
-
-// writeSynced writes data to path and fsyncs it; the error is returned,
-// since under a fault it is expected.
-func writeSynced(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	_, werr := f.Write(data)
-	serr := f.Sync()
-	cerr := f.Close()
-	return errors.Join(werr, serr, cerr)
 }
 
 // dropCaches makes the next reads come from the devices.
@@ -85,9 +83,7 @@ func TestRaid1ServesWithALegGone(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	v := e.create("r1", 16*mib, map[string]string{"mirrors": "1"})
-	target := e.up(v, "r1")
-	data := randomBytes(mib)
-	must(t, writeSynced(filepath.Join(target, "a"), data))
+	target, data := e.upWithData(v, "r1")
 	eventually(t, "raid1 in sync", func() bool {
 		lv, err := e.lvm.GetLV(ctx, vg, "r1")
 		return err == nil && lv.SyncPercent >= 100
@@ -100,7 +96,7 @@ func TestRaid1ServesWithALegGone(t *testing.T) {
 		t.Fatalf("read with a leg gone: %v (data equal: %v)", err, bytes.Equal(got, data))
 	}
 	more := randomBytes(mib)
-	if err := writeSynced(filepath.Join(target, "b"), more); err != nil {
+	if err := testenv.WriteSynced(filepath.Join(target, "b"), more); err != nil {
 		t.Fatalf("write with a leg gone: %v", err)
 	}
 	var degraded bool
@@ -135,14 +131,12 @@ func TestIOErrorsUnderAMountedVolume(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	v := e.create("lin", 16*mib, nil)
-	target := e.up(v, "lin")
-	data := randomBytes(mib)
-	must(t, writeSynced(filepath.Join(target, "a"), data))
+	target, data := e.upWithData(v, "lin")
 
 	for _, p := range e.pvs {
 		p.fail()
 	}
-	if err := writeSynced(filepath.Join(target, "b"), randomBytes(4*mib)); err == nil {
+	if err := testenv.WriteSynced(filepath.Join(target, "b"), randomBytes(4*mib)); err == nil {
 		t.Error("a synced write on failed disks succeeded")
 	}
 	if hs := e.volumeHealth(v.ID); len(hs) == 0 {
@@ -171,16 +165,7 @@ func TestIOErrorsUnderAMountedVolume(t *testing.T) {
 	during, err := e.c.Create(ctx, "during", 16*mib, nil, csiflow.MountCap(snw, "ext4"))
 	must(t, err)
 	must(t, during.Delete(ctx))
-	// The filesystem saw IO errors: unstage, and stage again (fsck runs
-	// before the mount) at a fresh target.
-	_ = v.Down(ctx, target)
-	again := e.up(v, "lin2")
-	if got, err := os.ReadFile(filepath.Join(again, "a")); err != nil || !bytes.Equal(got, data) {
-		t.Errorf("data written before the fault: %v (equal: %v)", err, bytes.Equal(got, data))
-	}
-	if hs := e.volumeHealth(v.ID); len(hs) != 0 {
-		t.Errorf("health after the disks are back: %v", hs)
-	}
+	again := e.restage(v, target, "lin2", data)
 	must(t, v.Down(ctx, again))
 	must(t, v.Delete(ctx))
 }
@@ -195,9 +180,7 @@ func TestDeleteAndSnapshotUnderFaults(t *testing.T) {
 	ctx := context.Background()
 	del := e.create("del", 16*mib, nil)
 	src := e.create("src", 16*mib, nil)
-	target := e.up(src, "src")
-	data := randomBytes(mib)
-	must(t, writeSynced(filepath.Join(target, "a"), data))
+	target, data := e.upWithData(src, "src")
 	must(t, src.Down(ctx, target))
 
 	for _, p := range e.pvs {
@@ -213,6 +196,7 @@ func TestDeleteAndSnapshotUnderFaults(t *testing.T) {
 		t.Error("a thick snapshot was reported ready while its copy could not read or write")
 	}
 	t.Logf("CreateSnapshot under the fault: %v", err)
+	lvsBefore, freeBefore := e.allLVs(), e.free()
 	if _, err := e.c.Create(ctx, "during", 16*mib, nil, csiflow.MountCap(snw, "ext4")); err == nil {
 		t.Error("CreateVolume succeeded while its zeroing could not write")
 	} else {
@@ -224,6 +208,11 @@ func TestDeleteAndSnapshotUnderFaults(t *testing.T) {
 	during, err := e.c.Create(ctx, "during", 16*mib, nil, csiflow.MountCap(snw, "ext4"))
 	must(t, err)
 	must(t, during.Delete(ctx))
+	// Nothing of the failed create is left: the same LVs (internal ones
+	// too) and the same free space as before it.
+	if got, free := e.allLVs(), e.free(); !slices.Equal(got, lvsBefore) || free != freeBefore {
+		t.Errorf("after the failed create, its retry and its delete: LVs %v, %d bytes free; before: %v, %d", got, free, lvsBefore, freeBefore)
+	}
 	if !e.lvExists("del") {
 		t.Error("the LV of a delete whose wipe failed is gone: removed unwiped")
 	}
@@ -240,13 +229,7 @@ func TestDeleteAndSnapshotUnderFaults(t *testing.T) {
 		snapID = resp.GetSnapshot().GetSnapshotId()
 		return err == nil && resp.GetSnapshot().GetReadyToUse()
 	})
-	vc := csiflow.MountCap(snw, "ext4")
-	r, err := e.c.Controller.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: "restored", VolumeCapabilities: []*csi.VolumeCapability{vc},
-		CapacityRange: &csi.CapacityRange{RequiredBytes: 16 * mib},
-		VolumeContentSource: &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{
-			Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: snapID}}}})
-	must(t, err)
-	restored := e.c.Wrap(r.GetVolume(), vc)
+	restored := e.restore("restored", snapID, 16*mib)
 	rt := e.up(restored, "restored")
 	if got, err := os.ReadFile(filepath.Join(rt, "a")); err != nil || !bytes.Equal(got, data) {
 		t.Errorf("restore of the snapshot taken across the fault: %v (equal: %v)", err, bytes.Equal(got, data))
@@ -276,8 +259,8 @@ func TestFullVGAndThinPool(t *testing.T) {
 	v := e.create("filler", 64*mib, thin)
 	target := e.up(v, "filler")
 	data := randomBytes(2 * mib)
-	must(t, writeSynced(filepath.Join(target, "a"), data))
-	if err := writeSynced(filepath.Join(target, "b"), randomBytes(32*mib)); err == nil {
+	must(t, testenv.WriteSynced(filepath.Join(target, "a"), data))
+	if err := testenv.WriteSynced(filepath.Join(target, "b"), randomBytes(32*mib)); err == nil {
 		t.Error("writing twice the pool's size into a thin volume succeeded")
 	}
 	_, err = e.c.Create(ctx, "more", 8*mib, thin, csiflow.MountCap(snw, "ext4"))
@@ -296,6 +279,35 @@ func TestFullVGAndThinPool(t *testing.T) {
 	more := e.create("more", 8*mib, thin)
 	must(t, more.Delete(ctx))
 	_ = v.Down(ctx, target)
+}
+
+// restage unstages v from target (its filesystem saw IO errors: the next
+// stage checks it before mounting) and stages it again at a fresh target
+// tag, where file a must hold data, and v's health must be clean. It
+// returns the new target.
+func (e *env) restage(v *csiflow.Volume, target, tag string, data []byte) string {
+	e.t.Helper()
+	_ = v.Down(context.Background(), target)
+	again := e.up(v, tag)
+	if got, err := os.ReadFile(filepath.Join(again, "a")); err != nil || !bytes.Equal(got, data) {
+		e.t.Errorf("data written before the fault, staged at %s: %v (equal: %v)", tag, err, bytes.Equal(got, data))
+	}
+	if hs := e.volumeHealth(v.ID); len(hs) != 0 {
+		e.t.Errorf("health after the fault cleared: %v", hs)
+	}
+	return again
+}
+
+// restore creates volume name from snapshot snapID.
+func (e *env) restore(name, snapID string, size int64) *csiflow.Volume {
+	e.t.Helper()
+	vc := csiflow.MountCap(snw, "ext4")
+	r, err := e.c.Controller.CreateVolume(context.Background(), &csi.CreateVolumeRequest{Name: name, VolumeCapabilities: []*csi.VolumeCapability{vc},
+		CapacityRange: &csi.CapacityRange{RequiredBytes: size},
+		VolumeContentSource: &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{
+			Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: snapID}}}})
+	must(e.t, err)
+	return e.c.Wrap(r.GetVolume(), vc)
 }
 
 func retryAborted(fn func() error) error {

@@ -14,7 +14,7 @@ const module = "carve.dev/carve/"
 
 // layers ranks the production packages, lowest first. A package may import
 // a package of a lower rank only: the CSI services, the node agent and the
-// controller backend share rank 4 and so never import one another.
+// controller backend share rank 5 and so never import one another.
 var layers = map[string]int{
 	"lvm/runner":              0,
 	"lvm":                     1,
@@ -28,10 +28,11 @@ var layers = map[string]int{
 	"driver/nodefs":           3,
 	"driver/nodepath":         3,
 	"driver/api/v1alpha1":     3,
-	"driver/csi":              4,
-	"driver/agent":            4,
-	"driver/backend":          4,
-	"cmd/carve":               5,
+	"driver/nodeloss":         4,
+	"driver/csi":              5,
+	"driver/agent":            5,
+	"driver/backend":          5,
+	"cmd/carve":               6,
 }
 
 type pkg struct {

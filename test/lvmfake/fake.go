@@ -135,9 +135,18 @@ func (f *LVM) ListLVs(_ context.Context, vg string) ([]lvm.LV, error) {
 	}
 	var out []lvm.LV
 	for _, lv := range f.lvs[vg] {
-		out = append(out, *lv)
+		out = append(out, f.reported(lv))
 	}
 	return out, nil
+}
+
+// reported is lv as lvs reports it: with its VG's missing PVs.
+func (f *LVM) reported(lv *lvm.LV) lvm.LV {
+	out := *lv
+	if vg, ok := f.vgs[lv.VGName]; ok {
+		out.VGMissingPVs = vg.MissingPVCount
+	}
+	return out
 }
 
 func (f *LVM) GetLV(_ context.Context, vg, name string) (lvm.LV, error) {
@@ -150,7 +159,7 @@ func (f *LVM) GetLV(_ context.Context, vg, name string) (lvm.LV, error) {
 	if !ok {
 		return lvm.LV{}, fmt.Errorf("lvs %s/%s: %w", vg, name, lvm.ErrNotFound)
 	}
-	return *lv, nil
+	return f.reported(lv), nil
 }
 
 // CreateLV creates an LV, active unless o.Inactive (thin only), as

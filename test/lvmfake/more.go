@@ -14,6 +14,24 @@ func (f *LVM) PutThinPool(vg, name string, size uint64, usedPercent float64) {
 		Active: true, DataPercent: usedPercent})
 }
 
+// SetPoolUsage sets a thin pool's used data and metadata, in percent, and
+// the size of its metadata LV.
+func (f *LVM) SetPoolUsage(vg, name string, data, metadata float64, metadataSize uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	lv := f.lvs[vg][name]
+	lv.DataPercent, lv.MetadataPercent, lv.MetadataSize = data, metadata, metadataSize
+}
+
+// SetMissingPVs makes n of a VG's PVs missing (0: all back), as lvm2
+// reports a VG whose disk vanished: in its vgs report, and with each of
+// its LVs in lvs (vg_missing_pv_count).
+func (f *LVM) SetMissingPVs(vg string, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.vgs[vg].MissingPVCount, f.vgs[vg].Partial = n, n > 0
+}
+
 func (f *LVM) ExtendLV(_ context.Context, vg, name string, size uint64) error {
 	return f.change("ExtendLV", vg, name, func(lv *lvm.LV) error {
 		target := lvm.RoundUp(size, ExtentSize)

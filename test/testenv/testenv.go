@@ -5,6 +5,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -140,13 +141,15 @@ func Launch(t *testing.T, o Options, args ...string) *Process {
 	cmd := exec.Command(o.Bin, append(base, args...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), o.Env...)
+	// Its own process group, so that Kill takes the commands it runs too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if o.Cgroup != "" {
 		dir, err := os.Open(o.Cgroup)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer func() { _ = dir.Close() }()
-		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(dir.Fd())}
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(dir.Fd())
 	}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start carve: %v", err)
@@ -173,6 +176,15 @@ func (p *Process) Exited(d time.Duration) bool {
 // Stop ends the process with SIGTERM and waits for it.
 func (p *Process) Stop() {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	<-p.exited
+	_ = p.log.Close()
+}
+
+// Kill ends the process and the commands it runs (lvm, mkfs,
+// blkdiscard...) with SIGKILL, as a container runtime or systemd does when
+// the process dies, and waits for the process.
+func (p *Process) Kill() {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	<-p.exited
 	_ = p.log.Close()
 }
@@ -245,4 +257,25 @@ func UnmountAll(t *testing.T, dir string, flags int) {
 			t.Errorf("unmount %s: %v", ms[i].MountPoint, err)
 		}
 	}
+}
+
+// WriteSynced writes data to the file at path and fsyncs it and its
+// directory: once it returns nil, the write is acknowledged. The error
+// is returned, since under a fault it is expected.
+func WriteSynced(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(data)
+	serr := f.Sync()
+	if err := errors.Join(werr, serr, f.Close()); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = d.Close() }()
+	return d.Sync()
 }

@@ -22,6 +22,11 @@ type NodeStorageStatus struct {
 	// removes them: they may hold data; an administrator decides.
 	// +optional
 	OrphanedVolumes []string `json:"orphanedVolumes,omitempty"`
+	// MissingVolumes are LVs ("VG/LV") of LogicalVolumes on this node that
+	// were carved and are gone, seen in two reports in a row. Carve never
+	// recreates them blank.
+	// +optional
+	MissingVolumes []string `json:"missingVolumes,omitempty"`
 }
 
 // VolumeGroupStatus is one VG's space and health.
@@ -56,6 +61,7 @@ type ThinPoolStatus struct {
 // +kubebuilder:printcolumn:name="VGs",type=string,JSONPath=`.status.volumeGroups[*].name`
 // +kubebuilder:printcolumn:name="Free",type=string,JSONPath=`.status.volumeGroups[*].freeBytes`
 // +kubebuilder:printcolumn:name="Orphans",type=string,JSONPath=`.status.orphanedVolumes`
+// +kubebuilder:printcolumn:name="Missing",type=string,JSONPath=`.status.missingVolumes`
 // +kubebuilder:printcolumn:name="Updated",type=date,JSONPath=`.status.updateTime`
 type NodeStorage struct {
 	metav1.TypeMeta   `json:",inline"`

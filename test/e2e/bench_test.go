@@ -1,0 +1,257 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// TestClusterBench is issue 12's cluster-mode figure (make bench-cluster,
+// CARVE_E2E_BENCH=1; skipped otherwise): how long a pod with a new
+// WaitForFirstConsumer claim takes to run, and a StatefulSet of
+// CARVE_E2E_BENCH_REPLICAS (50) replicas to all run, against the sum of
+// the raw steps their volumes need on the same VM node (lvcreate as
+// Carve's thick class makes it, mkfs.ext4, mount, bind mount), run there
+// one after the other. It prints the figures and writes them to
+// _output/bench/cluster.json. It asserts nothing on speed.
+func TestClusterBench(t *testing.T) {
+	if os.Getenv("CARVE_E2E_BENCH") == "" {
+		t.Skip("a benchmark: make bench-cluster runs it (CARVE_E2E_BENCH=1)")
+	}
+	replicas := 50
+	if v := os.Getenv("CARVE_E2E_BENCH_REPLICAS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("CARVE_E2E_BENCH_REPLICAS=%q: want a positive number", v)
+		}
+		replicas = n
+	}
+	// The e2e overlay caps a node at 32 volumes (for the upstream
+	// volumeLimits specs); the StatefulSet needs more.
+	setMaxVolumes(t, replicas+8)
+
+	rawOne := rawSteps(t, 1)
+	var single []time.Duration
+	for i := range 3 {
+		single = append(single, podWithNewClaim(t, fmt.Sprintf("bench-single-%d", i)))
+	}
+	rawAll := rawSteps(t, replicas)
+	sts, down := statefulSetUp(t, "bench-sts", replicas)
+
+	res := clusterBench{Replicas: replicas, RawOneSeconds: rawOne.Seconds(), RawAllSeconds: rawAll.Seconds(),
+		StatefulSetSeconds: sts.Seconds()}
+	for _, d := range single {
+		res.PodSeconds = append(res.PodSeconds, d.Seconds())
+	}
+	res.print(t)
+	res.write(t, filepath.Join(h.repo, "_output", "bench", "cluster.json"))
+	down()
+}
+
+type clusterBench struct {
+	Replicas           int       `json:"replicas"`
+	PodSeconds         []float64 `json:"pod_with_claim_seconds"`
+	RawOneSeconds      float64   `json:"raw_one_volume_seconds"`
+	StatefulSetSeconds float64   `json:"statefulset_seconds"`
+	RawAllSeconds      float64   `json:"raw_all_volumes_seconds"`
+}
+
+func (r clusterBench) print(t *testing.T) {
+	med := slices.Clone(r.PodSeconds)
+	slices.Sort(med)
+	p := med[(len(med)-1)/2]
+	t.Logf("cluster mode against the raw steps on the same node (goal: ratio <= 1.3)\n"+
+		"  pod + new claim to Running: %.1f s (median of %d: %v); raw lvcreate+mkfs+mount+bind: %.1f s; ratio %.2f\n"+
+		"  StatefulSet of %d to all Running: %.1f s; raw steps of %d volumes, one after the other: %.1f s; ratio %.2f",
+		p, len(r.PodSeconds), r.PodSeconds, r.RawOneSeconds, p/r.RawOneSeconds,
+		r.Replicas, r.StatefulSetSeconds, r.Replicas, r.RawAllSeconds, r.StatefulSetSeconds/r.RawAllSeconds)
+}
+
+func (r clusterBench) write(t *testing.T, path string) {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("written to %s", path)
+}
+
+// rawSteps makes n volumes by hand in the VM as Carve's thick class and
+// the node path make them (lvcreate, mkfs.ext4, mount, bind mount), one
+// after the other, and returns how long that took; it then removes them
+// (not timed).
+func rawSteps(t *testing.T, n int) time.Duration {
+	t.Helper()
+	script := `set -e
+n=$1 dir=/run/carve-bench-raw
+mkdir -p $dir
+start=$(date +%s%N)
+for i in $(seq $n); do
+	lvcreate -q -y -L 100m --zero y --wipesignatures y -n bench-raw-$i e2e >/dev/null
+	mkfs.ext4 -q -F /dev/e2e/bench-raw-$i
+	mkdir -p $dir/s$i $dir/p$i
+	mount /dev/e2e/bench-raw-$i $dir/s$i
+	mount --bind $dir/s$i $dir/p$i
+done
+end=$(date +%s%N)
+for i in $(seq $n); do
+	umount $dir/p$i $dir/s$i
+	lvremove -q -y e2e/bench-raw-$i >/dev/null
+done
+echo $(( (end - start) / 1000000 ))`
+	out, err := h.vm.sh("bash", "-c", script, "bash", strconv.Itoa(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+	if err != nil {
+		t.Fatalf("raw steps: %q: %v", out, err)
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// podWithNewClaim times a pod on a new claim from creation to Running,
+// then removes both (not timed).
+func podWithNewClaim(t *testing.T, name string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	create(t, pvc(name, "carve-thick", "100Mi"))
+	create(t, pod(name, name))
+	waitRunning(t, name, 5*time.Minute)
+	d := time.Since(start)
+	deletePod(t, name)
+	deleteClaim(t, name)
+	return d
+}
+
+// statefulSetUp times a StatefulSet of n replicas, each with its own new
+// claim (Parallel: the pods start together, as for a database cluster
+// scaled out), from creation to all Running. down removes it and its
+// claims.
+func statefulSetUp(t *testing.T, name string, n int) (time.Duration, func()) {
+	t.Helper()
+	labels := map[string]string{"app": name}
+	class := "carve-thick"
+	p := pod("x", "data")
+	p.Spec.Volumes = nil
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: ptr.To(int32(n)), PodManagementPolicy: appsv1.ParallelPodManagement,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: p.Spec},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
+				ObjectMeta: metav1.ObjectMeta{Name: "data"},
+				Spec: corev1.PersistentVolumeClaimSpec{
+					AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: &class,
+					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
+						corev1.ResourceStorage: resource.MustParse("100Mi")}},
+				},
+			}},
+		},
+	}
+	start := time.Now()
+	create(t, sts)
+	wait(t, fmt.Sprintf("%d replicas of %s running", n, name), time.Hour, func(ctx context.Context) (bool, error) {
+		var pods corev1.PodList
+		if err := h.kc.List(ctx, &pods, client.InNamespace(testNS), client.MatchingLabels(labels)); err != nil {
+			return false, err
+		}
+		running := 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				running++
+			}
+		}
+		return running == n, nil
+	})
+	d := time.Since(start)
+	t.Logf("%d replicas running after %s", n, d.Round(time.Second))
+	return d, func() { statefulSetDown(t, sts, n) }
+}
+
+// statefulSetDown deletes the StatefulSet, its pods and then all its
+// claims at once, and waits until their PVs are gone.
+func statefulSetDown(t *testing.T, sts *appsv1.StatefulSet, n int) {
+	t.Helper()
+	ctx := context.Background()
+	if err := h.kc.Delete(ctx, sts); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		deletePod(t, fmt.Sprintf("%s-%d", sts.Name, i))
+	}
+	var pvs []string
+	for i := range n {
+		var c corev1.PersistentVolumeClaim
+		if err := get(ctx, fmt.Sprintf("data-%s-%d", sts.Name, i), &c); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.kc.Delete(ctx, &c); err != nil {
+			t.Fatal(err)
+		}
+		pvs = append(pvs, c.Spec.VolumeName)
+	}
+	start := time.Now()
+	wait(t, fmt.Sprintf("the %d PVs gone", n), time.Hour, func(ctx context.Context) (bool, error) {
+		for _, pv := range pvs {
+			if ok, err := gone(get(ctx, pv, &corev1.PersistentVolume{})); !ok || err != nil {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+	t.Logf("%d claims deleted in %s", n, time.Since(start).Round(time.Second))
+}
+
+// setMaxVolumes sets carve node's --max-volumes on the DaemonSet and
+// waits for the new pods' registration to carry it to the CSINode.
+func setMaxVolumes(t *testing.T, n int) {
+	t.Helper()
+	ctx := context.Background()
+	var ds appsv1.DaemonSet
+	if err := h.kc.Get(ctx, types.NamespacedName{Namespace: driverNS, Name: "carve-node"}, &ds); err != nil {
+		t.Fatal(err)
+	}
+	c := &ds.Spec.Template.Spec.Containers[0]
+	c.Args = slices.DeleteFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--max-volumes=") })
+	c.Args = append(c.Args, fmt.Sprintf("--max-volumes=%d", n))
+	if err := h.kc.Update(ctx, &ds); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, fmt.Sprintf("CSINode of %s allowing %d volumes", vmNode, n), 5*time.Minute, func(ctx context.Context) (bool, error) {
+		var cn storagev1.CSINode
+		if err := h.kc.Get(ctx, types.NamespacedName{Name: vmNode}, &cn); err != nil {
+			return false, err
+		}
+		for _, d := range cn.Spec.Drivers {
+			if d.Name == driverName && d.Allocatable != nil && d.Allocatable.Count != nil {
+				return int(*d.Allocatable.Count) == n, nil
+			}
+		}
+		return false, nil
+	})
+}
