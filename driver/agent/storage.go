@@ -46,9 +46,8 @@ type StorageReporter struct {
 	// and missing LV (on its LogicalVolume); nil records none.
 	Events events.EventRecorder
 
-	suspects    map[string]bool                    // unmatched by the previous report
-	missingObjs map[string]*v1alpha1.LogicalVolume // this report's missing, by "VG/LV"
-	confirmed   time.Time                          // the audit's last fresh read
+	suspects  map[string]bool // unmatched by the previous report
+	confirmed time.Time       // the audit's last fresh read
 }
 
 // Start reports now and then every Interval until ctx ends (a
@@ -109,14 +108,12 @@ func (s *StorageReporter) Report(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("get or create NodeStorage %s: %w", s.Node, err)
 	}
-	if s.missingObjs == nil {
-		s.missingObjs = map[string]*v1alpha1.LogicalVolume{}
-	}
-	orphans, missing, err := s.audit(ctx, fresh)
+	findings, err := s.audit(ctx, fresh)
 	if err != nil {
 		return err
 	}
-	s.announce(&ns, orphans, missing)
+	orphans, missing := split(findings)
+	s.announce(&ns, findings, orphans, missing)
 	next := v1alpha1.NodeStorageStatus{
 		VolumeGroups:       vgStatuses(space),
 		OverprovisionRatio: strconv.FormatFloat(s.Overprovision, 'f', -1, 64),
@@ -152,19 +149,19 @@ func (s *StorageReporter) Report(ctx context.Context) error {
 // listed first, then the resources, and a volume created or deleted in
 // between looks unmatched. Such a volume is matched by the next report, so
 // only what is seen unmatched twice in a row is reported.
-func (s *StorageReporter) audit(ctx, fresh context.Context) (orphans, missing []string, err error) {
+func (s *StorageReporter) audit(ctx, fresh context.Context) (map[string]*v1alpha1.LogicalVolume, error) {
 	if s.Volumes == nil {
-		return nil, nil, nil
+		return nil, nil
 	}
 	vols, err := s.Volumes(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	// In carve node the client reads the node's cache, which holds only
 	// this node's LogicalVolumes: no API call.
 	var list v1alpha1.LogicalVolumeList
 	if err := s.Client.List(ctx, &list); err != nil {
-		return nil, nil, fmt.Errorf("list LogicalVolumes: %w", err)
+		return nil, fmt.Errorf("list LogicalVolumes: %w", err)
 	}
 	claimed := map[string]*v1alpha1.LogicalVolume{}
 	for i := range list.Items {
@@ -172,7 +169,7 @@ func (s *StorageReporter) audit(ctx, fresh context.Context) (orphans, missing []
 			claimed[lv.Spec.VolumeGroup+"/"+lv.Name] = lv
 		}
 	}
-	unmatched := s.match(vols, claimed)
+	unmatched := match(vols, claimed)
 	// The LVs were a query's, read from lvm.Cache, which Carve's own
 	// changes keep exact but which sees an administrator's lvremove (of
 	// an orphan) or a restored LV only after its max age (10 min). While
@@ -181,29 +178,36 @@ func (s *StorageReporter) audit(ctx, fresh context.Context) (orphans, missing []
 	// none runs no lvm2 command here.
 	if len(unmatched) > 0 && time.Since(s.confirmed) >= confirmEvery {
 		if vols, err = s.Volumes(fresh); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		s.confirmed = time.Now()
-		unmatched = s.match(vols, claimed)
+		unmatched = match(vols, claimed)
 	}
+	findings := map[string]*v1alpha1.LogicalVolume{}
 	for key, lv := range unmatched {
-		if !s.suspects[key] {
-			continue
-		}
-		if lv == nil {
-			orphans = append(orphans, key)
-		} else {
-			missing = append(missing, key)
-			s.missingObjs[key] = lv
+		if s.suspects[key] {
+			findings[key] = lv
 		}
 	}
 	s.suspects = map[string]bool{}
 	for key := range unmatched {
 		s.suspects[key] = true
 	}
+	return findings, nil
+}
+
+// split sorts findings into orphans and missing LVs, each in order.
+func split(findings map[string]*v1alpha1.LogicalVolume) (orphans, missing []string) {
+	for key, lv := range findings {
+		if lv == nil {
+			orphans = append(orphans, key)
+		} else {
+			missing = append(missing, key)
+		}
+	}
 	slices.Sort(orphans)
 	slices.Sort(missing)
-	return orphans, missing, nil
+	return orphans, missing
 }
 
 // confirmEvery paces the fresh reads that confirm the audit's findings.
@@ -211,7 +215,7 @@ const confirmEvery = 2 * time.Minute
 
 // match returns the unmatched "VG/LV"s: an orphan with a nil resource, a
 // missing LV with its resource.
-func (s *StorageReporter) match(vols []volume.Volume, claimed map[string]*v1alpha1.LogicalVolume) map[string]*v1alpha1.LogicalVolume {
+func match(vols []volume.Volume, claimed map[string]*v1alpha1.LogicalVolume) map[string]*v1alpha1.LogicalVolume {
 	out := map[string]*v1alpha1.LogicalVolume{}
 	present := map[string]bool{}
 	for _, v := range vols {
@@ -232,7 +236,7 @@ func (s *StorageReporter) match(vols []volume.Volume, claimed map[string]*v1alph
 // announce logs, counts and records events for what the audit found that
 // the last written status did not hold, so that each finding is told
 // once, not every 30 s.
-func (s *StorageReporter) announce(ns *v1alpha1.NodeStorage, orphans, missing []string) {
+func (s *StorageReporter) announce(ns *v1alpha1.NodeStorage, findings map[string]*v1alpha1.LogicalVolume, orphans, missing []string) {
 	metrics.UnmatchedVolumes(s.Node, len(orphans), len(missing))
 	for _, key := range orphans {
 		if slices.Contains(ns.Status.OrphanedVolumes, key) {
@@ -246,12 +250,11 @@ func (s *StorageReporter) announce(ns *v1alpha1.NodeStorage, orphans, missing []
 		if slices.Contains(ns.Status.MissingVolumes, key) {
 			continue
 		}
-		lv := s.missingObjs[key]
+		lv := findings[key]
 		klog.InfoS("Missing volume: a LogicalVolume whose LV is gone; not recreated", "node", s.Node, "lv", key, "logicalVolume", lv.Name)
 		emit(s.Events, lv, "Warning", ReasonMissing, "Audit",
 			"LV %s is gone from %s although this volume was carved; Carve does not recreate it blank: restore it from a snapshot or delete the volume", key, s.Node)
 	}
-	clear(s.missingObjs)
 }
 
 func vgStatuses(space []volume.VGSpace) []v1alpha1.VolumeGroupStatus {

@@ -206,14 +206,7 @@ func statefulSetDown(t *testing.T, sts *appsv1.StatefulSet, n int) {
 	}
 	var pvs []string
 	for i := range n {
-		var c corev1.PersistentVolumeClaim
-		if err := get(ctx, fmt.Sprintf("data-%s-%d", sts.Name, i), &c); err != nil {
-			t.Fatal(err)
-		}
-		if err := h.kc.Delete(ctx, &c); err != nil {
-			t.Fatal(err)
-		}
-		pvs = append(pvs, c.Spec.VolumeName)
+		pvs = append(pvs, startClaimDelete(t, fmt.Sprintf("data-%s-%d", sts.Name, i)))
 	}
 	start := time.Now()
 	wait(t, fmt.Sprintf("the %d PVs gone", n), time.Hour, func(ctx context.Context) (bool, error) {

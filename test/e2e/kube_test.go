@@ -114,14 +114,7 @@ func deletePod(t *testing.T, name string) {
 // are gone.
 func deleteClaim(t *testing.T, name string) {
 	t.Helper()
-	var c corev1.PersistentVolumeClaim
-	if err := get(context.Background(), name, &c); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.kc.Delete(context.Background(), &c); err != nil {
-		t.Fatal(err)
-	}
-	pv := c.Spec.VolumeName
+	pv := startClaimDelete(t, name)
 	if pv == "" {
 		return
 	}
@@ -131,6 +124,19 @@ func deleteClaim(t *testing.T, name string) {
 	if lv, err := lvInfo(pv); err != nil || lv != nil {
 		t.Errorf("LV %s after its PV was deleted: %+v, %v", pv, lv, err)
 	}
+}
+
+// startClaimDelete deletes a PVC and returns its PV's name ("" unbound).
+func startClaimDelete(t *testing.T, name string) string {
+	t.Helper()
+	var c corev1.PersistentVolumeClaim
+	if err := get(context.Background(), name, &c); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.kc.Delete(context.Background(), &c); err != nil {
+		t.Fatal(err)
+	}
+	return c.Spec.VolumeName
 }
 
 // waitDetached waits until pv's VolumeAttachment is gone: kubelet has

@@ -182,14 +182,7 @@ func waitStartedSince(t *testing.T, name, container string, since time.Time) *co
 // LogicalVolume are gone (its LV is out of reach: the node is down).
 func deleteClaimOfLostNode(t *testing.T, name string) {
 	t.Helper()
-	var c corev1.PersistentVolumeClaim
-	if err := get(context.Background(), name, &c); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.kc.Delete(context.Background(), &c); err != nil {
-		t.Fatal(err)
-	}
-	pv := c.Spec.VolumeName
+	pv := startClaimDelete(t, name)
 	wait(t, "PV "+pv+" and its LogicalVolume gone", 3*time.Minute, func(ctx context.Context) (bool, error) {
 		if ok, err := gone(get(ctx, pv, &corev1.PersistentVolume{})); !ok || err != nil {
 			return false, err
