@@ -33,7 +33,8 @@ import (
 // lvm2 state that changes without a command of Carve's: thin pools fill as
 // volumes are written, an administrator runs lvm2 by hand, a disk fails or
 // vanishes. A report is used for at most MaxAge after it was read, so such
-// a change shows within MaxAge. Nothing that changes data relies on it.
+// a change shows within MaxAge, or at once when a fresh read fails first
+// (failedRead). Nothing that changes data relies on it.
 type Cache struct {
 	c *Client
 	// MaxAge is how long a report may answer queries; 0 turns caching off
@@ -175,6 +176,7 @@ func read[T any](x *Cache, ctx context.Context, kind string, m map[string]cached
 	}
 	v, err := fetch()
 	if err != nil {
+		x.failedRead(ctx, vg)
 		return v, err
 	}
 	store(x, ctx, kind, m, vg, gen, v)
@@ -192,6 +194,19 @@ func (x *Cache) bump(vg string) {
 	x.mu.Lock()
 	x.gens[vg]++
 	x.mu.Unlock()
+}
+
+// failedRead forgets the reports of vg after a read of lvm2 failed: the
+// failure is newer than any of them. A VG whose disks vanished fails every
+// fresh read, a volume health probe's for one, while a report read before
+// would still say all is well for up to MaxAge; so the next query reads
+// too, and fails as it should. An LV not found may also be news (removed
+// by hand). A read cut by its context tells nothing of lvm2 and forgets
+// nothing.
+func (x *Cache) failedRead(ctx context.Context, vg string) {
+	if ctx.Err() == nil {
+		x.bump(vg)
+	}
 }
 
 // Invalidate forgets what the cache knows of vg, for changes made without
@@ -258,7 +273,11 @@ func (x *Cache) GetLV(ctx context.Context, vg, name string) (LV, error) {
 		return LV{}, err
 	}
 	if !x.fromCache(ctx) {
-		return x.c.GetLV(ctx, vg, name)
+		lv, err := x.c.GetLV(ctx, vg, name)
+		if err != nil {
+			x.failedRead(ctx, vg)
+		}
+		return lv, err
 	}
 	all, err := x.allLVs(ctx, vg)
 	if err != nil {

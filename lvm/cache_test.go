@@ -16,13 +16,17 @@ type reportRunner struct {
 	mu           sync.Mutex
 	ran          map[string]int
 	duringReport func()
+	fail         error // every report fails with it, when set
 }
 
 func (r *reportRunner) Run(_ context.Context, name string, args ...string) ([]byte, error) {
 	r.mu.Lock()
 	r.ran[args[0]]++
-	hook := r.duringReport
+	hook, fail := r.duringReport, r.fail
 	r.mu.Unlock()
+	if fail != nil && (args[0] == "lvs" || args[0] == "vgs" || args[0] == "pvs") {
+		return nil, fail
+	}
 	switch args[0] {
 	case "lvs":
 		if hook != nil {
@@ -269,5 +273,54 @@ func TestSharedReadsRunLVMOncePerOperation(t *testing.T) {
 	_, _ = x.GetLV(op, "carve-thin", "thin1")
 	if got := r.count("lvs"); got != 6 {
 		t.Errorf("lvs ran %d times, want 6: with caching off every read runs lvm2", got)
+	}
+}
+
+// TestAFailedFreshReadIsNewerThanTheCache: once a fresh read fails (the
+// VG's disks vanished, a health probe found out), queries stop answering
+// from the report read before and ask lvm2, which fails them too.
+func TestAFailedFreshReadIsNewerThanTheCache(t *testing.T) {
+	for name, fresh := range map[string]func(x *Cache) error{
+		"GetLV": func(x *Cache) error { _, err := x.GetLV(context.Background(), "carve-thin", "thin1"); return err },
+		"GetVG": func(x *Cache) error { _, err := x.GetVG(context.Background(), "carve-thin"); return err },
+	} {
+		t.Run(name, func(t *testing.T) {
+			x, r, _ := newCacheUnderTest(t)
+			if _, err := x.GetLV(queryCtx, "carve-thin", "thin1"); err != nil {
+				t.Fatal(err)
+			}
+			r.mu.Lock()
+			r.fail = errors.New("exit status 5: Volume group \"carve-thin\" not found")
+			r.mu.Unlock()
+			if err := fresh(x); err == nil {
+				t.Fatal("the fresh read did not fail")
+			}
+			before := r.count("lvs")
+			if _, err := x.GetLV(queryCtx, "carve-thin", "thin1"); err == nil {
+				t.Errorf("a query after a failed fresh read answered from the report before it")
+			}
+			if r.count("lvs") != before+1 {
+				t.Errorf("the query ran lvs %d times, want once", r.count("lvs")-before)
+			}
+		})
+	}
+}
+
+// TestACancelledReadKeepsTheCache: a read cut by its caller's context says
+// nothing of lvm2, so the report stays.
+func TestACancelledReadKeepsTheCache(t *testing.T) {
+	x, r, _ := newCacheUnderTest(t)
+	if _, err := x.GetLV(queryCtx, "carve-thin", "thin1"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r.mu.Lock()
+	r.fail = context.Canceled
+	r.mu.Unlock()
+	_, _ = x.GetLV(ctx, "carve-thin", "thin1")
+	before := r.count("lvs")
+	if _, err := x.GetLV(queryCtx, "carve-thin", "thin1"); err != nil || r.count("lvs") != before {
+		t.Errorf("query after a cancelled read: %v, %d lvs runs; want the cached answer", err, r.count("lvs")-before)
 	}
 }
