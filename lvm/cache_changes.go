@@ -87,3 +87,6 @@ func (x *Cache) RemoveTags(ctx context.Context, vg, name string, tags ...string)
 func (x *Cache) CheckPlacement(ctx context.Context, opts CreateLVOptions) error {
 	return x.c.CheckPlacement(ctx, opts)
 }
+
+// MakeNodes is Client.MakeNodes: it changes /dev, not what lvm2 reports.
+func (x *Cache) MakeNodes(ctx context.Context, vg string) error { return x.c.MakeNodes(ctx, vg) }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -106,6 +107,7 @@ func (f *localFlags) build() (*lvmvol.Manager, *csi.Node) {
 	vols := lvmvol.NewManager(lvm.NewCache(lvm.New(run), f.lvmCacheAge), lvmvol.ZeroWiper{Run: run}, f.nodeID, f.vgs)
 	vols.LimitPublished(int(f.maxVolumes))
 	vols.SetOverprovision(f.overprov)
+	vols.RepairDeviceNodes(context.Background())
 	node := csi.NewNode(csi.NodeConfig{NodeID: f.nodeID, MaxVolumes: f.maxVolumes, DeviceWait: f.deviceWait,
 		PathRoot: f.root}, vols, nodefs.New(run.AsExecInterface()))
 	return vols, node

@@ -463,3 +463,14 @@ func TestVGMissingAPVIsNotChanged(t *testing.T) {
 		}
 	}
 }
+
+// RepairDeviceNodes asks lvm2 for the missing device nodes of every served
+// VG, and a VG it cannot do that for does not stop the others.
+func TestRepairDeviceNodesVisitsEveryVG(t *testing.T) {
+	f := lvmfake.New(100*mib, "vg0", "vg1")
+	m := lvmvol.NewManager(f, f, node, []string{"vg0", "gone", "vg1"})
+	m.RepairDeviceNodes(ctx)
+	if made := slices.DeleteFunc(slices.Clone(f.Calls), func(c string) bool { return c != "MakeNodes" }); len(made) != 3 {
+		t.Errorf("calls %v: want MakeNodes for each of the 3 VGs", f.Calls)
+	}
+}

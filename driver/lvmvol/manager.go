@@ -8,6 +8,8 @@ import (
 	"sort"
 	"time"
 
+	"k8s.io/klog/v2"
+
 	"carve.dev/carve/driver/volume"
 	"carve.dev/carve/lvm"
 )
@@ -34,6 +36,8 @@ type LVM interface {
 	CreateSnapshotOf(ctx context.Context, origin lvm.LV, name string, o lvm.SnapshotOptions) (lvm.LV, error)
 	RemoveLVOf(ctx context.Context, lv lvm.LV) error
 	RetagAndActivate(ctx context.Context, vg, name string, add, remove []string, active bool) error
+	// MakeNodes makes the missing /dev nodes of a VG's active LVs.
+	MakeNodes(ctx context.Context, vg string) error
 }
 
 // Wiper zeroes block devices.
@@ -279,4 +283,19 @@ func (m *Manager) StorageHealth(ctx context.Context) []volume.Problem {
 		}
 	}
 	return out
+}
+
+// RepairDeviceNodes makes the missing /dev nodes of the served VGs' active
+// LVs, once when carve starts: an activation cut short by the kill that
+// stopped the last carve (its lvm2 children die with it) leaves an LV
+// active without its node where no udev runs, and every later open of it
+// would fail, since Carve takes a reported-active LV as ready to open
+// (a restore's copy from its snapshot, found so by the soak). A VG that
+// cannot be read is logged and left to the calls that need it.
+func (m *Manager) RepairDeviceNodes(ctx context.Context) {
+	for _, vg := range m.vgs {
+		if err := m.lvm.MakeNodes(ctx, vg); err != nil {
+			klog.ErrorS(err, "Could not make the device nodes of the volume group's active LVs", "vg", vg)
+		}
+	}
 }

@@ -236,6 +236,19 @@ func (f *LVM) RetagAndActivate(_ context.Context, vg, name string, add, remove [
 	})
 }
 
+// MakeNodes is recorded: the fake has no /dev to repair.
+func (f *LVM) MakeNodes(_ context.Context, vg string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("MakeNodes"); err != nil {
+		return err
+	}
+	if _, ok := f.lvs[vg]; !ok {
+		return fmt.Errorf("vgmknodes %s: %w", vg, lvm.ErrNotFound)
+	}
+	return nil
+}
+
 func (f *LVM) RemoveLV(_ context.Context, vg, name string) error {
 	return f.remove("RemoveLV", vg, name)
 }
