@@ -177,12 +177,17 @@ const syncPoll = time.Second
 
 // waitSync waits until the raid1 legs of an active LV are in sync and
 // returns it then; fresh says lv was read in this call, so that an LV in
-// sync costs no read. When ctx ends first it says how far they are
-// (ErrDataPending: the CO's retry waits on); a sync that outlasts the
-// data budget of the LV's size is an error.
+// sync costs no read. When ctx ends first, or with BackgroundDataWork
+// (the node agent) its grace, it says how far they are (ErrDataPending:
+// the retry waits on); a sync that outlasts the data budget of the LV's
+// size is an error.
 func (m *Manager) waitSync(ctx context.Context, lv lvm.LV, fresh bool) (lvm.LV, error) {
 	budget := runner.DataBudget(int64(lv.Size))
 	deadline := time.Now().Add(budget)
+	var graceUp <-chan time.Time
+	if m.background {
+		graceUp = time.After(m.dataGrace)
+	}
 	cur := lv
 	for {
 		if !fresh {
@@ -198,10 +203,13 @@ func (m *Manager) waitSync(ctx context.Context, lv lvm.LV, fresh bool) (lvm.LV, 
 		if time.Now().After(deadline) {
 			return cur, fmt.Errorf("raid1 sync of %s/%s at %.1f%% after %s", lv.VGName, lv.Name, cur.SyncPercent, budget)
 		}
+		pending := &volume.PendingError{Work: volume.WorkSync, LV: lv.VGName + "/" + lv.Name,
+			Done: int64(math.Ceil(cur.SyncPercent / 100 * float64(lv.Size))), Total: int64(lv.Size)}
 		select {
 		case <-ctx.Done():
-			return cur, &volume.PendingError{Work: "raid1 sync", LV: lv.VGName + "/" + lv.Name,
-				Done: int64(math.Ceil(cur.SyncPercent / 100 * float64(lv.Size))), Total: int64(lv.Size)}
+			return cur, pending
+		case <-graceUp:
+			return cur, pending
 		case <-time.After(syncPoll):
 		}
 	}
