@@ -33,9 +33,12 @@ import (
 // lvconvert runs (lvm.CheckConversion).
 //
 // lvm2 converts only active LVs. An unpublished volume is held for the
-// conversion (hold: tagged carve.dev/held, then activated, so that it
-// stays unpublished to every reader) and released once its legs are in
-// sync; a publish meanwhile takes the activation over, as for a copy.
+// conversion (as hold does for a copy: tagged carve.dev/held, in the
+// lvchange that records the target, then activated, so that it stays
+// unpublished to every reader) and released once its legs are in sync; a
+// publish meanwhile takes the activation over, as for a copy. lvconvert
+// runs as data work (runner.DataWork, sized for the volume, detached from
+// the caller), never under the metadata timeout.
 //
 // # Idempotency and crashes
 //
@@ -44,7 +47,10 @@ import (
 // Carve); lvm2's raid images are what the volume has. ModifyVolume never
 // trusts the tag to decide: it counts the images every time and converts
 // only when they differ from the target, so the same call twice runs no
-// changing command, and a retry after a crash anywhere converges:
+// changing command, and a retry after a crash anywhere converges (test/crash
+// kills carve after every command of it and compares the retry's outcome
+// with an uninterrupted call's):
+//   - a refusal (the volume's type, placement) comes before any change;
 //   - after the tag, before lvconvert: the images differ, lvconvert runs;
 //   - during lvconvert: lvm2 commits its metadata in steps, and an LV left
 //     raid1 with fewer images than asked (or with one, for a linear
