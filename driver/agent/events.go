@@ -44,8 +44,17 @@ const (
 
 // emit records an event when there is a recorder (tests may have none).
 func emit(rec events.EventRecorder, obj runtime.Object, typ, reason, action, note string, args ...any) {
+	emitAbout(rec, obj, nil, typ, reason, action, note, args...)
+}
+
+// emitAbout is emit with a related object. Events about one object that
+// share type, reason and action are one series to the event recorder
+// (events.k8s.io), whatever their notes: a second within minutes only
+// counts up the first, and its note is lost. A related object keeps apart
+// the events that tell of different things on the same object.
+func emitAbout(rec events.EventRecorder, obj, related runtime.Object, typ, reason, action, note string, args ...any) {
 	if rec != nil {
-		rec.Eventf(obj, nil, typ, reason, action, note, args...)
+		rec.Eventf(obj, related, typ, reason, action, note, args...)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -243,7 +244,11 @@ func (s *StorageReporter) announce(ns *v1alpha1.NodeStorage, findings map[string
 			continue
 		}
 		klog.InfoS("Orphaned volume: an LV of Carve's with no LogicalVolume; left in place", "node", s.Node, "lv", key)
-		emit(s.Events, ns, "Warning", ReasonOrphaned, "Audit",
+		// Related: the LogicalVolume this LV lacks, named as the LV (as
+		// Carve names them), so that each orphan is an event of its own.
+		_, lvName, _ := strings.Cut(key, "/")
+		lacking := &v1alpha1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: lvName}}
+		emitAbout(s.Events, ns, lacking, "Warning", ReasonOrphaned, "Audit",
 			"LV %s on %s is Carve's but no LogicalVolume claims it; Carve leaves it in place: inspect it, then remove it (lvremove) or keep it", key, s.Node)
 	}
 	for _, key := range missing {

@@ -58,6 +58,9 @@ func (b *Backend) await(ctx context.Context, kind string, obj client.Object, min
 			// A cache that never saw the resource says NotFound too:
 			// the API has the last word on "gone".
 			if gone, err := b.goneFromAPI(ctx, key, obj); !gone {
+				if err != nil && ctx.Err() != nil {
+					return errPending // as above
+				}
 				if err != nil {
 					return err
 				}
@@ -73,6 +76,10 @@ func (b *Backend) await(ctx context.Context, kind string, obj client.Object, min
 				return err
 			}
 			continue
+		case err != nil && ctx.Err() != nil:
+			// The call's deadline ended in the read instead of the
+			// sleep: the same wait cut short, the agent still at work.
+			return errPending
 		case err != nil:
 			return fmt.Errorf("get %s: %w", key.Name, err)
 		}

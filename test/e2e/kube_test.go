@@ -255,8 +255,15 @@ func volumeAttachment(ctx context.Context, pv string) (*storagev1.VolumeAttachme
 // contains text, and logs it.
 func waitEvent(t *testing.T, name, reason, text string, timeout time.Duration) {
 	t.Helper()
+	var seen []string
+	defer func() {
+		if t.Failed() {
+			t.Logf("events about %s seen last: %q", name, seen)
+		}
+	}()
 	wait(t, "a "+reason+" event about "+name+" saying "+text, timeout, func(ctx context.Context) (bool, error) {
 		evs, err := events(ctx, name)
+		seen = evs
 		for _, e := range evs {
 			if strings.HasPrefix(e, reason+": ") && strings.Contains(e, text) {
 				t.Logf("event: %s", e)
