@@ -125,7 +125,7 @@ lint: vet ## vet, then golangci-lint
 FUZZ_TARGETS := \
 	lvm:FuzzParseReports lvm:FuzzValidateName lvm:FuzzSplitDMName \
 	driver/volume:FuzzParseID driver/volume:FuzzIDRoundTrip driver/volume:FuzzValidateNodeID driver/volume:FuzzLVName \
-	driver/csi:FuzzParseParams driver/csi:FuzzParseType driver/csi:FuzzSizeRange driver/csi:FuzzCapabilities \
+	driver/csi:FuzzParseParams driver/csi:FuzzParseMutable driver/csi:FuzzParseType driver/csi:FuzzSizeRange driver/csi:FuzzCapabilities \
 	driver/csi:FuzzTopology driver/csi:FuzzCreateSnapshot driver/csi:FuzzPageToken driver/csi:FuzzResolveDevice \
 	driver/csi:FuzzUnpublishPath driver/csi:FuzzPublishPaths driver/csi:FuzzPublishRequest \
 	driver/lvmvol:FuzzCreateVolume driver/lvmvol:FuzzCreateSnapshot driver/lvmvol:FuzzTags \

@@ -210,4 +210,11 @@ func TestExamples(t *testing.T) {
 		}
 	}
 	mustFind(t, objs, "VolumeSnapshotClass", "carve")
+	for name, mirrors := range map[string]string{"carve-raid1": "1", "carve-linear": "0"} {
+		var c storagev1.VolumeAttributesClass
+		strict(t, mustFind(t, objs, "VolumeAttributesClass", name), &c)
+		if c.Parameters["mirrors"] != mirrors {
+			t.Errorf("VolumeAttributesClass %s: mirrors %q, want %q", name, c.Parameters["mirrors"], mirrors)
+		}
+	}
 }

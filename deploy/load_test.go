@@ -210,6 +210,10 @@ func decodeAll(t *testing.T, objs []object) {
 			var sc storagev1.StorageClass
 			strict(t, o, &sc)
 			checkStorageClass(t, o, &sc)
+		case "storage.k8s.io/v1 VolumeAttributesClass":
+			var c storagev1.VolumeAttributesClass
+			strict(t, o, &c)
+			checkAttributesClass(t, o, &c)
 		case "snapshot.storage.k8s.io/v1 VolumeSnapshotClass":
 			var c volumeSnapshotClass
 			strict(t, o, &c)
@@ -256,6 +260,22 @@ func checkStorageClass(t *testing.T, o object, sc *storagev1.StorageClass) {
 	for k := range sc.Parameters {
 		if !strings.HasPrefix(k, "csi.storage.k8s.io/") && !slices.Contains(carveParams, k) {
 			t.Errorf("%v: parameter %q is not Carve's (%v): CreateVolume would refuse it", o, k, carveParams)
+		}
+	}
+}
+
+// Carve's mutable parameters (driver/csi/params.go): the only keys a
+// VolumeAttributesClass may hold.
+var carveMutableParams = []string{"mirrors"}
+
+func checkAttributesClass(t *testing.T, o object, c *storagev1.VolumeAttributesClass) {
+	t.Helper()
+	if c.DriverName != driverName {
+		t.Errorf("%v: driverName %q", o, c.DriverName)
+	}
+	for k := range c.Parameters {
+		if !slices.Contains(carveMutableParams, k) {
+			t.Errorf("%v: parameter %q is not one of Carve's mutable ones (%v): ControllerModifyVolume would refuse it", o, k, carveMutableParams)
 		}
 	}
 }

@@ -90,3 +90,19 @@ func (x *Cache) CheckPlacement(ctx context.Context, opts CreateLVOptions) error 
 
 // MakeNodes is Client.MakeNodes: it changes /dev, not what lvm2 reports.
 func (x *Cache) MakeNodes(ctx context.Context, vg string) error { return x.c.MakeNodes(ctx, vg) }
+
+// ConvertMirrors is Client.ConvertMirrors.
+func (x *Cache) ConvertMirrors(ctx context.Context, vg, name string, mirrors int) error {
+	return x.changing(vg, func() error { return x.c.ConvertMirrors(ctx, vg, name, mirrors) })
+}
+
+// ChangeTags is Client.ChangeTags.
+func (x *Cache) ChangeTags(ctx context.Context, vg, name string, add, remove []string) error {
+	return x.changing(vg, func() error { return x.c.ChangeTags(ctx, vg, name, add, remove) })
+}
+
+// CheckConversion is Client.CheckConversion: it only reads, and always
+// afresh (it decides a change).
+func (x *Cache) CheckConversion(ctx context.Context, vg VG, lv LV, have, want int) error {
+	return x.c.CheckConversion(ctx, vg, lv, have, want)
+}

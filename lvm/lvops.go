@@ -3,6 +3,7 @@ package lvm
 import (
 	"context"
 	"fmt"
+	"slices"
 )
 
 // ErrHasDependents refuses to remove an LV that lvremove would take other
@@ -134,6 +135,26 @@ func (c *Client) AddTags(ctx context.Context, vg, name string, tags ...string) e
 // RemoveTags removes tags from an LV; absent tags are ignored by lvm2.
 func (c *Client) RemoveTags(ctx context.Context, vg, name string, tags ...string) error {
 	return c.changeTags(ctx, "--deltag", vg, name, tags)
+}
+
+// ChangeTags removes and adds tags in one lvchange, so one metadata
+// commit: a tag that records a value (name=value) is replaced without a
+// moment where the LV carries both values or none.
+func (c *Client) ChangeTags(ctx context.Context, vg, name string, add, remove []string) error {
+	if err := validateTags(append(slices.Clone(add), remove...)); err != nil {
+		return err
+	}
+	args := make([]string, 0, 2*(len(add)+len(remove)))
+	for _, t := range remove {
+		args = append(args, "--deltag", t)
+	}
+	for _, t := range add {
+		args = append(args, "--addtag", t)
+	}
+	if len(args) == 0 {
+		return validateVGLV(vg, name)
+	}
+	return c.lvchange(ctx, "tags", vg, name, args...)
 }
 
 // RetagAndActivate changes an LV's tags and then its activation in one

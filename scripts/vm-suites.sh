@@ -7,10 +7,11 @@
 set -uo pipefail
 out=$1; shift
 declare -A disk=([lvm]=/dev/vda [lifecycle]=/dev/vdb [sanity]=/dev/vdc [nodesafety]=/dev/vdc [crash]=/dev/vdb [faults]=/dev/vda [soak]=/dev/vdc)
-# Suites that need two PVs (raid1, stripes) get a second disk; nodesafety
+# Suites that need two PVs (raid1, stripes; csi-sanity's ModifyVolume
+# specs turn thick volumes raid1) get a second disk; nodesafety
 # puts a VG Carve does not serve on it. Suites run one after the other and
 # remove their VGs, so a later suite may reuse an earlier one's disk.
-declare -A disk2=([lvm]=/dev/vdd [lifecycle]=/dev/vde [nodesafety]=/dev/vdd [crash]=/dev/vde [faults]=/dev/vdd [soak]=/dev/vdd)
+declare -A disk2=([lvm]=/dev/vdd [lifecycle]=/dev/vde [sanity]=/dev/vdd [nodesafety]=/dev/vdd [crash]=/dev/vde [faults]=/dev/vdd [soak]=/dev/vdd)
 # A raw disk no suite touches but nodesafety, which checks it stays so.
 declare -A raw=([nodesafety]=/dev/vdf)
 cd "$(dirname "$0")/.." || exit 1

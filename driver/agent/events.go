@@ -31,6 +31,10 @@ const (
 	// when it starts).
 	ReasonCopying = "Copying"
 	ReasonWiping  = "Wiping"
+	// ReasonSyncing: new raid1 legs are being synced (ModifyVolume);
+	// ReasonModified: the LV took its new mutable parameters.
+	ReasonSyncing  = "Syncing"
+	ReasonModified = "Modified"
 	// ReasonOrphaned (on the NodeStorage) and ReasonMissing (on the
 	// LogicalVolume): the storage report's audit found an LV with no
 	// resource, or a carved resource with no LV (StorageReporter.audit).
@@ -74,8 +78,11 @@ func pendingOf(err error) *volume.PendingError {
 }
 
 func pendingReason(p *volume.PendingError) string {
-	if p.Work == "wipe" {
+	switch p.Work {
+	case "wipe":
 		return ReasonWiping
+	case volume.WorkSync:
+		return ReasonSyncing
 	}
 	return ReasonCopying
 }

@@ -49,6 +49,7 @@ type Volumes interface {
 	ExpandVolume(ctx context.Context, id volume.ID, requiredBytes, limitBytes int64) (volume.Volume, error)
 	PublishVolume(ctx context.Context, id volume.ID, node string) (string, error)
 	UnpublishVolume(ctx context.Context, id volume.ID, node string) error
+	ModifyVolume(ctx context.Context, id volume.ID, m volume.Mutable) (volume.Volume, error)
 }
 
 // DefaultWorkers is how many resources of a kind the agent reconciles at
@@ -118,8 +119,34 @@ func volumeID(lv *v1alpha1.LogicalVolume) volume.ID {
 // errVanished: a volume that was Ready has no LV any more.
 var errVanished = errors.New("logical volume vanished")
 
-// apply runs the idempotent steps: create, grow, (un)publish.
+// apply runs the idempotent steps: create, grow, (un)publish, modify.
 func (r *VolumeReconciler) apply(ctx context.Context, lv *v1alpha1.LogicalVolume) (volume.Volume, error) {
+	vol, err := r.carve(ctx, lv)
+	if err != nil {
+		return vol, err
+	}
+	if vol, err = r.publish(ctx, lv, vol); err != nil {
+		return vol, err
+	}
+	return r.modify(ctx, lv, vol)
+}
+
+// modify brings a carved LV to the spec's mutable parameters when they
+// differ from what the status says it was brought to (status.mirrors);
+// a fresh LV was carved with them. It runs after the publish, so that a
+// pod waits for no raid1 sync; an unpublished LV is held for it and left
+// unpublished (lvmvol.ModifyVolume). A sync that runs on is reported
+// Syncing and looked at again, as copies are.
+func (r *VolumeReconciler) modify(ctx context.Context, lv *v1alpha1.LogicalVolume, vol volume.Volume) (volume.Volume, error) {
+	want := lv.Spec.Type.Mirrors
+	if lv.Status.VolumeID == "" || lv.Status.Mirrors == want {
+		return vol, nil
+	}
+	return r.Volumes.ModifyVolume(ctx, vol.ID, volume.Mutable{Mirrors: &want})
+}
+
+// carve creates the LV, or finds it, and grows it to the spec's size.
+func (r *VolumeReconciler) carve(ctx context.Context, lv *v1alpha1.LogicalVolume) (volume.Volume, error) {
 	id := volumeID(lv)
 	vol, err := r.Volumes.GetVolume(ctx, id)
 	switch {
@@ -146,7 +173,7 @@ func (r *VolumeReconciler) apply(ctx context.Context, lv *v1alpha1.LogicalVolume
 			return vol, err
 		}
 	}
-	return r.publish(ctx, lv, vol)
+	return vol, nil
 }
 
 // publish keeps the LV active exactly while the spec publishes it here.
@@ -205,6 +232,7 @@ func (r *VolumeReconciler) report(ctx context.Context, lv *v1alpha1.LogicalVolum
 	} else {
 		st.Phase, st.Error = v1alpha1.PhaseReady, nil
 		st.VolumeID, st.SizeBytes, st.Published = vol.ID.String(), vol.SizeBytes, vol.Published
+		st.Mirrors = lv.Spec.Type.Mirrors // apply converted the LV where it differed
 		st.DevicePath = ""
 		if vol.Published {
 			st.DevicePath = vol.DevicePath
@@ -248,6 +276,8 @@ func (r *VolumeReconciler) events(lv *v1alpha1.LogicalVolume, before v1alpha1.Lo
 		emit(r.Events, lv, "Normal", ReasonCreated, "Create", "created LV %s (%d bytes) on %s", st.VolumeID, st.SizeBytes, r.Node)
 	case st.SizeBytes > before.SizeBytes:
 		emit(r.Events, lv, "Normal", ReasonExpanded, "Expand", "expanded LV %s from %d to %d bytes", st.VolumeID, before.SizeBytes, st.SizeBytes)
+	case st.Mirrors != before.Mirrors:
+		emit(r.Events, lv, "Normal", ReasonModified, "Modify", "LV %s has %d raid1 legs beyond the first, had %d", st.VolumeID, st.Mirrors, before.Mirrors)
 	}
 	switch {
 	case st.Published && !before.Published:

@@ -128,3 +128,31 @@ func anyVolume(*v1alpha1.LogicalVolume) error { return nil }
 func sortVolumes(vs []volume.Volume) {
 	slices.SortFunc(vs, func(a, b volume.Volume) int { return strings.Compare(a.ID.String(), b.ID.String()) })
 }
+
+// ModifyVolume writes the mutable parameters into the volume's spec
+// (spec.type.mirrors) and waits for the agent to bring the LV there
+// (status.mirrors), as ExpandVolume waits for the size. What a volume's
+// type cannot take is refused here, before the resource changes, as
+// standalone mode refuses it (thin and striped volumes take no legs);
+// what the node cannot place the agent reports, and the wait returns its
+// code. An empty change only looks the volume up.
+func (b *Backend) ModifyVolume(ctx context.Context, id volume.ID, m volume.Mutable) (volume.Volume, error) {
+	if m.Mirrors == nil {
+		return b.GetVolume(ctx, id)
+	}
+	want := *m.Mirrors
+	fits := func(lv *v1alpha1.LogicalVolume) error {
+		if want > 0 && (lv.Spec.Type.ThinPool != "" || lv.Spec.Type.Stripes > 1) {
+			return fmt.Errorf("%w: volume %s is thin or striped and cannot have raid1 legs (mirrors=%d); only thick linear and raid1 volumes can",
+				volume.ErrInvalidArgument, id, want)
+		}
+		return nil
+	}
+	return b.change(ctx, id, fits,
+		func(s *v1alpha1.LogicalVolumeSpec) bool {
+			changed := s.Type.Mirrors != want
+			s.Type.Mirrors = want
+			return changed
+		},
+		func(lv *v1alpha1.LogicalVolume) bool { return lv.Status.VolumeID != "" && lv.Status.Mirrors == want })
+}

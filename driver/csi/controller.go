@@ -3,6 +3,7 @@ package csi
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"k8s.io/klog/v2"
@@ -40,8 +41,12 @@ var controllerCaps = []csi.ControllerServiceCapability_RPC_Type{
 }
 
 func (c *Controller) ControllerGetCapabilities(context.Context, *csi.ControllerGetCapabilitiesRequest) (*csi.ControllerGetCapabilitiesResponse, error) {
-	out := make([]*csi.ControllerServiceCapability, 0, len(controllerCaps))
-	for _, t := range controllerCaps {
+	caps := controllerCaps
+	if c.canModify() {
+		caps = append(slices.Clip(caps), csi.ControllerServiceCapability_RPC_MODIFY_VOLUME)
+	}
+	out := make([]*csi.ControllerServiceCapability, 0, len(caps))
+	for _, t := range caps {
 		out = append(out, &csi.ControllerServiceCapability{
 			Type: &csi.ControllerServiceCapability_Rpc{Rpc: &csi.ControllerServiceCapability_RPC{Type: t}},
 		})
@@ -60,7 +65,14 @@ func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	if err != nil {
 		return nil, err
 	}
-	params, err := parseParams(req.GetParameters(), c.backend.VolumeGroups())
+	mutable, err := parseMutable(req.GetMutableParameters())
+	if err != nil {
+		return nil, err
+	}
+	if !mutable.IsZero() && !c.canModify() {
+		return nil, invalidArgument("mutable parameters given, and this driver cannot modify volumes")
+	}
+	params, err := parseParams(withMutable(req.GetParameters(), mutable), c.backend.VolumeGroups())
 	if err != nil {
 		return nil, err
 	}

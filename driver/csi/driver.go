@@ -45,6 +45,14 @@ type Backend interface {
 	VolumeGroups() []string
 }
 
+// Modifier is a Backend that changes live volumes (MODIFY_VOLUME): the
+// Controller advertises the capability only when its backend is one.
+type Modifier interface {
+	// ModifyVolume brings the volume to m (nil fields: as they are) and
+	// returns once it is there; the same change again is a no-op.
+	ModifyVolume(ctx context.Context, id volume.ID, m volume.Mutable) (volume.Volume, error)
+}
+
 // Prober reports whether the driver can do its work now.
 type Prober interface {
 	Probe(ctx context.Context) error

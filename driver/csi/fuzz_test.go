@@ -42,6 +42,33 @@ func FuzzParseParams(f *testing.F) {
 	})
 }
 
+// FuzzParseMutable: any mutable parameter map is refused as
+// INVALID_ARGUMENT, or holds only a mirrors count lvm2 takes; the merge
+// into a StorageClass's parameters then parses as one would by hand.
+func FuzzParseMutable(f *testing.F) {
+	f.Add("mirrors", "1", "mirrors", "1")
+	f.Add("mirrors", "0", "volumeGroup", "vg0")
+	f.Add("XXX_FakeKey", "XXX_FakeValue", "", "")
+	f.Add("mirrors", "+1", "stripes", "2")
+	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string) {
+		in := map[string]string{k1: v1, k2: v2}
+		m, err := parseMutable(in)
+		if err != nil {
+			if !errors.Is(err, volume.ErrInvalidArgument) {
+				t.Fatalf("error %v is not INVALID_ARGUMENT", err)
+			}
+			return
+		}
+		if len(in) != 1 || m.Mirrors == nil || *m.Mirrors < 0 || *m.Mirrors > maxMirrors {
+			t.Fatalf("accepted %v as %+v", in, m)
+		}
+		p, err := parseParams(withMutable(map[string]string{ParamStripes: "2"}, m), []string{"vg0"})
+		if (err == nil) != (*m.Mirrors == 0) || (err == nil && p.Type.Mirrors != 0) {
+			t.Fatalf("stripes with mutable %+v: %+v, %v", *m.Mirrors, p, err)
+		}
+	})
+}
+
 // FuzzSizeRange: any capacity range is refused as INVALID_ARGUMENT only
 // when it is negative or upside down; an accepted one gives a positive
 // size within the asked range, raised to the filesystem's minimum only

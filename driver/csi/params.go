@@ -23,6 +23,13 @@ const (
 
 var knownParams = []string{ParamVolumeGroup, ParamFsType, ParamThinPool, ParamStripes, ParamStripeSize, ParamMirrors}
 
+// mutableParams may also come as mutable parameters (CreateVolume's and
+// ControllerModifyVolume's mutable_parameters; a VolumeAttributesClass in
+// Kubernetes), and ControllerModifyVolume changes them on a live volume.
+// As StorageClass parameters they are fixed at creation; CSI has mutable
+// parameters take precedence over those.
+var mutableParams = []string{ParamMirrors}
+
 // volumeParams are the parsed CreateVolume / GetCapacity parameters.
 type volumeParams struct {
 	VG     string
@@ -142,4 +149,58 @@ func parseSize(s string) (uint64, error) {
 		return 0, strconv.ErrRange
 	}
 	return n * mult, nil
+}
+
+// parseMutable validates mutable parameters: every key must be one of
+// mutableParams. Any other key is INVALID_ARGUMENT, a known one that cannot
+// change (volumeGroup, fsType, thinPool, stripes, stripeSize) with that
+// reason: a VolumeAttributesClass that cannot be honoured must say so, not
+// be taken as done. CO metadata (csi.storage.k8s.io/) has no place here
+// either. Unlike a StorageClass's mirrors, a mutable mirrors may be 0: a
+// raid1 volume back to linear.
+func parseMutable(params map[string]string) (volume.Mutable, error) {
+	var m volume.Mutable
+	var unknown, immutable []string
+	for k := range params {
+		switch {
+		case slices.Contains(mutableParams, k):
+		case slices.Contains(knownParams, k):
+			immutable = append(immutable, k)
+		default:
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return m, invalidArgument("unknown mutable parameters %v (mutable: %v)", unknown, mutableParams)
+	}
+	if len(immutable) > 0 {
+		sort.Strings(immutable)
+		return m, invalidArgument("parameters %v cannot change once a volume exists (mutable: %v)", immutable, mutableParams)
+	}
+	if s, ok := params[ParamMirrors]; ok {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 || n > maxMirrors {
+			return m, invalidArgument("mutable parameter %s=%q: want an integer from 0 to %d", ParamMirrors, s, maxMirrors)
+		}
+		m.Mirrors = &n
+	}
+	return m, nil
+}
+
+// withMutable is params with the mutable parameters m in place of theirs:
+// what shapes a new volume. A mirrors of 0 removes the key (linear).
+func withMutable(params map[string]string, m volume.Mutable) map[string]string {
+	if m.IsZero() {
+		return params
+	}
+	out := make(map[string]string, len(params)+1)
+	for k, v := range params {
+		out[k] = v
+	}
+	delete(out, ParamMirrors)
+	if *m.Mirrors > 0 {
+		out[ParamMirrors] = strconv.Itoa(*m.Mirrors)
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package csi
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -116,5 +117,58 @@ func TestParseType(t *testing.T) {
 		if _, err := parseType(bad); !errors.Is(err, volume.ErrInvalidArgument) {
 			t.Errorf("parseType(%v) error %v, want INVALID_ARGUMENT", bad, err)
 		}
+	}
+}
+
+func TestParseMutable(t *testing.T) {
+	for _, tc := range []struct {
+		params  map[string]string
+		mirrors int // -1: not given
+		ok      bool
+	}{
+		{nil, -1, true},
+		{map[string]string{ParamMirrors: "0"}, 0, true},
+		{map[string]string{ParamMirrors: "2"}, 2, true},
+		{map[string]string{ParamMirrors: "64"}, 0, false},
+		{map[string]string{ParamMirrors: "-1"}, 0, false},
+		{map[string]string{ParamMirrors: ""}, 0, false},
+		{map[string]string{ParamMirrors: "one"}, 0, false},
+		{map[string]string{ParamStripes: "2"}, 0, false},
+		{map[string]string{ParamVolumeGroup: "vg0", ParamMirrors: "1"}, 0, false},
+		{map[string]string{"XXX_FakeKey": "XXX_FakeValue"}, 0, false},
+		{map[string]string{"csi.storage.k8s.io/pvc/name": "x"}, 0, false},
+	} {
+		m, err := parseMutable(tc.params)
+		if !tc.ok {
+			if !errors.Is(err, volume.ErrInvalidArgument) {
+				t.Errorf("%v: %v, want INVALID_ARGUMENT", tc.params, err)
+			}
+			continue
+		}
+		if err != nil || (tc.mirrors < 0) != (m.Mirrors == nil) || (m.Mirrors != nil && *m.Mirrors != tc.mirrors) {
+			t.Errorf("%v: %+v, %v; want mirrors %d", tc.params, m, err, tc.mirrors)
+		}
+	}
+	if _, err := parseMutable(map[string]string{ParamThinPool: "p"}); err == nil || !strings.Contains(err.Error(), "cannot change") {
+		t.Errorf("an immutable key: %v, want it named as such", err)
+	}
+}
+
+// TestWithMutable: mutable parameters win over the StorageClass's, and 0
+// mirrors is linear.
+func TestWithMutable(t *testing.T) {
+	zero, two := 0, 2
+	sc := map[string]string{ParamVolumeGroup: "vg0", ParamMirrors: "1"}
+	for _, tc := range []struct {
+		m    volume.Mutable
+		want string
+	}{{volume.Mutable{}, "1"}, {volume.Mutable{Mirrors: &zero}, ""}, {volume.Mutable{Mirrors: &two}, "2"}} {
+		got := withMutable(sc, tc.m)
+		if got[ParamMirrors] != tc.want || got[ParamVolumeGroup] != "vg0" {
+			t.Errorf("withMutable(%v) = %v, want mirrors %q", tc.m, got, tc.want)
+		}
+	}
+	if sc[ParamMirrors] != "1" {
+		t.Errorf("withMutable changed its argument: %v", sc)
 	}
 }

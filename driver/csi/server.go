@@ -127,6 +127,7 @@ var mutating = map[string]bool{
 	csi.Controller_ControllerPublishVolume_FullMethodName:   true,
 	csi.Controller_ControllerUnpublishVolume_FullMethodName: true,
 	csi.Controller_ControllerExpandVolume_FullMethodName:    true,
+	csi.Controller_ControllerModifyVolume_FullMethodName:    true,
 	csi.Controller_CreateSnapshot_FullMethodName:            true,
 	csi.Controller_DeleteSnapshot_FullMethodName:            true,
 	csi.Node_NodeStageVolume_FullMethodName:                 true,

@@ -155,6 +155,12 @@ func (m *Manager) adopt(ctx context.Context, lv lvm.LV, req volume.CreateRequest
 	if got := tagValue(lv, tagParamsPrefix); got != req.ParamsDigest {
 		return volume.Volume{}, fmt.Errorf("volume %q exists with other parameters: %w", req.Name, volume.ErrNameConflict)
 	}
+	if got := typeOf(lv).Mirrors; got != req.Type.Mirrors {
+		// Mirrors may come from mutable parameters, which the digest
+		// leaves out: the volume's recorded legs are what it has been
+		// asked for last (see ModifyVolume).
+		return volume.Volume{}, fmt.Errorf("volume %q exists with %d mirrors, not %d: %w", req.Name, got, req.Type.Mirrors, volume.ErrNameConflict)
+	}
 	if !sourceMatches(lv, req.Source) {
 		return volume.Volume{}, fmt.Errorf("volume %q exists with another content source: %w", req.Name, volume.ErrNameConflict)
 	}

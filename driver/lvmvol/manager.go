@@ -19,6 +19,7 @@ import (
 type LVM interface {
 	GetVG(ctx context.Context, vg string) (lvm.VG, error)
 	ListLVs(ctx context.Context, vg string) ([]lvm.LV, error)
+	ListAllLVs(ctx context.Context, vg string) ([]lvm.LV, error)
 	GetLV(ctx context.Context, vg, name string) (lvm.LV, error)
 	CreateLV(ctx context.Context, opts lvm.CreateLVOptions) (lvm.LV, error)
 	RemoveLV(ctx context.Context, vg, name string) error
@@ -31,6 +32,9 @@ type LVM interface {
 	CreateCOWSnapshot(ctx context.Context, vg, origin, name string, cowSize uint64, tags ...string) (lvm.LV, error)
 	AddTags(ctx context.Context, vg, name string, tags ...string) error
 	RemoveTags(ctx context.Context, vg, name string, tags ...string) error
+	ChangeTags(ctx context.Context, vg, name string, add, remove []string) error
+	ConvertMirrors(ctx context.Context, vg, name string, mirrors int) error
+	CheckConversion(ctx context.Context, vg lvm.VG, lv lvm.LV, have, want int) error
 	// The variants that save lvm2 runs (see their use for why each is
 	// safe where it is used).
 	CreateSnapshotOf(ctx context.Context, origin lvm.LV, name string, o lvm.SnapshotOptions) (lvm.LV, error)

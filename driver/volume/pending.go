@@ -16,7 +16,7 @@ var ErrDataPending = errors.New("data work in progress")
 // PendingError tells which work runs and how far it has got; it is
 // ErrDataPending.
 type PendingError struct {
-	// Work is "copy" or "wipe".
+	// Work is "copy", "wipe" or WorkSync.
 	Work string
 	// LV is the LV written, vg/lv.
 	LV string
@@ -28,6 +28,10 @@ func (e *PendingError) Error() string {
 	return fmt.Sprintf("%s of %s runs in the background: %s of %s done (%d%%)", e.Work, e.LV,
 		lvm.FormatSize(uint64(max(e.Done, 0))), lvm.FormatSize(uint64(max(e.Total, 0))), e.Percent())
 }
+
+// WorkSync is the kernel's copy of a raid1 volume onto its new legs
+// (ModifyVolume).
+const WorkSync = "raid1 sync"
 
 // Percent done, rounded down.
 func (e *PendingError) Percent() int64 {

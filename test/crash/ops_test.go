@@ -61,8 +61,30 @@ func ops() []op {
 			return func() error { return retry(e.alive, func() error { return e.handle(id).Detach(context.Background()) }) }, nil
 		}},
 		stageOp(), nodeExpandOp(), unstageOp(),
+		modifyOp("raid1", thick, "1"), modifyOp("linear", raid1, "0"),
 	}
 	return out
+}
+
+// modifyOp changes an unpublished volume's mirrors: to raid1, lvm2 needs
+// it held active for the conversion and its sync, then released; back to
+// linear, the same without a sync.
+func modifyOp(kind string, params map[string]string, mirrors string) op {
+	return op{name: "ControllerModifyVolume/" + kind, method: "ControllerModifyVolume", twoPVs: true, prepare: func(e *env) (func() error, func()) {
+		id := e.volume("vol", params)
+		want := e.write(id)
+		return func() error {
+				return retry(e.alive, func() error {
+					_, err := e.c.Controller.ControllerModifyVolume(context.Background(), &csi.ControllerModifyVolumeRequest{
+						VolumeId: id, MutableParameters: map[string]string{"mirrors": mirrors}})
+					return err
+				})
+			}, func() {
+				if e.read(id) != want {
+					e.t.Errorf("data changed by the modification")
+				}
+			}
+	}}
 }
 
 func createOp(kind string, params map[string]string, twoPVs bool) op {

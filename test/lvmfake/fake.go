@@ -36,6 +36,13 @@ type LVM struct {
 	Copied   []Range
 	copyGate chan struct{}
 	made     int // LVs made so far, for their UUIDs
+	// pvs: PVs per VG where not 1 (SetPVCount); images: raid images per
+	// raid1 LV, by vg/name.
+	pvs    map[string]int
+	images map[string]int
+	// ConvertSync, when set, is how far new legs of a conversion are in
+	// sync when ConvertMirrors returns (else at once: 100).
+	ConvertSync float64
 }
 
 // uuid names a new LV uniquely, as lvm2 does. f.mu is held.
@@ -190,10 +197,14 @@ func (f *LVM) CreateLV(_ context.Context, o lvm.CreateLVOptions) (lvm.LV, error)
 			deactivate(lv)
 		}
 	} else {
-		if size > vg.Free {
+		take := size * uint64(o.Mirrors+1) // every raid1 leg
+		if take > vg.Free {
 			return lvm.LV{}, fmt.Errorf("lvcreate %s/%s: %w", o.VG, o.Name, lvm.ErrNoSpace)
 		}
-		vg.Free -= size
+		vg.Free -= take
+		if o.Mirrors > 0 {
+			f.setMirrors(lv, o.Mirrors)
+		}
 	}
 	f.lvs[o.VG][o.Name] = lv
 	return *lv, nil
@@ -259,8 +270,9 @@ func (f *LVM) remove(call, vg, name string) error {
 			return lvm.ErrBusy
 		}
 		if lv.PoolLV == "" {
-			f.vgs[vg].Free += lv.Size
+			f.vgs[vg].Free += lv.Size * uint64(max(f.images[vg+"/"+name], 1))
 		}
+		delete(f.images, vg+"/"+name)
 		if o, ok := f.lvs[vg][lv.Origin]; ok && lv.IsCOWSnapshot() {
 			o.Attr = ""
 		}

@@ -3,6 +3,7 @@ package lvmfake
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"carve.dev/carve/lvm"
 )
@@ -60,10 +61,13 @@ func (f *LVM) ListVGPVs(_ context.Context, vg string) ([]lvm.PV, error) {
 	return []lvm.PV{{Name: "/dev/fake-" + vg, VGName: vg, Size: v.Size, Free: v.Free, Attr: "a--"}}, nil
 }
 
-// CheckPlacement needs one PV per raid1 leg or stripe; the fake has one.
+// CheckPlacement needs one PV per raid1 leg or stripe; the fake has one
+// unless SetPVCount said otherwise.
 func (f *LVM) CheckPlacement(_ context.Context, o lvm.CreateLVOptions) error {
-	if o.Mirrors > 0 || o.Stripes > 1 {
-		return fmt.Errorf("placement %s/%s: %w: one PV only", o.VG, o.Name, lvm.ErrNoSpace)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n := f.pvCount(o.VG); o.Mirrors+1 > n || o.Stripes > n {
+		return fmt.Errorf("placement %s/%s: %w: %d PVs only", o.VG, o.Name, lvm.ErrNoSpace, n)
 	}
 	return nil
 }
@@ -137,4 +141,117 @@ func (f *LVM) createCOW(call, vg, origin, name string, cowSize uint64, tags ...s
 	lv := &lvm.LV{Name: name, VGName: vg, UUID: f.uuid(), Size: size, Origin: origin, Tags: tags, Active: true, Attr: "swi-a-s---"}
 	f.lvs[vg][name] = lv
 	return *lv, nil
+}
+
+// SetPVCount gives vg n PVs for the placement checks of raid1 legs and
+// stripes (space stays the VG's, shared).
+func (f *LVM) SetPVCount(vg string, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.pvs == nil {
+		f.pvs = map[string]int{}
+	}
+	f.pvs[vg] = n
+}
+
+// pvCount is vg's PVs: 1 unless set. f.mu is held.
+func (f *LVM) pvCount(vg string) int {
+	if n, ok := f.pvs[vg]; ok {
+		return n
+	}
+	return 1
+}
+
+// ListAllLVs is ListLVs with the hidden raid images of raid1 LVs, as lvm2
+// names them (lvm.Mirrors counts them).
+func (f *LVM) ListAllLVs(ctx context.Context, vg string) ([]lvm.LV, error) {
+	lvs, err := f.ListLVs(ctx, vg)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, lv := range lvs {
+		if n := f.images[vg+"/"+lv.Name]; n > 0 {
+			for i := range n {
+				lvs = append(lvs, lvm.LV{Name: fmt.Sprintf("%s_rimage_%d", lv.Name, i), VGName: vg, Hidden: true, Size: lv.Size})
+			}
+		}
+	}
+	return lvs, nil
+}
+
+// ChangeTags removes, then adds, tags in one call.
+func (f *LVM) ChangeTags(_ context.Context, vg, name string, add, remove []string) error {
+	return f.change("ChangeTags", vg, name, func(lv *lvm.LV) error {
+		lv.Tags = slices.DeleteFunc(lv.Tags, func(t string) bool { return slices.Contains(remove, t) })
+		for _, t := range add {
+			if !slices.Contains(lv.Tags, t) {
+				lv.Tags = append(lv.Tags, t)
+			}
+		}
+		return nil
+	})
+}
+
+// ConvertMirrors converts an active thick LV to mirrors extra legs at
+// once (its legs are in sync right away), taking or returning their space.
+func (f *LVM) ConvertMirrors(_ context.Context, vg, name string, mirrors int) error {
+	return f.change("ConvertMirrors", vg, name, func(lv *lvm.LV) error {
+		if !lv.Active {
+			return fmt.Errorf("%s/%s must be active to perform this operation", vg, name)
+		}
+		key := vg + "/" + name
+		have := max(f.images[key]-1, 0)
+		if mirrors > have {
+			if need := uint64(mirrors-have) * lv.Size; need > f.vgs[vg].Free {
+				return lvm.ErrNoSpace
+			}
+		}
+		f.vgs[vg].Free = uint64(int64(f.vgs[vg].Free) - int64(mirrors-have)*int64(lv.Size))
+		f.setMirrors(lv, mirrors)
+		if mirrors > have && f.ConvertSync > 0 {
+			lv.SyncPercent, lv.SyncAction = f.ConvertSync, "recover"
+		}
+		return nil
+	})
+}
+
+// setMirrors records lv's legs and layout. f.mu is held.
+func (f *LVM) setMirrors(lv *lvm.LV, mirrors int) {
+	if f.images == nil {
+		f.images = map[string]int{}
+	}
+	key := lv.VGName + "/" + lv.Name
+	if mirrors == 0 {
+		delete(f.images, key)
+		lv.Layout, lv.SyncPercent, lv.SyncAction = "linear", 0, ""
+		return
+	}
+	f.images[key] = mirrors + 1
+	lv.Layout, lv.SyncPercent, lv.SyncAction = "raid,raid1", 100, "idle"
+}
+
+// CheckConversion refuses more legs than the VG has PVs (SetPVCount).
+func (f *LVM) CheckConversion(_ context.Context, vg lvm.VG, lv lvm.LV, _, want int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("CheckConversion"); err != nil {
+		return err
+	}
+	if n := f.pvCount(vg.Name); want+1 > n {
+		return fmt.Errorf("conversion placement %s/%s: %w: %d PVs only", vg.Name, lv.Name, lvm.ErrNoSpace, n)
+	}
+	return nil
+}
+
+// SetSync sets how far a raid1 LV's legs are in sync, in percent.
+func (f *LVM) SetSync(vg, name string, percent float64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	lv := f.lvs[vg][name]
+	lv.SyncPercent, lv.SyncAction = percent, "recover"
+	if percent >= 100 {
+		lv.SyncAction = "idle"
+	}
 }

@@ -102,6 +102,9 @@ func (e *env) controllerMalformed() []misuse {
 	param := func(k, v string) func(*csi.CreateVolumeRequest) {
 		return func(r *csi.CreateVolumeRequest) { r.Parameters = map[string]string{k: v} }
 	}
+	mutable := func(k, v string) func(*csi.CreateVolumeRequest) {
+		return func(r *csi.CreateVolumeRequest) { r.MutableParameters = map[string]string{k: v} }
+	}
 	caps := func(vc ...*csi.VolumeCapability) func(*csi.CreateVolumeRequest) {
 		return func(r *csi.CreateVolumeRequest) { r.VolumeCapabilities = vc }
 	}
@@ -137,6 +140,12 @@ func (e *env) controllerMalformed() []misuse {
 		create("negative stripes", codes.InvalidArgument, param("stripes", "-2")),
 		create("stripe size without stripes", codes.InvalidArgument, param("stripeSize", "64Ki")),
 		create("mirrors in Unicode digits", codes.InvalidArgument, param("mirrors", "１")),
+		create("unknown mutable parameter", codes.InvalidArgument, mutable("XXX_FakeKey", "XXX_FakeValue")),
+		create("immutable parameter as mutable", codes.InvalidArgument, mutable("volumeGroup", vg)),
+		create("mutable mirrors of 10 KiB", codes.InvalidArgument, mutable("mirrors", oversized)),
+		create("mutable mirrors and stripes", codes.InvalidArgument, func(r *csi.CreateVolumeRequest) {
+			r.Parameters, r.MutableParameters = map[string]string{"stripes": "2"}, map[string]string{"mirrors": "1"}
+		}),
 		create("multi-node access mode", codes.InvalidArgument, caps(csiflow.MountCap(multiNode, "ext4"))),
 		create("mount and multi-node block", codes.InvalidArgument, caps(ext4, csiflow.BlockCap(multiNode))),
 		create("two filesystems", codes.InvalidArgument, caps(ext4, csiflow.MountCap(snw, "xfs"))),
@@ -180,6 +189,10 @@ func (e *env) controllerMalformed() []misuse {
 				_, err := c.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{VolumeId: volID, CapacityRange: capRange(128*mib, 0)})
 				return err
 			}},
+			misuse{"ControllerModifyVolume/" + name + " ID", code(codes.InvalidArgument, notOurs), func(ctx context.Context) error {
+				_, err := c.ControllerModifyVolume(ctx, &csi.ControllerModifyVolumeRequest{VolumeId: volID, MutableParameters: map[string]string{"mirrors": "1"}})
+				return err
+			}},
 			misuse{"CreateSnapshot/" + name + " source ID", code(codes.InvalidArgument, notOurs), func(ctx context.Context) error {
 				_, err := c.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: "malformed-snap", SourceVolumeId: volID})
 				return err
@@ -193,6 +206,12 @@ func (e *env) controllerMalformed() []misuse {
 				return err
 			}},
 		)
+	}
+	modify := func(name string, want codes.Code, params map[string]string) misuse {
+		return misuse{"ControllerModifyVolume/" + name, want, func(ctx context.Context) error {
+			_, err := c.ControllerModifyVolume(ctx, &csi.ControllerModifyVolumeRequest{VolumeId: e.canary.ID, MutableParameters: params})
+			return err
+		}}
 	}
 	rows = append(rows,
 		misuse{"DeleteSnapshot/a volume's ID (the canary stays)", codes.OK, func(ctx context.Context) error {
@@ -229,6 +248,14 @@ func (e *env) controllerMalformed() []misuse {
 			_, err := c.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{VolumeId: e.canary.ID, CapacityRange: capRange(1, 1)})
 			return err
 		}},
+		modify("unknown key", codes.InvalidArgument, map[string]string{"XXX_FakeKey": "XXX_FakeValue"}),
+		modify("immutable key", codes.InvalidArgument, map[string]string{"thinPool": "pool"}),
+		modify("mirrors beyond lvm2's", codes.InvalidArgument, map[string]string{"mirrors": "64"}),
+		modify("negative mirrors", codes.InvalidArgument, map[string]string{"mirrors": "-1"}),
+		modify("mirrors with shell characters", codes.InvalidArgument, map[string]string{"mirrors": "1;" + shellName}),
+		// The VG has one PV: a second leg has nowhere to go, and lvconvert
+		// is never asked.
+		modify("a leg the VG cannot place", codes.ResourceExhausted, map[string]string{"mirrors": "1"}),
 		misuse{"ValidateVolumeCapabilities/multi-node is not confirmed", codes.OK, func(ctx context.Context) error {
 			r, err := c.ValidateVolumeCapabilities(ctx, &csi.ValidateVolumeCapabilitiesRequest{VolumeId: e.canary.ID,
 				VolumeCapabilities: []*csi.VolumeCapability{csiflow.MountCap(multiNode, "ext4")}})

@@ -59,9 +59,18 @@ func runSanity(t *testing.T, accessType string, thin bool, focus string) {
 		}
 		t.Logf("running only the specs matching %q (CARVE_SANITY_FULL=1 runs all)", focus)
 	}
-	disk := testenv.Disk(t, "CARVE_TEST_DISK")
+	disks := []string{testenv.Disk(t, "CARVE_TEST_DISK")}
+	// The ModifyVolume specs change the mutable parameters of a volume
+	// made without them, and make one with them: thick volumes turn raid1
+	// (a second leg, on a second PV) for real. Thin volumes take no legs,
+	// so for them the specs ask for the none they have.
+	mutable := map[string]string{"mirrors": "0"}
+	if d := os.Getenv("CARVE_TEST_DISK2"); d != "" && !thin {
+		disks = append(disks, d)
+		mutable["mirrors"] = "1"
+	}
 	c := testenv.PrivateLVM(t)
-	testenv.NewVG(t, c, vg, disk)
+	testenv.NewVG(t, c, vg, disks...)
 	params := map[string]string{"volumeGroup": vg, "fsType": "ext4"}
 	if thin {
 		if _, err := c.CreateThinPool(context.Background(), vg, pool, 1<<30); err != nil {
@@ -83,6 +92,7 @@ func runSanity(t *testing.T, accessType string, thin bool, focus string) {
 	cfg.TestVolumeExpandSize = 32 << 20
 	cfg.TestVolumeAccessType = accessType
 	cfg.TestVolumeParameters = params
+	cfg.TestVolumeMutableParameters = mutable
 	cfg.IdempotentCount = 2
 	cfg.TestNodeVolumeAttachLimit = true
 	sanity.Test(t, cfg)

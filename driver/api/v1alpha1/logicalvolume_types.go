@@ -43,7 +43,9 @@ type VolumeType struct {
 	// StripeSize is bytes per stripe.
 	// +optional
 	StripeSize int64 `json:"stripeSize,omitempty"`
-	// Mirrors > 0 makes a raid1 LV of Mirrors+1 legs.
+	// Mirrors > 0 makes a raid1 LV of Mirrors+1 legs. It is mutable
+	// (ControllerModifyVolume): the agent converts the LV when it changes,
+	// and status.mirrors follows once that is done.
 	// +optional
 	Mirrors int `json:"mirrors,omitempty"`
 }
@@ -73,6 +75,10 @@ type LogicalVolumeStatus struct {
 	// DevicePath is where the device appears on the node while published.
 	// +optional
 	DevicePath string `json:"devicePath,omitempty"`
+	// Mirrors is the raid1 legs beyond the first that the LV has been
+	// brought to: spec.type.mirrors, once a change of it is done.
+	// +optional
+	Mirrors int `json:"mirrors,omitempty"`
 	// Health lists adverse conditions, empty when healthy.
 	// +optional
 	Health []HealthProblem `json:"health,omitempty"`

@@ -1,0 +1,156 @@
+package lvm
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// ConvertMirrors gives an active linear or raid1 LV mirrors extra legs:
+// 0 makes it linear (`lvconvert -m 0`), N > 0 raid1 with N+1 images
+// (`lvconvert --type raid1 -m N`), each new leg on a PV of its own. It is
+// online: the LV stays active and open, and the kernel copies the data onto
+// new legs in the background (SyncPercent shows how far). lvm2 refuses an
+// inactive LV, and answers an LV that already has the asked count with a
+// warning only, so a repeated call is harmless.
+//
+// The command's own work is metadata, but lvm2 may wait for the device to
+// settle: callers run it under runner.DataWork, sized for the LV.
+func (c *Client) ConvertMirrors(ctx context.Context, vg, name string, mirrors int) error {
+	args, err := convertArgs(vg, name, mirrors)
+	if err != nil {
+		return err
+	}
+	if _, err := c.run(ctx, args...); err != nil {
+		return fmt.Errorf("lvconvert %s/%s to %d mirrors: %w", vg, name, mirrors, err)
+	}
+	return nil
+}
+
+func convertArgs(vg, name string, mirrors int) ([]string, error) {
+	if err := validateVGLV(vg, name); err != nil {
+		return nil, err
+	}
+	if mirrors < 0 || mirrors > maxMirrors {
+		return nil, fmt.Errorf("lvconvert %s/%s: %w: mirrors %d is not within 0..%d", vg, name, ErrInvalidArgument, mirrors, maxMirrors)
+	}
+	args := []string{"lvconvert", "--yes"}
+	if mirrors > 0 {
+		args = append(args, "--type", "raid1")
+	}
+	return append(args, "-m", strconv.Itoa(mirrors), vg+"/"+name), nil
+}
+
+// Mirrors counts the extra legs of LV name among all (a ListAllLVs
+// report): its raid1 images less one, 0 for a linear LV. An LV lvm2 has
+// left raid1 with a single image (a conversion cut short) counts 0 too.
+func Mirrors(all []LV, name string) int {
+	image := regexp.MustCompile(`^` + regexp.QuoteMeta(name) + `_rimage_[0-9]+$`)
+	n := 0
+	for _, lv := range all {
+		if lv.Hidden && image.MatchString(lv.Name) {
+			n++
+		}
+	}
+	return max(n-1, 0)
+}
+
+// CheckConversion tells whether lvm2 can give lv, which has have extra
+// legs now, want: each leg it lacks needs a PV of its own, holding none of
+// the LV yet, with a whole leg (the LV's size and its raid metadata)
+// free; a linear LV turning raid1 also needs its own leg's metadata
+// extent on a PV it already uses. vg is the LV's VG as just read (its
+// extent size). It returns nil, or an error wrapping ErrNoSpace that says
+// what is missing. Fewer legs always fit, and it reads nothing for them.
+//
+// As CheckPlacement, the rule is the simple, safe one: lvm2 could
+// sometimes split a leg over several PVs where this refuses.
+func (c *Client) CheckConversion(ctx context.Context, vg VG, lv LV, have, want int) error {
+	if want <= have {
+		return nil
+	}
+	pvs, err := c.ListVGPVs(ctx, vg.Name)
+	if err != nil {
+		return fmt.Errorf("conversion placement %s/%s: %w", vg.Name, lv.Name, err)
+	}
+	used, err := c.LVDevices(ctx, vg.Name, lv.Name)
+	if err != nil {
+		return fmt.Errorf("conversion placement %s/%s: %w", vg.Name, lv.Name, err)
+	}
+	return conversionFit(vg.Name, lv.Name, lv.Size, vg.ExtentSize, have, want, pvs, used)
+}
+
+// conversionFit is CheckConversion's rule over what it read: the LV's size
+// and current mirrors, the VG's PVs and the ones holding the LV.
+func conversionFit(vg, name string, size, extent uint64, have, want int, pvs []PV, used []string) error {
+	if want <= have {
+		return nil
+	}
+	leg := legFootprint(CreateLVOptions{Size: size, Mirrors: 1}, extent)
+	meta := mulSat(raidMetaExtents(size, extent), extent)
+	fit, metaRoom := 0, have > 0
+	for _, pv := range pvs {
+		if !pv.Allocatable() {
+			continue
+		}
+		if slices.Contains(used, pv.Name) {
+			metaRoom = metaRoom || pv.Free >= meta
+			continue
+		}
+		if pv.Free >= leg {
+			fit++
+		}
+	}
+	if need := want - have; fit < need {
+		return fmt.Errorf("conversion placement %s/%s: %w: raid1 with %d legs needs %d more PVs holding none of it with %s free each; %s has %d",
+			vg, name, ErrNoSpace, want+1, need, FormatSize(leg), vg, fit)
+	}
+	if !metaRoom {
+		return fmt.Errorf("conversion placement %s/%s: %w: its own leg needs %s of raid metadata on a PV it uses, and none has that free",
+			vg, name, ErrNoSpace, FormatSize(meta))
+	}
+	return nil
+}
+
+// LVDevices lists the PVs holding any part of LV name: its own segments
+// and those of its hidden sub-LVs (raid images and metadata), as
+// `lvs -a -o devices` reports them, one row per segment.
+func (c *Client) LVDevices(ctx context.Context, vg, name string) ([]string, error) {
+	out, err := c.run(ctx, append(append([]string{"lvs", "-a"}, reportArgs("lv_name,devices")...), vg)...)
+	if err != nil {
+		return nil, fmt.Errorf("lvs devices %s: %w", vg, err)
+	}
+	return parseDevices(out, name)
+}
+
+var deviceExtent = regexp.MustCompile(`\([0-9]+\)$`)
+
+// parseDevices reads the PVs of LV name and its sub-LVs from an
+// `lvs -a -o lv_name,devices` JSON report. Devices that are LVs (a raid
+// LV's images) are skipped: their own rows name their PVs.
+func parseDevices(out []byte, name string) ([]string, error) {
+	rows, err := decodeReport[struct {
+		Name    string `json:"lv_name"`
+		Devices string `json:"devices"`
+	}](out, "lv")
+	if err != nil {
+		return nil, err
+	}
+	var pvs []string
+	for _, row := range rows {
+		lv, _ := unbracket(row.Name)
+		if lv != name && !strings.HasPrefix(lv, name+"_r") {
+			continue
+		}
+		for _, d := range strings.Split(row.Devices, ",") {
+			d = deviceExtent.ReplaceAllString(strings.TrimSpace(d), "")
+			if strings.HasPrefix(d, "/") && !slices.Contains(pvs, d) {
+				pvs = append(pvs, d)
+			}
+		}
+	}
+	return pvs, nil
+}
