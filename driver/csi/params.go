@@ -19,9 +19,16 @@ const (
 	ParamStripes     = "stripes"
 	ParamStripeSize  = "stripeSize"
 	ParamMirrors     = "mirrors"
+	ParamEncryption  = "encryption"
 )
 
-var knownParams = []string{ParamVolumeGroup, ParamFsType, ParamThinPool, ParamStripes, ParamStripeSize, ParamMirrors}
+// Values of ParamEncryption: LUKS2 on the LV, or none (the default).
+const (
+	EncryptionLUKS2 = "luks2"
+	EncryptionNone  = "none"
+)
+
+var knownParams = []string{ParamVolumeGroup, ParamFsType, ParamThinPool, ParamStripes, ParamStripeSize, ParamMirrors, ParamEncryption}
 
 // volumeParams are the parsed CreateVolume / GetCapacity parameters.
 type volumeParams struct {
@@ -31,6 +38,8 @@ type volumeParams struct {
 	// vgGiven: the parameters named the VG (a restore may otherwise use
 	// the source's).
 	vgGiven bool
+	// Encrypted: encryption=luks2.
+	Encrypted bool
 }
 
 // parseParams validates params; an unknown key is an error (a typo in a
@@ -61,7 +70,23 @@ func parseParams(params map[string]string, vgs []string) (volumeParams, error) {
 	if p.FsType != "" && !slices.Contains(volume.FSTypes, p.FsType) {
 		return volumeParams{}, invalidArgument("parameter %s=%q not supported (supported: %v)", ParamFsType, p.FsType, volume.FSTypes)
 	}
+	if p.Encrypted, err = parseEncryption(params[ParamEncryption]); err != nil {
+		return volumeParams{}, err
+	}
 	return p, nil
+}
+
+// parseEncryption reads the encryption parameter: luks2, or none (also
+// when absent). Anything else is refused: a misspelt value must not carve a
+// plaintext volume that was meant to be encrypted.
+func parseEncryption(v string) (bool, error) {
+	switch v {
+	case EncryptionLUKS2:
+		return true, nil
+	case "", EncryptionNone:
+		return false, nil
+	}
+	return false, invalidArgument("parameter %s=%q: want %s or %s", ParamEncryption, v, EncryptionLUKS2, EncryptionNone)
 }
 
 // Bounds of the type parameters (lvm2's own limits). A stripe lies in one

@@ -87,6 +87,9 @@ func (m *Manager) CreateSnapshot(ctx context.Context, name string, source volume
 	if lvm.ValidateTag(tags[2]) != nil {
 		tags = tags[:2]
 	}
+	if src.HasTag(tagEncrypted) {
+		tags = append(tags, tagEncrypted)
+	}
 	if src.PoolLV != "" {
 		// An inactive pool reports no usage, and lvm2 checks none then.
 		pool, err := m.lvm.GetLV(ctx, source.VG, src.PoolLV)

@@ -15,3 +15,8 @@ var minFSSize = map[string]int64{"xfs": 300 << 20, "btrfs": 128 << 20}
 
 // MinSize is the smallest volume fsType can be made on (0: no minimum).
 func MinSize(fsType string) int64 { return minFSSize[fsType] }
+
+// LUKSHeaderBytes is what an encrypted volume's LUKS2 header takes from
+// its LV (cryptsetup's default data offset: 16 MiB), ahead of the
+// filesystem.
+const LUKSHeaderBytes = 16 << 20

@@ -26,6 +26,11 @@ type LogicalVolumeSpec struct {
 	Source *ContentSource `json:"source,omitempty"`
 	// ParamsDigest identifies the creation parameters (CSI idempotency).
 	ParamsDigest string `json:"paramsDigest"`
+	// Encrypted asks for encryption at rest (LUKS2, opened on the node
+	// with the node-stage secret's key). A volume made from an encrypted
+	// source is encrypted whatever this says (status.encrypted).
+	// +optional
+	Encrypted bool `json:"encrypted,omitempty"`
 	// PublishedNode is set while the volume is published (attached) to that
 	// node: the agent then keeps the LV active, and inactive otherwise.
 	// +optional
@@ -73,6 +78,9 @@ type LogicalVolumeStatus struct {
 	// DevicePath is where the device appears on the node while published.
 	// +optional
 	DevicePath string `json:"devicePath,omitempty"`
+	// Encrypted is true when the LV holds LUKS2 (encryption at rest).
+	// +optional
+	Encrypted bool `json:"encrypted,omitempty"`
 	// Health lists adverse conditions, empty when healthy.
 	// +optional
 	Health []HealthProblem `json:"health,omitempty"`
