@@ -116,9 +116,9 @@ func volumeContext(vol volume.Volume, fsType string) map[string]string {
 
 // withHeader raises required so that an encrypted volume's filesystem,
 // which its LUKS2 header leaves volume.LUKSHeaderBytes less room, still
-// gets its mkfs's minimum, where the limit allows.
+// gets room, and its mkfs's minimum, where the limit allows.
 func withHeader(required, limit int64, fsType string) int64 {
-	least := volume.MinSize(fsType) + volume.LUKSHeaderBytes
+	least := volume.MinEncryptedSize(fsType)
 	if required < least && (limit == 0 || limit >= least) {
 		return least
 	}

@@ -279,7 +279,7 @@ func TestCreateEncryptedVolume(t *testing.T) {
 	if vc := resp.GetVolume().GetVolumeContext(); vc[ParamEncryption] != EncryptionLUKS2 {
 		t.Errorf("context %v, want %s=%s", vc, ParamEncryption, EncryptionLUKS2)
 	}
-	if got := resp.GetVolume().GetCapacityBytes(); got < volume.LUKSHeaderBytes+volume.MinSize("ext4") {
+	if got := resp.GetVolume().GetCapacityBytes(); got < volume.MinEncryptedSize("ext4") || got < 32*mib {
 		t.Errorf("encrypted volume of %d bytes: no room for its header and filesystem", got)
 	}
 	plain, err := c.CreateVolume(ctx, createReq("pvc-plain", 5*mib, map[string]string{ParamEncryption: EncryptionNone}))

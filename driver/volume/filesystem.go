@@ -20,3 +20,14 @@ func MinSize(fsType string) int64 { return minFSSize[fsType] }
 // its LV (cryptsetup's default data offset: 16 MiB), ahead of the
 // filesystem.
 const LUKSHeaderBytes = 16 << 20
+
+// minEncryptedFS is the least room an encrypted volume leaves its
+// filesystem when the filesystem has no minimum of its own (ext4): a
+// volume of just its header would open to an empty device.
+const minEncryptedFS = 16 << 20
+
+// MinEncryptedSize is the smallest encrypted volume of fsType: its LUKS2
+// header, then room for the filesystem.
+func MinEncryptedSize(fsType string) int64 {
+	return LUKSHeaderBytes + max(MinSize(fsType), minEncryptedFS)
+}
