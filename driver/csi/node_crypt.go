@@ -121,7 +121,7 @@ func (n *Node) formatIfBlank(ctx context.Context, dev volumeDevice, key crypt.Ke
 func (n *Node) closeMapping(ctx context.Context, id volume.ID) error {
 	name, err := crypt.MappingName(id.VG, id.LV)
 	if err != nil {
-		return err
+		return nil // names too long for a mapping: no volume of them was ever opened
 	}
 	m, open, lookErr := crypt.Lookup(name)
 	if lookErr == nil && !open {
