@@ -40,9 +40,10 @@ var pattern = bytes.Repeat([]byte("CARVE-PLAINTEXT-PATTERN-0123456789/"), 1<<15)
 // fine); a wrong key is PERMISSION_DENIED and changes no byte of the LV;
 // expansion grows the mapping (with the node-expand secret) and the
 // filesystem; a snapshot restored into a class without encryption is
-// encrypted, needs the same key and holds the data; after the deletes no
-// LUKS header is left on the disk; and neither key is in carve's log or
-// metrics.
+// encrypted, needs the same key and holds the data; a LUKS2 header of
+// another passphrase is refused and one without a keyslot formatted again
+// (foreignHeaders); after the deletes no LUKS header is left on the disk;
+// and neither key is in carve's log or metrics.
 func TestEncryptedVolume(t *testing.T) {
 	disks := []string{testenv.Disk(t, "CARVE_TEST_DISK")}
 	l := testenv.PrivateLVM(t)
@@ -127,6 +128,7 @@ func TestEncryptedVolume(t *testing.T) {
 		t.Fatal("the restored volume does not hold the snapshot's data")
 	}
 	must(t, restored.Down(ctx, rt))
+	e.foreignHeaders(good)
 
 	must(t, restored.Delete(ctx))
 	must(t, vol.Delete(ctx))
@@ -139,6 +141,45 @@ func TestEncryptedVolume(t *testing.T) {
 	noKeyIn(t, "carve's metrics", httpGet(t, "http://"+metricsAddr+"/metrics"))
 }
 
+// foreignHeaders: an encrypted volume whose LV holds a LUKS2 header made
+// with another passphrase is refused (PERMISSION_DENIED), never formatted;
+// one whose header has no keyslot left (what a luksFormat cut between its
+// header and its keyslot leaves: no key opens it, nothing on it is
+// readable) is formatted again and staged.
+func (e *env) foreignHeaders(secrets map[string]string) {
+	t, ctx := e.t, context.Background()
+	vol, err := e.c.Create(ctx, "pvc-enc-foreign", 32*mib, map[string]string{"encryption": "luks2"}, csiflow.MountCap(snw, "ext4"))
+	must(t, err)
+	must(t, vol.Attach(ctx, node))
+	lvDev := "/dev/" + vg + "/" + filepath.Base(vol.ID)
+	format := exec.Command("cryptsetup", "luksFormat", "--batch-mode", "--type", "luks2", "--pbkdf", "pbkdf2",
+		"--pbkdf-force-iterations", "1000", "--key-file=-", lvDev)
+	format.Stdin = strings.NewReader("someone else's passphrase")
+	if out, err := format.CombinedOutput(); err != nil {
+		t.Fatalf("luksFormat by hand: %v: %s", err, out)
+	}
+	uuid := func() string {
+		out, _ := exec.Command("blkid", "-p", "-o", "value", "-s", "UUID", lvDev).Output()
+		return strings.TrimSpace(string(out))
+	}
+	foreign := uuid()
+	staging := e.path("foreign-staging")
+	wantCode(t, "stage over another passphrase's header", stageWith(ctx, vol, staging, secrets), codes.PermissionDenied)
+	if got := uuid(); got != foreign {
+		t.Fatalf("the foreign header was replaced: UUID %s, was %s", got, foreign)
+	}
+	if out, err := exec.Command("cryptsetup", "luksErase", "--batch-mode", lvDev).CombinedOutput(); err != nil {
+		t.Fatalf("luksErase: %v: %s", err, out)
+	}
+	must(t, stageWith(ctx, vol, staging, secrets))
+	if got := uuid(); got == foreign || got == "" {
+		t.Fatalf("a header without a keyslot was not formatted again: UUID %q", got)
+	}
+	must(t, vol.Unstage(ctx))
+	must(t, vol.Detach(ctx))
+	must(t, vol.Delete(ctx))
+}
+
 // cleanUpMounts, after a failure, unmounts what the test mounted and closes
 // the mappings, so that the VG can be removed for the next test.
 func (e *env) cleanUpMounts() {
@@ -146,7 +187,7 @@ func (e *env) cleanUpMounts() {
 		if !e.t.Failed() {
 			return
 		}
-		for _, p := range []string{"target", "staging", "restored", "restored-staging"} {
+		for _, p := range []string{"target", "staging", "restored", "restored-staging", "foreign-staging"} {
 			_ = exec.Command("umount", e.path(p)).Run()
 		}
 		out, _ := exec.Command("dmsetup", "ls", "--target", "crypt").Output()
