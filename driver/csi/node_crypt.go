@@ -65,7 +65,9 @@ func lookupMapping(dev volumeDevice) (crypt.Mapping, bool, error) {
 // formatted only when blkid finds it blank, or when it holds a LUKS2 header
 // without a keyslot (a format cut short); LUKS2 with a keyslot is opened,
 // never formatted; anything else is refused and left untouched. A key that
-// opens no keyslot is volume.ErrWrongKey, and nothing has changed.
+// opens no keyslot is volume.ErrWrongKey, and nothing has changed. A
+// mapping open already (the retry of a stage cut after its open) is used
+// as it is: it was opened with a key that worked.
 func (n *Node) openForStage(ctx context.Context, dev volumeDevice, secrets map[string]string) (volumeDevice, error) {
 	key, err := crypt.KeyFrom(secrets, "node-stage")
 	if err != nil {
