@@ -53,6 +53,9 @@ func escape(s string) string { return strings.ReplaceAll(s, "-", "--") }
 // VolumeOf tells the volume whose mapping dmName is (MappingName's
 // inverse); ok is false for any other name.
 func VolumeOf(dmName string) (vg, lv string, ok bool) {
+	if len(dmName) > maxDMName {
+		return "", "", false // no such device: the kernel refuses the name
+	}
 	vg, lv, layer, ok := lvm.SplitDMName(dmName)
 	if !ok || layer != Layer {
 		return "", "", false
