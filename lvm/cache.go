@@ -33,7 +33,8 @@ import (
 // lvm2 state that changes without a command of Carve's: thin pools fill as
 // volumes are written, an administrator runs lvm2 by hand, a disk fails or
 // vanishes. A report is used for at most MaxAge after it was read, so such
-// a change shows within MaxAge. Nothing that changes data relies on it.
+// a change shows within MaxAge, or at once when a fresh read fails first
+// (failedRead). Nothing that changes data relies on it.
 type Cache struct {
 	c *Client
 	// MaxAge is how long a report may answer queries; 0 turns caching off
@@ -75,39 +76,110 @@ func CachedReads(ctx context.Context) bool {
 	return v
 }
 
+// sharedReadsKey marks the reads of one operation (WithSharedReads).
+type sharedReadsKey struct{}
+
+// readScope records, for one operation, the generation at which each
+// report ("lvs", "vgs" or "pvs", of a VG) was read for it.
+type readScope struct {
+	mu   sync.Mutex
+	read map[string]uint64 // kind + " " + VG -> generation
+}
+
+// WithSharedReads marks ctx as one operation's that wants facts as fresh
+// as itself, but asks several questions of them: a Cache reads each VG
+// from lvm2 (the whole VG's report) at the first read under ctx, answers
+// the later ones from that report until a change of the VG, and keeps the
+// report for queries too. The node's NodeStageVolume is one: it looks up
+// the volume and its thin pool, and its report then serves the node calls
+// that follow (NodePublishVolume...) as a query's would. Without a Cache,
+// or with caching off, the mark changes nothing.
+func WithSharedReads(ctx context.Context) context.Context {
+	return context.WithValue(ctx, sharedReadsKey{}, &readScope{read: map[string]uint64{}})
+}
+
+// SharedScope identifies the operation ctx was marked for by
+// WithSharedReads (nil when none): reads under the same scope may share a
+// report. Tests that count lvm2 runs without a Cache use it.
+func SharedScope(ctx context.Context) any {
+	if s := scopeOf(ctx); s != nil {
+		return s
+	}
+	return nil
+}
+
+func scopeOf(ctx context.Context) *readScope {
+	s, _ := ctx.Value(sharedReadsKey{}).(*readScope)
+	return s
+}
+
+// usable tells whether a report of vg at gen may answer a read under
+// ctx: a query's, while not older than MaxAge; a shared read's, when it
+// was read for this very operation (or since).
+func (x *Cache) usable(ctx context.Context, key string, gen uint64, at time.Time) bool {
+	if x.MaxAge <= 0 {
+		return false
+	}
+	if CachedReads(ctx) && x.now().Sub(at) < x.MaxAge {
+		return true
+	}
+	s := scopeOf(ctx)
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	read, ok := s.read[key]
+	return ok && read == gen
+}
+
+// fromCache tells whether reads under ctx may come from a report at all.
+func (x *Cache) fromCache(ctx context.Context) bool {
+	return x.MaxAge > 0 && (CachedReads(ctx) || scopeOf(ctx) != nil)
+}
+
 // lookup returns the report of vg in m if ctx may use one and it is
 // current; the generation to read a new one at otherwise.
-func lookup[T any](x *Cache, ctx context.Context, m map[string]cached[T], vg string) (v T, gen uint64, ok bool) {
+func lookup[T any](x *Cache, ctx context.Context, kind string, m map[string]cached[T], vg string) (v T, gen uint64, ok bool) {
 	x.mu.Lock()
-	defer x.mu.Unlock()
 	gen = x.gens[vg]
 	e, found := m[vg]
-	if found && e.gen == gen && x.MaxAge > 0 && CachedReads(ctx) && x.now().Sub(e.at) < x.MaxAge {
+	x.mu.Unlock()
+	if found && e.gen == gen && x.usable(ctx, kind+" "+vg, gen, e.at) {
 		return e.v, gen, true
 	}
 	return v, gen, false
 }
 
-// store keeps a report read at gen, unless a change began since.
-func store[T any](x *Cache, m map[string]cached[T], vg string, gen uint64, v T) {
+// store keeps a report read at gen, unless a change began since, and
+// notes it as read for ctx's operation (WithSharedReads).
+func store[T any](x *Cache, ctx context.Context, kind string, m map[string]cached[T], vg string, gen uint64, v T) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if x.gens[vg] == gen {
-		m[vg] = cached[T]{v: v, gen: gen, at: x.now()}
+	if x.gens[vg] != gen {
+		return
+	}
+	m[vg] = cached[T]{v: v, gen: gen, at: x.now()}
+	if s := scopeOf(ctx); s != nil {
+		s.mu.Lock()
+		s.read[kind+" "+vg] = gen
+		s.mu.Unlock()
 	}
 }
 
-// read answers from the cache or runs fetch and keeps what it returns.
-func read[T any](x *Cache, ctx context.Context, m map[string]cached[T], vg string, fetch func() (T, error)) (T, error) {
-	v, gen, ok := lookup(x, ctx, m, vg)
+// read answers from the cache or runs fetch and keeps what it returns;
+// kind names the report ("lvs", "vgs", "pvs").
+func read[T any](x *Cache, ctx context.Context, kind string, m map[string]cached[T], vg string, fetch func() (T, error)) (T, error) {
+	v, gen, ok := lookup(x, ctx, kind, m, vg)
 	if ok {
 		return v, nil
 	}
 	v, err := fetch()
 	if err != nil {
+		x.failedRead(ctx, vg)
 		return v, err
 	}
-	store(x, m, vg, gen, v)
+	store(x, ctx, kind, m, vg, gen, v)
 	return v, nil
 }
 
@@ -124,6 +196,19 @@ func (x *Cache) bump(vg string) {
 	x.mu.Unlock()
 }
 
+// failedRead forgets the reports of vg after a read of lvm2 failed: the
+// failure is newer than any of them. A VG whose disks vanished fails every
+// fresh read, a volume health probe's for one, while a report read before
+// would still say all is well for up to MaxAge; so the next query reads
+// too, and fails as it should. An LV not found may also be news (removed
+// by hand). A read cut by its context tells nothing of lvm2 and forgets
+// nothing.
+func (x *Cache) failedRead(ctx context.Context, vg string) {
+	if ctx.Err() == nil {
+		x.bump(vg)
+	}
+}
+
 // Invalidate forgets what the cache knows of vg, for changes made without
 // it (by hand, by another program).
 func (x *Cache) Invalidate(vg string) { x.bump(vg) }
@@ -133,7 +218,7 @@ func (x *Cache) GetVG(ctx context.Context, vg string) (VG, error) {
 	if err := ValidateVGName(vg); err != nil {
 		return VG{}, err
 	}
-	v, err := read(x, ctx, x.vgs, vg, func() (VG, error) { return x.c.GetVG(ctx, vg) })
+	v, err := read(x, ctx, "vgs", x.vgs, vg, func() (VG, error) { return x.c.GetVG(ctx, vg) })
 	v.Tags = slices.Clone(v.Tags)
 	return v, err
 }
@@ -143,13 +228,13 @@ func (x *Cache) ListVGPVs(ctx context.Context, vg string) ([]PV, error) {
 	if err := ValidateVGName(vg); err != nil {
 		return nil, err
 	}
-	pvs, err := read(x, ctx, x.pvs, vg, func() ([]PV, error) { return x.c.ListVGPVs(ctx, vg) })
+	pvs, err := read(x, ctx, "pvs", x.pvs, vg, func() ([]PV, error) { return x.c.ListVGPVs(ctx, vg) })
 	return slices.Clone(pvs), err
 }
 
 // allLVs is Client.ListAllLVs through the cache; the caller gets copies.
 func (x *Cache) allLVs(ctx context.Context, vg string) ([]LV, error) {
-	lvs, err := read(x, ctx, x.lvs, vg, func() ([]LV, error) { return x.c.ListAllLVs(ctx, vg) })
+	lvs, err := read(x, ctx, "lvs", x.lvs, vg, func() ([]LV, error) { return x.c.ListAllLVs(ctx, vg) })
 	if err != nil {
 		return nil, err
 	}
@@ -182,13 +267,17 @@ func (x *Cache) ListAllLVs(ctx context.Context, vg string) ([]LV, error) {
 }
 
 // GetLV is Client.GetLV. A fresh read asks lvm2 for the one LV; a cached
-// one finds it in the VG's report.
+// or shared one finds it in the VG's report.
 func (x *Cache) GetLV(ctx context.Context, vg, name string) (LV, error) {
 	if err := validateVGLV(vg, name); err != nil {
 		return LV{}, err
 	}
-	if !CachedReads(ctx) || x.MaxAge <= 0 {
-		return x.c.GetLV(ctx, vg, name)
+	if !x.fromCache(ctx) {
+		lv, err := x.c.GetLV(ctx, vg, name)
+		if err != nil {
+			x.failedRead(ctx, vg)
+		}
+		return lv, err
 	}
 	all, err := x.allLVs(ctx, vg)
 	if err != nil {

@@ -37,6 +37,21 @@ func (x *Cache) CreateCOWSnapshot(ctx context.Context, vg, origin, name string, 
 	return x.changed(vg, func() (LV, error) { return x.c.CreateCOWSnapshot(ctx, vg, origin, name, cowSize, tags...) })
 }
 
+// CreateSnapshotOf is Client.CreateSnapshotOf.
+func (x *Cache) CreateSnapshotOf(ctx context.Context, origin LV, name string, o SnapshotOptions) (LV, error) {
+	return x.changed(origin.VGName, func() (LV, error) { return x.c.CreateSnapshotOf(ctx, origin, name, o) })
+}
+
+// RemoveLVOf is Client.RemoveLVOf.
+func (x *Cache) RemoveLVOf(ctx context.Context, lv LV) error {
+	return x.changing(lv.VGName, func() error { return x.c.RemoveLVOf(ctx, lv) })
+}
+
+// RetagAndActivate is Client.RetagAndActivate.
+func (x *Cache) RetagAndActivate(ctx context.Context, vg, name string, add, remove []string, active bool) error {
+	return x.changing(vg, func() error { return x.c.RetagAndActivate(ctx, vg, name, add, remove, active) })
+}
+
 // RemoveLV is Client.RemoveLV.
 func (x *Cache) RemoveLV(ctx context.Context, vg, name string) error {
 	return x.changing(vg, func() error { return x.c.RemoveLV(ctx, vg, name) })

@@ -16,13 +16,17 @@ type reportRunner struct {
 	mu           sync.Mutex
 	ran          map[string]int
 	duringReport func()
+	fail         error // every report fails with it, when set
 }
 
 func (r *reportRunner) Run(_ context.Context, name string, args ...string) ([]byte, error) {
 	r.mu.Lock()
 	r.ran[args[0]]++
-	hook := r.duringReport
+	hook, fail := r.duringReport, r.fail
 	r.mu.Unlock()
+	if fail != nil && (args[0] == "lvs" || args[0] == "vgs" || args[0] == "pvs") {
+		return nil, fail
+	}
 	switch args[0] {
 	case "lvs":
 		if hook != nil {
@@ -147,6 +151,14 @@ func TestEveryChangeInvalidatesItsVG(t *testing.T) {
 			_, err := x.CreateThinPool(ctx, "carve-thin", "p", 1<<30)
 			return err
 		},
+		"CreateSnapshotOf": func(x *Cache) error {
+			_, err := x.CreateSnapshotOf(ctx, LV{VGName: "carve-thin", Name: "thin1", Attr: "Vwi-a-tz--"}, "s", SnapshotOptions{SkipReadBack: true})
+			return err
+		},
+		"RemoveLVOf": func(x *Cache) error { return x.RemoveLVOf(ctx, LV{VGName: "carve-thin", Name: "thin1"}) },
+		"RetagAndActivate": func(x *Cache) error {
+			return x.RetagAndActivate(ctx, "carve-thin", "thin1", []string{"a"}, nil, true)
+		},
 		"Invalidate": func(x *Cache) error { x.Invalidate("carve-thin"); return nil },
 	}
 	for name, change := range changes {
@@ -213,5 +225,102 @@ func TestFailedReadsAreNotKept(t *testing.T) {
 	_, _ = x.GetVG(queryCtx, "other")
 	if r.count("vgs") != 2 {
 		t.Errorf("vgs ran %d times, want 2: a failed read is asked again", r.count("vgs"))
+	}
+}
+
+// Shared reads: one lvs for the operation's questions, again after a
+// change it makes, never a report older than the operation; what it read
+// serves the queries after it.
+func TestSharedReadsRunLVMOncePerOperation(t *testing.T) {
+	x, r, now := newCacheUnderTest(t)
+	_, _ = x.GetLV(queryCtx, "carve-thin", "thin1") // a report older than the operation
+	op := WithSharedReads(context.Background())
+	for _, name := range []string{"thin1", "pool0", "thin1"} {
+		if _, err := x.GetLV(op, "carve-thin", name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := r.count("lvs"); got != 2 {
+		t.Errorf("lvs ran %d times, want 2: the query's, then one for the operation (not the query's report)", got)
+	}
+	// Each report on its own: the VG's, read by a query before, is read
+	// again for the operation although its lvs was.
+	_, _ = x.GetVG(queryCtx, "carve-thin")
+	_, _ = x.GetVG(op, "carve-thin")
+	_, _ = x.GetVG(op, "carve-thin")
+	if got := r.count("vgs"); got != 2 {
+		t.Errorf("vgs ran %d times, want 2: the query's and the operation's", got)
+	}
+	if err := x.Activate(op, "carve-thin", "thin1"); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = x.GetLV(op, "carve-thin", "thin1")
+	_, _ = x.GetLV(op, "carve-thin", "pool0")
+	if got := r.count("lvs"); got != 3 {
+		t.Errorf("lvs ran %d times, want 3: once more after the operation's change", got)
+	}
+	*now = now.Add(time.Second)
+	_, _ = x.GetLV(queryCtx, "carve-thin", "thin1")
+	if got := r.count("lvs"); got != 3 {
+		t.Errorf("lvs ran %d times, want 3: a query reuses the operation's report", got)
+	}
+	_, _ = x.GetLV(WithSharedReads(context.Background()), "carve-thin", "thin1")
+	if got := r.count("lvs"); got != 4 {
+		t.Errorf("lvs ran %d times, want 4: another operation reads afresh", got)
+	}
+	x.MaxAge = 0
+	_, _ = x.GetLV(op, "carve-thin", "thin1")
+	_, _ = x.GetLV(op, "carve-thin", "thin1")
+	if got := r.count("lvs"); got != 6 {
+		t.Errorf("lvs ran %d times, want 6: with caching off every read runs lvm2", got)
+	}
+}
+
+// TestAFailedFreshReadIsNewerThanTheCache: once a fresh read fails (the
+// VG's disks vanished, a health probe found out), queries stop answering
+// from the report read before and ask lvm2, which fails them too.
+func TestAFailedFreshReadIsNewerThanTheCache(t *testing.T) {
+	for name, fresh := range map[string]func(x *Cache) error{
+		"GetLV": func(x *Cache) error { _, err := x.GetLV(context.Background(), "carve-thin", "thin1"); return err },
+		"GetVG": func(x *Cache) error { _, err := x.GetVG(context.Background(), "carve-thin"); return err },
+	} {
+		t.Run(name, func(t *testing.T) {
+			x, r, _ := newCacheUnderTest(t)
+			if _, err := x.GetLV(queryCtx, "carve-thin", "thin1"); err != nil {
+				t.Fatal(err)
+			}
+			r.mu.Lock()
+			r.fail = errors.New("exit status 5: Volume group \"carve-thin\" not found")
+			r.mu.Unlock()
+			if err := fresh(x); err == nil {
+				t.Fatal("the fresh read did not fail")
+			}
+			before := r.count("lvs")
+			if _, err := x.GetLV(queryCtx, "carve-thin", "thin1"); err == nil {
+				t.Errorf("a query after a failed fresh read answered from the report before it")
+			}
+			if r.count("lvs") != before+1 {
+				t.Errorf("the query ran lvs %d times, want once", r.count("lvs")-before)
+			}
+		})
+	}
+}
+
+// TestACancelledReadKeepsTheCache: a read cut by its caller's context says
+// nothing of lvm2, so the report stays.
+func TestACancelledReadKeepsTheCache(t *testing.T) {
+	x, r, _ := newCacheUnderTest(t)
+	if _, err := x.GetLV(queryCtx, "carve-thin", "thin1"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r.mu.Lock()
+	r.fail = context.Canceled
+	r.mu.Unlock()
+	_, _ = x.GetLV(ctx, "carve-thin", "thin1")
+	before := r.count("lvs")
+	if _, err := x.GetLV(queryCtx, "carve-thin", "thin1"); err != nil || r.count("lvs") != before {
+		t.Errorf("query after a cancelled read: %v, %d lvs runs; want the cached answer", err, r.count("lvs")-before)
 	}
 }

@@ -253,3 +253,26 @@ func TestVGAndPVCommands(t *testing.T) {
 		t.Error("CreateVG without devices succeeded")
 	}
 }
+
+func TestRemoveLVOfAndRetag(t *testing.T) {
+	c := newFake(t,
+		step{args: []string{"lvremove", "--yes", "carve-linear/vol1"}},
+		step{args: []string{"lvchange", "--addtag", "a", "--deltag", "b", "-ay", "carve-linear/vol1"}},
+		step{args: []string{"lvchange", "--deltag", "b", "-an", "carve-linear/vol1"}},
+	)
+	if err := c.RemoveLVOf(ctx, LV{VGName: "carve-linear", Name: "vol1", Attr: "-wi-a-----"}); err != nil {
+		t.Errorf("RemoveLVOf: %v", err)
+	}
+	if err := c.RemoveLVOf(ctx, LV{VGName: "carve-linear", Name: "vol1", Attr: "owi-a-----"}); !errors.Is(err, ErrHasDependents) {
+		t.Errorf("RemoveLVOf of an origin: %v, want ErrHasDependents before lvremove", err)
+	}
+	if err := c.RetagAndActivate(ctx, "carve-linear", "vol1", []string{"a"}, []string{"b"}, true); err != nil {
+		t.Error(err)
+	}
+	if err := c.RetagAndActivate(ctx, "carve-linear", "vol1", nil, []string{"b"}, false); err != nil {
+		t.Error(err)
+	}
+	if err := c.RetagAndActivate(ctx, "carve-linear", "vol1", []string{"bad tag"}, nil, true); !errors.Is(err, ErrInvalidName) {
+		t.Errorf("bad tag: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package lvm
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 )
 
@@ -35,6 +36,17 @@ type CreateLVOptions struct {
 	// a value gone stale cannot make a wrong LV; passing it saves a vgs,
 	// which costs as much as the lvcreate on a slow node.
 	ExtentSize uint64
+
+	// Inactive creates a thin LV inactive (lvcreate -an): one metadata
+	// commit and no device, where an active one would need an lvchange -an
+	// after. lvm2 refuses -an for thick LVs, which must be active to be
+	// zeroed ("--activate n requires --zero n"): Validate does too.
+	Inactive bool
+	// SkipReadBack makes CreateLV return the LV as o describes it (see
+	// described) instead of reading it back with lvs: lvcreate's success
+	// tells that the LV exists as asked, and a caller that needs no more
+	// than that saves one lvm2 run.
+	SkipReadBack bool
 }
 
 // Bounds that keep size arithmetic far from overflow; lvm2's own limits
@@ -110,6 +122,8 @@ func (o CreateLVOptions) invalidReason() string {
 		return "a stripe size needs stripes > 1"
 	case o.StripeSize != 0 && (o.StripeSize < minStripeSize || o.StripeSize&(o.StripeSize-1) != 0):
 		return fmt.Sprintf("stripe size %d is not a power of two of at least 4 KiB", o.StripeSize)
+	case o.Inactive && o.ThinPool == "":
+		return "only a thin LV can be created inactive: a thick one is zeroed, which needs it active"
 	}
 	return ""
 }
@@ -141,7 +155,20 @@ func (c *Client) CreateLV(ctx context.Context, o CreateLVOptions) (LV, error) {
 	if _, err := c.run(ctx, args...); err != nil {
 		return LV{}, fmt.Errorf("lvcreate %s/%s: %w", o.VG, o.Name, err)
 	}
+	if o.SkipReadBack {
+		return o.described(extent), nil
+	}
 	return c.GetLV(ctx, o.VG, o.Name)
+}
+
+// described is the LV lvcreate has just made of o in a VG of the given
+// extent size: its name, size (rounded as lvm2 rounds it, see roundedSize),
+// tags, pool and activation. What only lvm2 knows stays unset: UUID, attr,
+// layout, creation time, device numbers (-1, as for an inactive LV).
+func (o CreateLVOptions) described(extent uint64) LV {
+	return LV{Name: o.Name, VGName: o.VG, Path: "/dev/" + o.VG + "/" + o.Name, Size: o.roundedSize(extent),
+		Tags: slices.Clone(o.Tags), PoolLV: o.ThinPool, Active: !o.Inactive, ExtentSize: extent,
+		KernelMajor: -1, KernelMinor: -1}
 }
 
 // createArgs builds the lvcreate command for a VG of the given extent size.
@@ -161,6 +188,9 @@ func (o CreateLVOptions) createArgs(extent uint64) ([]string, error) {
 	case typeThin:
 		// --zero is refused for thin volumes: zeroing is the pool's setting.
 		args = append(args, "-V", bytesArg(size), "--thinpool", o.ThinPool, "--yes")
+		if o.Inactive {
+			args = append(args, "-an")
+		}
 	case typeStriped:
 		args = append(args, "-i", strconv.Itoa(o.Stripes))
 		if o.StripeSize != 0 {

@@ -110,3 +110,24 @@ func TestCreateLVPlacementFailures(t *testing.T) {
 		}
 	}
 }
+
+// A thin LV created inactive and not read back is one lvm2 run: what the
+// driver's CreateVolume of a thin volume runs after its pool's lvs.
+func TestCreateLVInactiveWithoutReadBack(t *testing.T) {
+	c := newFake(t, step{args: []string{"lvcreate", "-n", "thin9", "-V", "8388608b", "--thinpool", "pool0", "--yes", "-an",
+		"--addtag", "t=1", "carve-thin"}})
+	o := CreateLVOptions{VG: "carve-thin", Name: "thin9", Size: 5 * mib, ThinPool: "pool0", Tags: []string{"t=1"},
+		ExtentSize: 4 * mib, Inactive: true, SkipReadBack: true}
+	lv, err := c.CreateLV(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lv.Name != "thin9" || lv.VGName != "carve-thin" || lv.Size != 8*mib || lv.Active || lv.PoolLV != "pool0" ||
+		!lv.HasTag("t=1") || lv.KernelMajor != -1 {
+		t.Errorf("CreateLV = %+v, want the inactive thin LV the options describe", lv)
+	}
+	thick := CreateLVOptions{VG: "vg", Name: "x", Size: mib, Inactive: true}
+	if _, err := c.CreateLV(ctx, thick); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("inactive thick LV: error = %v, want ErrInvalidArgument (lvm2 zeroes it active)", err)
+	}
+}

@@ -32,6 +32,11 @@ type LV struct {
 	SkipActivation bool
 	// ExtentSize is the VG's extent size; sizes are multiples of it.
 	ExtentSize uint64
+	// VGMissingPVs is vg_missing_pv_count: how many of the VG's PVs lvm2
+	// cannot find. lvm2 refuses lvcreate and lvextend then, but takes tag
+	// changes and lvremove (see ErrPVMissing); an operation that read the
+	// LV tells it from this report, without a vgs.
+	VGMissingPVs int
 
 	// Health of RAID LVs and thin pools, beyond Health and the percents:
 
@@ -98,6 +103,7 @@ type rawLV struct {
 	Health          string `json:"lv_health_status"`
 	CopyPercent     string `json:"copy_percent"`
 	ExtentSize      string `json:"vg_extent_size"`
+	VGMissingPVs    string `json:"vg_missing_pv_count"`
 	SyncAction      string `json:"raid_sync_action"`
 	MismatchCount   string `json:"raid_mismatch_count"`
 	WhenFull        string `json:"lv_when_full"`
@@ -153,6 +159,7 @@ func convertLV(r rawLV) (LV, error) {
 		Hidden:          hidden,
 		SkipActivation:  attrAt(r.Attr, 9) == 'k',
 		ExtentSize:      p.uint("vg_extent_size", r.ExtentSize),
+		VGMissingPVs:    p.int("vg_missing_pv_count", r.VGMissingPVs),
 		SyncAction:      r.SyncAction,
 		MismatchCount:   p.uint("raid_mismatch_count", r.MismatchCount),
 		WhenFull:        r.WhenFull,

@@ -37,6 +37,28 @@ func (c *Client) RemoveLV(ctx context.Context, vg, name string) error {
 	return nil
 }
 
+// RemoveLVOf is RemoveLV of an LV the caller has read, which saves its
+// listing of the VG: lv's own report tells whether lvremove would take
+// other LVs with it, for an origin of COW snapshots says so in its attr.
+// A thin pool's thin volumes show only in a listing: a pool goes through
+// RemoveLV. The caller answers for the report being current enough (see
+// its use); lvremove itself refuses an LV that is open or gone.
+func (c *Client) RemoveLVOf(ctx context.Context, lv LV) error {
+	if err := validateVGLV(lv.VGName, lv.Name); err != nil {
+		return err
+	}
+	if lv.IsThinPool() {
+		return c.RemoveLV(ctx, lv.VGName, lv.Name)
+	}
+	if lv.HasCOWSnapshots() {
+		return fmt.Errorf("lvremove %s/%s: %w (COW snapshots)", lv.VGName, lv.Name, ErrHasDependents)
+	}
+	if _, err := c.run(ctx, "lvremove", "--yes", lv.VGName+"/"+lv.Name); err != nil {
+		return fmt.Errorf("lvremove %s/%s: %w", lv.VGName, lv.Name, err)
+	}
+	return nil
+}
+
 func indexLV(lvs []LV, name string) int {
 	for i, lv := range lvs {
 		if lv.Name == name {
@@ -96,6 +118,36 @@ func (c *Client) AddTags(ctx context.Context, vg, name string, tags ...string) e
 // RemoveTags removes tags from an LV; absent tags are ignored by lvm2.
 func (c *Client) RemoveTags(ctx context.Context, vg, name string, tags ...string) error {
 	return c.changeTags(ctx, "--deltag", vg, name, tags)
+}
+
+// RetagAndActivate changes an LV's tags and then its activation in one
+// lvchange run (`lvchange --addtag a --deltag d -ay|-an vg/name`): lvm2
+// commits the tag changes first and changes the activation after (its
+// properties command runs before its activation command, kept so for
+// compatibility; lvm2 warns that it is not advised). A crash, or a failed
+// activation, in between leaves the tags changed and the activation as it
+// was; callers use it only where that order is the safe one. It cannot
+// override the activation-skip flag (-K belongs to the activation command
+// alone): callers activate such LVs with Activate.
+func (c *Client) RetagAndActivate(ctx context.Context, vg, name string, add, remove []string, active bool) error {
+	if err := validateTags(add); err != nil {
+		return err
+	}
+	if err := validateTags(remove); err != nil {
+		return err
+	}
+	var args []string
+	for _, t := range add {
+		args = append(args, "--addtag", t)
+	}
+	for _, t := range remove {
+		args = append(args, "--deltag", t)
+	}
+	what, flag := "tags, deactivate", "-an"
+	if active {
+		what, flag = "tags, activate", "-ay"
+	}
+	return c.lvchange(ctx, what, vg, name, append(args, flag)...)
 }
 
 func (c *Client) changeTags(ctx context.Context, flag, vg, name string, tags []string) error {

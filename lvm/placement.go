@@ -104,15 +104,21 @@ func (c *Client) CheckPlacement(ctx context.Context, opts CreateLVOptions) error
 	if kind != typeStriped && kind != typeRAID1 {
 		return nil
 	}
-	vg, err := c.GetVG(ctx, opts.VG)
-	if err != nil {
-		return fmt.Errorf("placement %s/%s: %w", opts.VG, opts.Name, err)
+	// The extent size the caller read with the VG, as for CreateLV: it
+	// only sizes the legs, and saves a vgs.
+	extent := opts.ExtentSize
+	if extent == 0 {
+		vg, err := c.GetVG(ctx, opts.VG)
+		if err != nil {
+			return fmt.Errorf("placement %s/%s: %w", opts.VG, opts.Name, err)
+		}
+		extent = vg.ExtentSize
 	}
 	pvs, err := c.ListVGPVs(ctx, opts.VG)
 	if err != nil {
 		return fmt.Errorf("placement %s/%s: %w", opts.VG, opts.Name, err)
 	}
-	need := legFootprint(opts, vg.ExtentSize)
+	need := legFootprint(opts, extent)
 	fit := 0
 	for _, pv := range pvs {
 		if pv.Allocatable() && pv.Free >= need {

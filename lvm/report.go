@@ -17,9 +17,9 @@ import (
 // testdata/capture.sh records fixtures with these same lists;
 // TestCaptureScriptUsesClientFields keeps the two in step.
 //
-// lvFields holds LV fields only: one segment field (stripes, zero,
-// devices...) makes lvs print a row per segment, so an extended LV would
-// be listed twice.
+// lvFields holds LV fields (and VG ones, one value per LV) only: one
+// segment field (stripes, zero, devices...) makes lvs print a row per
+// segment, so an extended LV would be listed twice.
 const (
 	pvFields = "pv_name,vg_name,pv_uuid,pv_size,pv_free,pv_missing,pv_attr"
 	vgFields = "vg_name,vg_uuid,vg_size,vg_free,vg_extent_size,vg_extent_count,vg_free_count," +
@@ -27,7 +27,7 @@ const (
 	lvFields = "lv_name,vg_name,lv_uuid,lv_path,lv_dm_path,lv_size,lv_attr,lv_tags,lv_layout,lv_role," +
 		"lv_active,lv_device_open,pool_lv,origin,data_percent,metadata_percent,lv_health_status," +
 		"copy_percent,vg_extent_size,raid_sync_action,raid_mismatch_count,lv_when_full," +
-		"lv_metadata_size,lv_check_needed,lv_time,lv_kernel_major,lv_kernel_minor"
+		"lv_metadata_size,lv_check_needed,lv_time,lv_kernel_major,lv_kernel_minor,vg_missing_pv_count"
 )
 
 // reportConfig pins the lvm.conf settings that change how values are

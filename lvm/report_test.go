@@ -288,3 +288,16 @@ func TestCaptureScriptUsesClientFields(t *testing.T) {
 		t.Errorf("capture.sh REPORT does not match reportArgs: want %s", want)
 	}
 }
+
+// lvs reports the VG's missing PVs with each LV, so that an operation that
+// read the LV it changes needs no vgs to tell them.
+func TestLVReportsItsVGMissingPVs(t *testing.T) {
+	lvs, err := parseLVs([]byte(`{"report":[{"lv":[{"lv_name":"a","vg_name":"vg","vg_missing_pv_count":"1"},` +
+		`{"lv_name":"b","vg_name":"vg","vg_missing_pv_count":""}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lvs) != 2 || lvs[0].VGMissingPVs != 1 || lvs[1].VGMissingPVs != 0 {
+		t.Errorf("parsed %+v, want VGMissingPVs 1 and 0", lvs)
+	}
+}

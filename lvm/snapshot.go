@@ -3,6 +3,7 @@ package lvm
 import (
 	"context"
 	"fmt"
+	"slices"
 )
 
 // CreateThinSnapshot snapshots a thin LV in its pool: instant, no size of
@@ -53,6 +54,69 @@ func (c *Client) CreateCOWSnapshot(ctx context.Context, vg, origin, name string,
 	return c.createSnapshot(ctx, vg, origin, name, tags, "-L", bytesArg(size))
 }
 
+// SnapshotOptions describe a snapshot that CreateSnapshotOf makes of an
+// origin the caller has just read.
+type SnapshotOptions struct {
+	Tags []string
+	// COWSize > 0 makes a COW snapshot of a thick origin with that many
+	// bytes of copy-on-write space (as CreateCOWSnapshot); 0 a thin
+	// snapshot of a thin origin (as CreateThinSnapshot).
+	COWSize uint64
+	// Inactive creates a thin snapshot inactive (lvcreate -an), which lvm2
+	// allows for thin LVs only: a COW snapshot is active with its origin.
+	Inactive bool
+	// SkipReadBack returns the snapshot as the options and the origin
+	// describe it instead of reading it back (see CreateLVOptions).
+	SkipReadBack bool
+}
+
+// CreateSnapshotOf is CreateThinSnapshot or CreateCOWSnapshot of an origin
+// the caller has read itself, which saves their lvs of the origin: origin
+// is only judged (its kind, its extent size), and lvcreate refuses an
+// origin that is gone. With o.SkipReadBack it runs lvcreate alone.
+func (c *Client) CreateSnapshotOf(ctx context.Context, origin LV, name string, o SnapshotOptions) (LV, error) {
+	vg := origin.VGName
+	if err := validateVGLV(vg, name); err != nil {
+		return LV{}, err
+	}
+	if err := validateVGLV(vg, origin.Name); err != nil {
+		return LV{}, err
+	}
+	if err := validateTags(o.Tags); err != nil {
+		return LV{}, err
+	}
+	var extra []string
+	snap := LV{Name: name, VGName: vg, Path: "/dev/" + vg + "/" + name, Tags: slices.Clone(o.Tags), Origin: origin.Name,
+		ExtentSize: origin.ExtentSize, KernelMajor: -1, KernelMinor: -1}
+	switch {
+	case o.COWSize == 0 && !origin.IsThinVolume():
+		return LV{}, fmt.Errorf("lvcreate %s/%s: %w: origin %s is not a thin LV (attr %s)", vg, name, ErrInvalidArgument, origin.Name, origin.Attr)
+	case o.COWSize == 0:
+		extra = []string{"-kn"}
+		if o.Inactive {
+			extra = append(extra, "-an")
+		}
+		snap.Size, snap.PoolLV, snap.Active = origin.Size, origin.PoolLV, !o.Inactive && origin.Active
+	case o.Inactive || origin.IsThinVolume() || origin.IsThinPool() || origin.IsCOWSnapshot():
+		return LV{}, fmt.Errorf("lvcreate %s/%s: %w: origin %s is not a thick LV (attr %s), or an inactive COW snapshot was asked",
+			vg, name, ErrInvalidArgument, origin.Name, origin.Attr)
+	default:
+		size := RoundUp(o.COWSize, origin.ExtentSize)
+		if size == 0 {
+			return LV{}, fmt.Errorf("lvcreate %s/%s: snapshot size %d is too large", vg, name, o.COWSize)
+		}
+		extra = []string{"-L", bytesArg(size)}
+		snap.Size, snap.Active = size, true
+	}
+	if !o.SkipReadBack {
+		return c.createSnapshot(ctx, vg, origin.Name, name, o.Tags, extra...)
+	}
+	if err := c.runSnapshot(ctx, vg, origin.Name, name, o.Tags, extra...); err != nil {
+		return LV{}, err
+	}
+	return snap, nil
+}
+
 // snapshotOrigin validates a snapshot request and reports its origin, so
 // that a missing or unsuitable origin is told apart from lvm2's messages.
 func (c *Client) snapshotOrigin(ctx context.Context, vg, origin, name string, tags []string) (LV, error) {
@@ -72,14 +136,22 @@ func (c *Client) snapshotOrigin(ctx context.Context, vg, origin, name string, ta
 	return o, nil
 }
 
-// createSnapshot runs `lvcreate -s -n name extra... --yes tags vg/origin`.
+// createSnapshot runs `lvcreate -s -n name extra... --yes tags vg/origin`
+// and reads the snapshot back.
 func (c *Client) createSnapshot(ctx context.Context, vg, origin, name string, tags []string, extra ...string) (LV, error) {
+	if err := c.runSnapshot(ctx, vg, origin, name, tags, extra...); err != nil {
+		return LV{}, err
+	}
+	return c.GetLV(ctx, vg, name)
+}
+
+func (c *Client) runSnapshot(ctx context.Context, vg, origin, name string, tags []string, extra ...string) error {
 	args := append(append([]string{"lvcreate", "-s", "-n", name}, extra...), "--yes")
 	for _, t := range tags {
 		args = append(args, "--addtag", t)
 	}
 	if _, err := c.run(ctx, append(args, vg+"/"+origin)...); err != nil {
-		return LV{}, fmt.Errorf("lvcreate %s/%s: %w", vg, name, err)
+		return fmt.Errorf("lvcreate %s/%s: %w", vg, name, err)
 	}
-	return c.GetLV(ctx, vg, name)
+	return nil
 }

@@ -127,3 +127,39 @@ func TestExtendLVTypes(t *testing.T) {
 		t.Errorf("size 0: %v, want ErrInvalidArgument", err)
 	}
 }
+
+// Snapshots of an origin the caller has read: lvcreate alone, no lvs of
+// the origin, none of the snapshot with SkipReadBack.
+func TestCreateSnapshotOf(t *testing.T) {
+	thin := LV{VGName: "carve-thin", Name: "thin1", Attr: "Vwi-a-tz--", Size: 8 * mib, PoolLV: "pool0", ExtentSize: 4 * mib}
+	thick := LV{VGName: "carve-cow", Name: "origin1", Attr: "-wi-a-----", Size: 8 * mib, ExtentSize: 4 * mib}
+	c := newFake(t,
+		step{args: []string{"lvcreate", "-s", "-n", "s1", "-kn", "-an", "--yes", "--addtag", "a", "carve-thin/thin1"}},
+		step{args: []string{"lvcreate", "-s", "-n", "f1", "-L", "8388608b", "--yes", "carve-cow/origin1"}},
+		step{args: []string{"lvcreate", "-s", "-n", "thinsnap2", "-kn", "--yes", "carve-thin/thin1"}},
+		step{args: lvsArgs("carve-thin/thinsnap2"), out: "@thin-lvs"},
+	)
+	snap, err := c.CreateSnapshotOf(ctx, thin, "s1", SnapshotOptions{Tags: []string{"a"}, Inactive: true, SkipReadBack: true})
+	if err != nil || snap.Active || snap.Size != thin.Size || snap.PoolLV != "pool0" || snap.Origin != "thin1" || !snap.HasTag("a") {
+		t.Errorf("thin CreateSnapshotOf = %+v, %v", snap, err)
+	}
+	cow, err := c.CreateSnapshotOf(ctx, thick, "f1", SnapshotOptions{COWSize: 5 * mib, SkipReadBack: true})
+	if err != nil || !cow.Active || cow.Size != 8*mib || cow.Origin != "origin1" {
+		t.Errorf("COW CreateSnapshotOf = %+v, %v", cow, err)
+	}
+	if snap, err := c.CreateSnapshotOf(ctx, thin, "thinsnap2", SnapshotOptions{}); err != nil || snap.Name != "thinsnap2" {
+		t.Errorf("read back: %+v, %v", snap, err)
+	}
+	for name, bad := range map[string]func() error{
+		"thin of thick": func() error { _, err := c.CreateSnapshotOf(ctx, thick, "s", SnapshotOptions{}); return err },
+		"COW of thin":   func() error { _, err := c.CreateSnapshotOf(ctx, thin, "s", SnapshotOptions{COWSize: mib}); return err },
+		"inactive COW": func() error {
+			_, err := c.CreateSnapshotOf(ctx, thick, "s", SnapshotOptions{COWSize: mib, Inactive: true})
+			return err
+		},
+	} {
+		if err := bad(); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("%s: error = %v, want ErrInvalidArgument before lvcreate", name, err)
+		}
+	}
+}

@@ -365,7 +365,7 @@ func TestSnapshotDeleteFailureReachesTheCO(t *testing.T) {
 	var refuse atomic.Bool
 	b, f := clusterWith(t, func(_ *lvmvol.Manager, f *lvmfake.LVM) {
 		f.Fail = func(call string) error {
-			if call == "RemoveLV" && refuse.Load() {
+			if (call == "RemoveLV" || call == "RemoveLVOf") && refuse.Load() {
 				return fmt.Errorf("lvremove: %w", lvm.ErrBusy)
 			}
 			return nil

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"carve.dev/carve/driver/volume"
+	"carve.dev/carve/lvm"
 )
 
 // volumeDevice is a Carve volume of this node and the device node that was
@@ -78,6 +79,24 @@ func (n *Node) resolveLV(ctx context.Context, volumeID string) (volumeDevice, er
 			volume.ErrFailedPrecondition, vol.DevicePath, unix.Major(rdev), unix.Minor(rdev), id.VG, id.LV, vol.KernelMajor, vol.KernelMinor)
 	}
 	return volumeDevice{Volume: vol, Path: vol.DevicePath, Rdev: rdev, LVPath: vol.DevicePath, LVRdev: rdev}, nil
+}
+
+// resolveStaged is resolveDevice for the node calls that follow
+// NodeStageVolume and only bind or unmount what it mounted
+// (NodePublishVolume, NodeUnpublishVolume, NodeUnstageVolume): LVM may
+// answer from a recent report (lvm.WithCachedReads), usually the one
+// NodeStageVolume read (lvm.WithSharedReads), as NodeGetVolumeStats does.
+// That is safe for the same reason: the device number from the report
+// must still match the device node the kernel shows, and the mount they
+// bind or unmount must be of that device (checkStaged, checkOwnMount), so
+// a report stale by a change made outside Carve can only refuse, never
+// lead to another device. A refusal is checked again on a fresh read, so
+// that a stale report cannot hold a call up for the cache's max age.
+func (n *Node) resolveStaged(ctx context.Context, volumeID string) (volumeDevice, error) {
+	if dev, err := n.resolveDevice(lvm.WithCachedReads(ctx), volumeID); err == nil {
+		return dev, nil
+	}
+	return n.resolveDevice(ctx, volumeID)
 }
 
 // waitForDevice waits (DeviceWait) for the device node of an active LV:

@@ -21,7 +21,7 @@ func (n *Node) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolume
 	if err := checkPublishRequest(req); err != nil {
 		return nil, err
 	}
-	dev, err := n.resolveDevice(ctx, req.GetVolumeId())
+	dev, err := n.resolveStaged(ctx, req.GetVolumeId())
 	if err != nil {
 		return nil, err
 	}

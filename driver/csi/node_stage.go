@@ -10,6 +10,7 @@ import (
 
 	"carve.dev/carve/driver/nodefs"
 	"carve.dev/carve/driver/volume"
+	"carve.dev/carve/lvm"
 )
 
 // NodeStageVolume mounts the volume's filesystem at the staging path,
@@ -31,7 +32,9 @@ func (n *Node) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequ
 	if err := nodefs.CheckMountFlags(fsType, mnt.GetMountFlags()); err != nil {
 		return nil, err
 	}
-	dev, err := n.resolveLV(ctx, req.GetVolumeId())
+	// Fresh facts, one report for all of them (the volume, its thin
+	// pool), which the node calls that follow reuse (resolveStaged).
+	dev, err := n.resolveLV(lvm.WithSharedReads(ctx), req.GetVolumeId())
 	if err != nil {
 		return nil, err
 	}
@@ -52,11 +55,18 @@ func (n *Node) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequ
 			return nil, err
 		}
 	}
-	if err := n.fs.FormatAndMount(ctx, dev.Path, staging, fsType, stageOptions(fsType, mnt.GetMountFlags())); err != nil {
+	formatted, err := n.fs.FormatAndMount(ctx, dev.Path, staging, fsType, stageOptions(fsType, mnt.GetMountFlags()))
+	if err != nil {
 		return nil, err
 	}
-	if err := n.growIfNeeded(ctx, dev.Path, staging); err != nil {
-		return nil, err
+	// A filesystem made just now fills its device: asking whether it
+	// needs to grow would cost blockdev, blkid and, as mount-utils
+	// judges a fresh xfs or ext4, a no-op resize (3-4 processes). One
+	// that was there already may predate a growth of the LV.
+	if !formatted {
+		if err := n.growIfNeeded(ctx, dev.Path, staging); err != nil {
+			return nil, err
+		}
 	}
 	klog.InfoS("Staged volume", "volume", dev.ID, "device", dev.Path, "fsType", fsType, "path", staging)
 	return &csi.NodeStageVolumeResponse{}, nil

@@ -52,7 +52,7 @@ func (n *Node) checkOwnMount(ctx context.Context, volumeID, path string, deviceN
 	if err != nil || !mounted {
 		return err
 	}
-	dev, err := n.resolveDevice(ctx, volumeID)
+	dev, err := n.resolveStaged(ctx, volumeID)
 	if err != nil {
 		// %v: the mount, not the volume, is what the caller got wrong.
 		return fmt.Errorf("%w: %s is a mount point, but not of volume %s: %v", volume.ErrFailedPrecondition, path, volumeID, err) //nolint:errorlint // see above

@@ -3,6 +3,7 @@ package lvmvol_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -240,14 +241,23 @@ func TestBackgroundWipe(t *testing.T) {
 }
 
 // Standalone mode (no BackgroundDataWork) still makes a clone in one call.
-func TestBlockingCloneCompletesInOneCall(t *testing.T) {
-	f := lvmfake.New(100*mib, vg)
+// standaloneWithSource is standalone mode's Manager (no background data
+// work) over a fake of vgSize bytes that copies, with a thick volume to
+// copy from.
+func standaloneWithSource(t *testing.T, vgSize uint64) (*lvmvol.Manager, *lvmfake.LVM, volume.Volume) {
+	t.Helper()
+	f := lvmfake.New(vgSize, vg)
 	m := lvmvol.NewManager(f, f, node, []string{vg})
 	m.SetCopier(f)
 	src, err := m.CreateVolume(ctx, req("pvc-src", 8*mib))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m, f, src
+}
+
+func TestBlockingCloneCompletesInOneCall(t *testing.T) {
+	m, f, src := standaloneWithSource(t, 100*mib)
 	release := f.HoldCopies()
 	go func() { time.Sleep(100 * time.Millisecond); release() }()
 	if vol, err := m.CreateVolume(ctx, cloneReq("pvc-clone", src.ID)); err != nil || vol.ID.LV != "pvc-clone" {
@@ -366,6 +376,33 @@ func TestCopyHoldsAVolumeDeactivatedAfterItsFreeze(t *testing.T) {
 		t.Fatal(err)
 	}
 	snapshotCopiedAndReleased(t, f, m, vol)
+}
+
+// A restore reads its snapshot active and leaves it inactive, also when it
+// finds the snapshot active: a try cut short between activating it and
+// deactivating it leaves it so, and the retry must end as one
+// uninterrupted restore does (the crash suite's CreateVolume/restore-thick).
+func TestRestoreLeavesItsSnapshotInactive(t *testing.T) {
+	m, f, src := standaloneWithSource(t, 200*mib)
+	snap, err := snapshotReady(t, m, src.ID)
+	if err != nil || !snap.Ready {
+		t.Fatalf("snapshot: %+v, %v", snap, err)
+	}
+	for i, found := range []bool{false, true} {
+		if found {
+			if err := f.Activate(ctx, vg, snap.ID.LV); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r := req(fmt.Sprintf("pvc-restored-%d", i), 8*mib)
+		r.Source = &volume.ContentSource{Kind: volume.SourceSnapshot, ID: snap.ID}
+		if _, err := m.CreateVolume(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if lv, _ := f.LV(vg, snap.ID.LV); lv.Active {
+			t.Errorf("snapshot found active %v: left active by the restore", found)
+		}
+	}
 }
 
 // A thick snapshot whose copy fails is the caller's error, once, and never

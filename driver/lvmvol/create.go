@@ -18,6 +18,9 @@ func (m *Manager) CreateVolume(ctx context.Context, req volume.CreateRequest) (v
 	if req.Node != "" && req.Node != m.node {
 		return volume.Volume{}, fmt.Errorf("volume %q asked on node %q; this driver carves on %q: %w", req.Name, req.Node, m.node, volume.ErrWrongNode)
 	}
+	// Its reads (a source, a thin pool, the name after a refusal) share
+	// one fresh report of the VG until a change (see sharedReads).
+	ctx = sharedReads(ctx)
 	var src lvm.LV
 	if req.Source != nil {
 		var err error
@@ -29,40 +32,103 @@ func (m *Manager) CreateVolume(ctx context.Context, req volume.CreateRequest) (v
 		return volume.Volume{}, err
 	}
 	name := volume.LVName(req.Name)
-	lv, err := m.lvm.GetLV(ctx, req.VG, name)
-	switch {
-	case err == nil:
-		return m.adopt(ctx, lv, req)
-	case !errors.Is(err, lvm.ErrNotFound):
-		return volume.Volume{}, fmt.Errorf("look up %s/%s: %w", req.VG, name, err)
+	// No lookup of the name first: lvcreate is that lookup. On a name
+	// already taken it fails having changed nothing, and only then is the
+	// LV read and judged (adopt). The same goes for a check that refuses
+	// before lvcreate (no room, a bad pool, a size out of range): a retry
+	// of a create that succeeded must still get its volume when the VG has
+	// filled up since. So a first CreateVolume, by far the most common
+	// call, runs no lvs that fails, and a retry one lvcreate that fails.
+	vol, created, err := m.carve(ctx, req, src, name)
+	if err == nil || created {
+		return vol, err
 	}
-	vg, err := m.changeableVG(ctx, req.VG)
-	if err != nil {
-		return volume.Volume{}, fmt.Errorf("volume group %s: %w", req.VG, err)
+	lv, lerr := m.lvm.GetLV(ctx, req.VG, name)
+	switch {
+	case lerr == nil:
+		return m.adopt(ctx, lv, req)
+	case errors.Is(lerr, lvm.ErrNotFound):
+		return volume.Volume{}, err
+	}
+	return volume.Volume{}, fmt.Errorf("look up %s/%s: %w", req.VG, name, lerr)
+}
+
+// carve creates the LV of a new volume named name. created tells whether
+// its lvcreate succeeded: until then a failure may mean that the name is
+// taken (see CreateVolume).
+func (m *Manager) carve(ctx context.Context, req volume.CreateRequest, src lvm.LV, name string) (vol volume.Volume, created bool, err error) {
+	// Nothing of a VG with a PV missing is changed (see changeableVG),
+	// so each path reads a report that tells it before its lvcreate. A
+	// thin volume needs its pool's report, which tells it (lvs reports
+	// the VG's missing PVs with each LV) and the VG's extent size: the
+	// VG's own report (vgs) is for thick volumes, whose room is the VG's
+	// free space.
+	var pool lvm.LV
+	var vg lvm.VG
+	if req.Type.IsThin() {
+		if pool, err = m.thinPool(ctx, req.VG, req.Type); err != nil {
+			if errors.Is(err, lvm.ErrNotFound) {
+				// No pool, or no VG lvm2 can read (see lookupLV).
+				if _, vgErr := m.readVG(ctx, req.VG); vgErr != nil {
+					return volume.Volume{}, false, fmt.Errorf("volume group %s: %w", req.VG, vgErr)
+				}
+			}
+			return volume.Volume{}, false, err
+		}
+		if err := changeableLV(pool); err != nil {
+			return volume.Volume{}, false, fmt.Errorf("volume group %s: %w", req.VG, err)
+		}
+		vg = lvm.VG{Name: req.VG, ExtentSize: pool.ExtentSize}
+	}
+	if vg.ExtentSize == 0 {
+		if vg, err = m.changeableVG(ctx, req.VG); err != nil {
+			return volume.Volume{}, false, fmt.Errorf("volume group %s: %w", req.VG, err)
+		}
 	}
 	size, err := sizeFor(req, vg.ExtentSize*uint64(max(1, req.Type.Stripes)))
 	if err != nil {
-		return volume.Volume{}, err
+		return volume.Volume{}, false, err
 	}
 	if req.Source != nil {
-		return m.createFromSource(ctx, req, src, name, size, vg)
+		return m.createFromSource(ctx, req, src, name, size, vg, pool)
+	}
+	if req.Type.IsThin() {
+		return m.createThin(ctx, req, vg, pool, name, size)
 	}
 	opts := lvOptions(req.Type, vg, name, size, createTags(req))
 	if err := m.checkRoom(ctx, vg, opts, req.Type); err != nil {
-		return volume.Volume{}, fmt.Errorf("volume %q: %w", req.Name, err)
+		return volume.Volume{}, false, fmt.Errorf("volume %q: %w", req.Name, err)
 	}
-	lv, err = m.lvm.CreateLV(ctx, opts)
-	if errors.Is(err, lvm.ErrAlreadyExists) {
-		// A concurrent create of the same name won; judge its result.
-		if lv, err = m.lvm.GetLV(ctx, req.VG, name); err == nil {
-			return m.adopt(ctx, lv, req)
-		}
-	}
+	// The read-back is skipped: finishCreate needs the LV's name, tags and
+	// activation, which lvcreate's success tells (a thick LV is active).
+	opts.SkipReadBack = true
+	lv, err := m.lvm.CreateLV(ctx, opts)
 	if err != nil {
-		return volume.Volume{}, fmt.Errorf("create volume %q: %w", req.Name, err)
+		return volume.Volume{}, false, fmt.Errorf("create volume %q: %w", req.Name, err)
 	}
 	klog.InfoS("Created logical volume", "name", req.Name, "lv", req.VG+"/"+name, "bytes", lv.Size)
-	return m.finishCreate(ctx, lv)
+	vol, err = m.finishCreate(ctx, lv)
+	return vol, true, err
+}
+
+// createThin creates a thin volume in one lvm2 run: lvcreate -an with the
+// volume's final tags, no pending one. A thick LV needs the pending tag
+// because lvm2 makes it active (to zero it) and its deactivation is a
+// second step; a thin LV is made inactive by the same metadata commit
+// that makes it, so there is no step to finish: a crash before the commit
+// leaves no LV, after it a settled volume, which a retry adopts as is.
+func (m *Manager) createThin(ctx context.Context, req volume.CreateRequest, vg lvm.VG, pool lvm.LV, name string, size uint64) (volume.Volume, bool, error) {
+	if err := m.thinRoom(pool, size, req.Type); err != nil {
+		return volume.Volume{}, false, fmt.Errorf("volume %q: %w", req.Name, err)
+	}
+	opts := lvOptions(req.Type, vg, name, size, settledTags(req))
+	opts.Inactive, opts.SkipReadBack = true, true
+	lv, err := m.lvm.CreateLV(ctx, opts)
+	if err != nil {
+		return volume.Volume{}, false, fmt.Errorf("create volume %q: %w", req.Name, err)
+	}
+	klog.InfoS("Created logical volume", "name", req.Name, "lv", req.VG+"/"+name, "bytes", lv.Size)
+	return m.volumeOf(lv), true, nil
 }
 
 // adopt decides whether an existing LV is the volume req asks for.
@@ -73,15 +139,15 @@ func (m *Manager) adopt(ctx context.Context, lv lvm.LV, req volume.CreateRequest
 	}
 	if !isSettled(lv) || lv.HasTag(tagCopying) {
 		// Its create or delete goes on below, changing the VG; a settled
-		// volume is only answered.
-		if _, err := m.changeableVG(ctx, lv.VGName); err != nil {
+		// volume is only answered. lv's report tells the VG's missing PVs.
+		if err := changeableLV(lv); err != nil {
 			return volume.Volume{}, err
 		}
 	}
 	if lv.HasTag(tagDeleting) {
 		// A deletion was interrupted: finish it, then carve afresh, so that
 		// half-wiped data is never handed out.
-		if err := m.removeData(ctx, lv); err != nil {
+		if err := m.removeData(ctx, lv, false); err != nil {
 			return volume.Volume{}, err
 		}
 		return m.CreateVolume(ctx, req)
@@ -93,6 +159,15 @@ func (m *Manager) adopt(ctx context.Context, lv lvm.LV, req volume.CreateRequest
 		return volume.Volume{}, fmt.Errorf("volume %q exists with another content source: %w", req.Name, volume.ErrNameConflict)
 	}
 	size := int64(lv.Size)
+	if lv.HasTag(tagPending) && lv.PoolLV != "" && req.Source != nil && size < req.RequiredBytes &&
+		(req.LimitBytes <= 0 || req.RequiredBytes <= req.LimitBytes) {
+		// A thin volume made from a source and not grown yet: the create
+		// was cut short between its two steps (createFromSource).
+		if err := m.lvm.ExtendLV(ctx, lv.VGName, lv.Name, uint64(req.RequiredBytes)); err != nil {
+			return volume.Volume{}, fmt.Errorf("grow volume %q: %w", req.Name, err)
+		}
+		return m.settleNew(ctx, lv.VGName, lv.Name)
+	}
 	if size < req.RequiredBytes || (req.LimitBytes > 0 && size > req.LimitBytes) {
 		return volume.Volume{}, fmt.Errorf("volume %q exists with %d bytes, outside [%d, %d]: %w",
 			req.Name, size, req.RequiredBytes, req.LimitBytes, volume.ErrNameConflict)

@@ -83,7 +83,10 @@ func TestExpand(t *testing.T) {
 	}
 }
 
-func TestThinSnapshotAndRestore(t *testing.T) {
+// thinSnapshotted makes an empty thin pool, a thin volume of 8 MiB in it
+// and a snapshot of that volume, "snapshot-1", checked ready.
+func thinSnapshotted(t *testing.T) (*lvmvol.Manager, *lvmfake.LVM, volume.Volume, volume.Snapshot) {
+	t.Helper()
 	m, f := newManager(t)
 	f.PutThinPool(vg, "pool", 40*mib, 0)
 	vol, err := m.CreateVolume(ctx, thinReq("pvc-src", 8*mib))
@@ -94,6 +97,11 @@ func TestThinSnapshotAndRestore(t *testing.T) {
 	if err != nil || !snap.Ready || snap.Source != vol.ID || snap.SizeBytes != 8*mib {
 		t.Fatalf("thin snapshot = %+v, %v; want ready, of %s, 8 MiB", snap, err, vol.ID)
 	}
+	return m, f, vol, snap
+}
+
+func TestThinSnapshotAndRestore(t *testing.T) {
+	m, f, vol, snap := thinSnapshotted(t)
 	again, err := m.CreateSnapshot(ctx, "snapshot-1", vol.ID)
 	if err != nil || again.ID != snap.ID {
 		t.Errorf("repeated CreateSnapshot = %+v, %v", again, err)
@@ -255,6 +263,23 @@ func TestInactivePoolIsActivatedToReadUsage(t *testing.T) {
 	c, err := m.Capacity(ctx, node, vg, volume.Type{ThinPool: "pool"})
 	if err != nil || c.AvailableBytes != 40*mib {
 		t.Errorf("capacity of an inactive empty pool = %+v, %v; want 40 MiB", c, err)
+	}
+}
+
+// A thin restore in the snapshot's own pool takes no room (a thin
+// snapshot shares its blocks): a pool with too little room left for a new
+// thin volume does not refuse it. A pool whose data is full does, as lvm2
+// refuses any new thin LV there (TestThinPoolMetadataLimit).
+func TestThinRestoreNeedsNoRoom(t *testing.T) {
+	m, f, _, snap := thinSnapshotted(t)
+	f.PutThinPool(vg, "pool", 40*mib, 99) // 0.4 MiB free
+	if _, err := m.CreateVolume(ctx, thinReq("pvc-new", 8*mib)); !errors.Is(err, lvm.ErrNoSpace) {
+		t.Errorf("new thin volume in a nearly full pool: %v, want ErrNoSpace", err)
+	}
+	r := thinReq("pvc-restored", 8*mib)
+	r.Source = &volume.ContentSource{Kind: volume.SourceSnapshot, ID: snap.ID}
+	if _, err := m.CreateVolume(ctx, r); err != nil {
+		t.Errorf("restore in a nearly full pool: %v, want success", err)
 	}
 }
 

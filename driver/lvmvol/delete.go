@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"k8s.io/klog/v2"
 
@@ -22,7 +23,9 @@ func (m *Manager) DeleteVolume(ctx context.Context, id volume.ID) error {
 	if err != nil {
 		return err
 	}
-	if _, err := m.changeableVG(ctx, id.VG); err != nil {
+	// Nothing of a VG with a PV missing is changed (see changeableVG);
+	// the lookup's report tells it.
+	if err := changeableLV(lv); err != nil {
 		return err
 	}
 	if lv.Open {
@@ -51,12 +54,42 @@ func (m *Manager) DeleteVolume(ctx context.Context, id volume.ID) error {
 	// A copy into the volume that has not opened it yet is moot as well:
 	// stop it before the wipe, which would otherwise race its writes.
 	m.jobs.stop(jobKey(jobCopyIn, lv.VGName, lv.Name))
-	if !lv.HasTag(tagDeleting) {
-		if err := m.lvm.AddTags(ctx, lv.VGName, lv.Name, tagDeleting); err != nil {
-			return fmt.Errorf("mark %s for deletion: %w", id, err)
-		}
+	lv, activated, err := m.markDeleting(ctx, lv)
+	if err != nil {
+		return fmt.Errorf("mark %s for deletion: %w", id, err)
 	}
-	return m.removeData(ctx, lv)
+	return m.removeData(ctx, lv, activated)
+}
+
+// markDeleting puts the deleting tag on lv where its removal takes more
+// than one step, and returns lv as it then is; activated tells that it
+// activated lv for the wipe (see wipe).
+//
+//   - A thin volume with no copy to undo (no copying tag) is removed by
+//     lvremove alone: nothing comes before it that a crash could leave
+//     half done, and until it runs the volume is as it was, so a retry
+//     simply runs it. Its mark would be one lvchange for nothing.
+//   - A thick volume is wiped first (finishDelete), and the mark must be
+//     on before the first byte is zeroed: lvchange --addtag with -ay puts
+//     it on and activates the LV for the wipe in one run, tag first (see
+//     lvm.RetagAndActivate), so a crash in between leaves a marked,
+//     inactive LV, which the retry activates (wipe). An LV that lvm2
+//     would skip on plain activation (attr k; Carve's own LVs never carry
+//     it) is marked and activated in two runs.
+func (m *Manager) markDeleting(ctx context.Context, lv lvm.LV) (_ lvm.LV, activated bool, err error) {
+	if lv.HasTag(tagDeleting) || lv.PoolLV != "" && !lv.HasTag(tagCopying) {
+		return lv, false, nil
+	}
+	if lv.PoolLV == "" && !lv.Active && !lv.SkipActivation && !lv.HasTag(tagCopying) {
+		if err := m.lvm.RetagAndActivate(ctx, lv.VGName, lv.Name, []string{tagDeleting}, nil, true); err != nil {
+			return lv, false, err
+		}
+		lv.Active, activated = true, true
+	} else if err := m.lvm.AddTags(ctx, lv.VGName, lv.Name, tagDeleting); err != nil {
+		return lv, false, err
+	}
+	lv.Tags = append(slices.Clone(lv.Tags), tagDeleting)
+	return lv, activated, nil
 }
 
 // removeData runs finishDelete of an LV marked deleting in a job (see
@@ -64,10 +97,12 @@ func (m *Manager) DeleteVolume(ctx context.Context, id volume.ID) error {
 // retries must not cut a long wipe short every time. In standalone mode
 // its retries are told the operation is pending (by the driver's
 // per-volume lock) until this one is done; in the agent they join the job.
-func (m *Manager) removeData(ctx context.Context, lv lvm.LV) error {
+//
+// activated tells that the caller has just activated lv itself (see wipe).
+func (m *Manager) removeData(ctx context.Context, lv lvm.LV, activated bool) error {
 	key := jobKey(jobWipe, lv.VGName, lv.Name)
 	j, started := m.jobs.start(key, wipeBytes(lv), runner.DataBudget(int64(lv.Size)), func(ctx context.Context, mt *meter) error {
-		return m.finishDelete(ctx, lv, mt)
+		return m.finishDelete(ctx, lv, activated, mt)
 	})
 	return m.awaitData(ctx, key, jobWipe, lv, j, started)
 }
@@ -86,7 +121,7 @@ func wipeBytes(lv lvm.LV) int64 {
 // zeroing a thin LV would first allocate all of it. The whole delete is
 // bounded by a deadline sized for the LV (each zeroed chunk also by its
 // own); a wipe cut short resumes from its recorded progress next time.
-func (m *Manager) finishDelete(ctx context.Context, lv lvm.LV, mt *meter) error {
+func (m *Manager) finishDelete(ctx context.Context, lv lvm.LV, activated bool, mt *meter) error {
 	ref := lv.VGName + "/" + lv.Name
 	ctx, cancel := context.WithTimeout(ctx, runner.DataBudget(int64(lv.Size)))
 	defer cancel()
@@ -98,11 +133,20 @@ func (m *Manager) finishDelete(ctx context.Context, lv lvm.LV, mt *meter) error 
 		}
 	}
 	if lv.PoolLV == "" {
-		if err := m.wipe(ctx, lv, mt); err != nil {
+		if err := m.wipe(ctx, lv, activated, mt); err != nil {
 			return err
 		}
 	}
-	if err := m.lvm.RemoveLV(ctx, lv.VGName, lv.Name); err != nil {
+	// lvremove from lv's own report (which lvm2 would take along: a COW
+	// origin's attr tells), not from a new listing of the VG. The report
+	// is the caller's, read before the deleting tag went on (or found it
+	// on); the one change it could miss is a frozen point (COW snapshot)
+	// made of this LV since, by a snapshot or clone that looked it up as
+	// settled before the tag: the same race, with the wipe zeroing what
+	// that copy reads, that a fresh listing right before lvremove only
+	// narrowed, never closed. A thin LV, a frozen point itself or a
+	// snapshot has no COW dependents at all.
+	if err := m.lvm.RemoveLVOf(ctx, lv); err != nil {
 		return fmt.Errorf("remove %s: %w", ref, err)
 	}
 	klog.InfoS("Removed logical volume", "lv", ref, "name", tagValue(lv, tagNamePrefix))

@@ -18,9 +18,16 @@
 //   - create: lvcreate adds the volume's tags and carve.dev/pending atomically,
 //     the LV is then deactivated and the pending tag dropped. A retry that finds
 //     the pending tag redoes the tail. A pending LV is not listed or published.
+//     A thin volume (and a thin restore of its own size) takes one step:
+//     lvcreate -an with the final tags, settled in the commit that makes it,
+//     so it needs no pending tag. No create looks its name up first: lvcreate
+//     fails on a taken name having changed nothing, and then the LV is read
+//     and judged (CreateVolume).
 //   - delete: the carve.dev/deleting tag goes on first, then the LV is wiped
 //     and removed. A retry (or a CreateVolume of the same name) that finds the
-//     tag finishes the job. A deleting LV is never handed out again.
+//     tag finishes the job. A deleting LV is never handed out again. A thin
+//     volume with nothing to wipe or undo is removed in one step, lvremove,
+//     which needs no mark (DeleteVolume).
 //   - long data work (a wipe, a copy) records how far it has got in a tag of
 //     the LV it writes (carve.dev/wiped, carve.dev/copied; see progress.go),
 //     after flushing the bytes the record counts, so a retry resumes there

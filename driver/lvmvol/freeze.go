@@ -29,6 +29,14 @@ func (m *Manager) hold(ctx context.Context, lv lvm.LV) error {
 	if lv.Active {
 		return nil // published, or held already
 	}
+	if !lv.SkipActivation {
+		// One lvchange: lvm2 commits the mark before it activates (see
+		// lvm.RetagAndActivate), the order this needs.
+		if err := m.lvm.RetagAndActivate(ctx, lv.VGName, lv.Name, []string{tagHeld}, nil, true); err != nil {
+			return fmt.Errorf("hold %s/%s for a copy: %w", lv.VGName, lv.Name, err)
+		}
+		return nil
+	}
 	if err := m.lvm.AddTags(ctx, lv.VGName, lv.Name, tagHeld); err != nil {
 		return fmt.Errorf("hold %s/%s for a copy: %w", lv.VGName, lv.Name, err)
 	}
@@ -71,36 +79,56 @@ func cowSizeFor(size uint64) uint64 {
 // freeze makes, or finds from an interrupted earlier call, the frozen point
 // of live volume src for copy target dst: a thin snapshot for a thin volume
 // (instant, no space), a COW snapshot for a thick one.
-func (m *Manager) freeze(ctx context.Context, src lvm.LV, dst string) (lvm.LV, error) {
+//
+// Its callers only need the frozen point to exist: they read it when they
+// copy (copyFrozen). So it is made from src's report without a lookup of
+// its name first and without a read-back: lvcreate fails on a frozen point
+// left by an interrupted call having changed nothing, and that one is
+// used. Holding src first is harmless then: it is what that earlier call
+// did too, and release undoes it after the copy.
+func (m *Manager) freeze(ctx context.Context, src lvm.LV, dst string) error {
 	name := frozenName(dst)
-	lv, err := m.lvm.GetLV(ctx, src.VGName, name)
+	o := lvm.SnapshotOptions{Tags: []string{tagFrozen}, SkipReadBack: true}
+	var err error
+	if src.PoolLV == "" {
+		o.COWSize = cowSizeFor(src.Size)
+		err = m.hold(ctx, src)
+	}
 	if err == nil {
-		return lv, nil
+		_, err = m.lvm.CreateSnapshotOf(ctx, src, name, o)
 	}
-	if !errors.Is(err, lvm.ErrNotFound) {
-		return lvm.LV{}, err
-	}
-	if src.PoolLV != "" {
-		lv, err = m.lvm.CreateThinSnapshot(ctx, src.VGName, src.Name, name, tagFrozen)
-	} else if err = m.hold(ctx, src); err == nil {
-		lv, err = m.lvm.CreateCOWSnapshot(ctx, src.VGName, src.Name, name, cowSizeFor(src.Size), tagFrozen)
+	if errors.Is(err, lvm.ErrAlreadyExists) {
+		return nil
 	}
 	if err != nil {
-		return lvm.LV{}, fmt.Errorf("freeze %s/%s: %w", src.VGName, src.Name, err)
+		return fmt.Errorf("freeze %s/%s: %w", src.VGName, src.Name, err)
 	}
-	return lv, nil
+	return nil
 }
 
 // copyLV copies size bytes of LV src into LV dst of the same VG, activating
 // both as needed, and leaves src inactive afterwards unless it was active
 // (a published volume stays published). It resumes from dst's progress
 // record of this very src (its UUID), and records its own.
-func (m *Manager) copyLV(ctx context.Context, vg string, src lvm.LV, dst string, size uint64, mt *meter) error {
-	target, err := m.lvm.GetLV(ctx, vg, dst)
-	if err != nil {
-		return fmt.Errorf("copy target %s/%s: %w", vg, dst, err)
-	}
+//
+// target is dst's report, read by the caller since the job that runs the
+// copy began or before: its progress records are written by that job
+// alone (one job per target, see jobs.go), and an active target needs no
+// activation.
+func (m *Manager) copyLV(ctx context.Context, src, target lvm.LV, size uint64, mt *meter) error {
+	vg, dst := target.VGName, target.Name
 	switch {
+	case isSnapshot(src):
+		// A snapshot rests inactive (nothing should write to it): it is
+		// deactivated after the copy even when found active, which is
+		// how a try cut short between this activation and that
+		// deactivation leaves it (the crash suite's restore-thick).
+		if !src.Active {
+			if err := m.lvm.Activate(ctx, vg, src.Name); err != nil {
+				return fmt.Errorf("activate copy source %s/%s: %w", vg, src.Name, err)
+			}
+		}
+		defer func() { _ = m.lvm.Deactivate(context.WithoutCancel(ctx), vg, src.Name) }()
 	case src.Active:
 	case src.IsCOWSnapshot():
 		// A frozen point whose volume was deactivated after the freeze:
@@ -122,8 +150,10 @@ func (m *Manager) copyLV(ctx context.Context, vg string, src lvm.LV, dst string,
 		}
 		defer func() { _ = m.lvm.Deactivate(context.WithoutCancel(ctx), vg, src.Name) }()
 	}
-	if err := m.lvm.Activate(ctx, vg, dst); err != nil {
-		return fmt.Errorf("activate copy target %s/%s: %w", vg, dst, err)
+	if !target.Active {
+		if err := m.lvm.Activate(ctx, vg, dst); err != nil {
+			return fmt.Errorf("activate copy target %s/%s: %w", vg, dst, err)
+		}
 	}
 	p := m.progressOf(target, tagCopiedPrefix, src.UUID)
 	from, record := int64(0), Checkpoint(func(int64, func() error) error { return nil })
@@ -143,26 +173,33 @@ func (m *Manager) copyLV(ctx context.Context, vg string, src lvm.LV, dst string,
 	return nil
 }
 
-// copyFrozen copies the frozen point of dst into dst, then drops the
-// frozen point. An overflowed COW store means the copy is not a consistent
-// image: the frozen point is dropped and errFrozenOverflow returned.
-func (m *Manager) copyFrozen(ctx context.Context, vg, dst string, size uint64, mt *meter) error {
-	frozen, err := m.lvm.GetLV(ctx, vg, frozenName(dst))
+// copyFrozen copies the frozen point of target into target (see copyLV
+// for target's report), then drops the frozen point. An overflowed COW
+// store means the copy is not a consistent image: the frozen point is
+// dropped and errFrozenOverflow returned.
+func (m *Manager) copyFrozen(ctx context.Context, target lvm.LV, size uint64, mt *meter) error {
+	frozen, err := m.lvm.GetLV(ctx, target.VGName, frozenName(target.Name))
 	if err != nil {
-		return fmt.Errorf("frozen point of %s/%s: %w", vg, dst, err)
+		return fmt.Errorf("frozen point of %s/%s: %w", target.VGName, target.Name, err)
 	}
-	if err := m.copyLV(ctx, vg, frozen, dst, size, mt); err != nil {
+	return m.copyFrozenLV(ctx, frozen, target, size, mt)
+}
+
+// copyFrozenLV is copyFrozen of the frozen point the caller has read.
+func (m *Manager) copyFrozenLV(ctx context.Context, frozen, target lvm.LV, size uint64, mt *meter) error {
+	if err := m.copyLV(ctx, frozen, target, size, mt); err != nil {
 		return err
 	}
-	after, err := m.lvm.GetLV(ctx, vg, frozen.Name)
+	// Read again: whether its COW store overflowed during the copy.
+	after, err := m.lvm.GetLV(ctx, frozen.VGName, frozen.Name)
 	if err != nil {
-		return fmt.Errorf("frozen point of %s/%s: %w", vg, dst, err)
+		return fmt.Errorf("frozen point of %s/%s: %w", target.VGName, target.Name, err)
 	}
-	if err := m.dropFrozen(ctx, vg, dst); err != nil {
+	if err := m.dropFrozenLV(ctx, after); err != nil {
 		return err
 	}
 	if after.SnapshotInvalid {
-		return fmt.Errorf("copy into %s/%s: %w", vg, dst, errFrozenOverflow)
+		return fmt.Errorf("copy into %s/%s: %w", target.VGName, target.Name, errFrozenOverflow)
 	}
 	return nil
 }

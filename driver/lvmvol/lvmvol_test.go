@@ -73,8 +73,10 @@ func TestCreateIsIdempotent(t *testing.T) {
 	if again.ID != first.ID || again.SizeBytes != first.SizeBytes {
 		t.Errorf("second create = %+v, want %+v", again, first)
 	}
-	if slices.Contains(f.Calls, "CreateLV") {
-		t.Error("second create ran lvcreate again")
+	// lvcreate is the lookup: it fails on the taken name, changing
+	// nothing, and only then is the LV read and adopted.
+	if want := []string{"GetVG", "CreateLV", "GetLV"}; !slices.Equal(f.Calls, want) {
+		t.Errorf("second create ran %v, want %v", f.Calls, want)
 	}
 }
 
@@ -179,9 +181,10 @@ func TestDelete(t *testing.T) {
 	if _, ok := f.LV(vg, "pvc-1"); ok {
 		t.Error("LV still there after delete")
 	}
-	want := []string{"GetLV", "GetVG", "AddTags", "Activate", "Wipe", "RemoveLV"}
+	// The lookup's report also tells that the VG has all its PVs.
+	want := []string{"GetLV", "RetagAndActivate", "Wipe", "RemoveLVOf"}
 	if !slices.Equal(f.Calls, want) {
-		t.Errorf("delete steps %v, want %v (VG intact, mark, wipe, then remove)", f.Calls, want)
+		t.Errorf("delete steps %v, want %v (VG intact, mark and activate, wipe, then remove)", f.Calls, want)
 	}
 	if err := m.DeleteVolume(ctx, vol.ID); err != nil {
 		t.Errorf("second delete: %v, want success", err)
@@ -425,6 +428,14 @@ func TestVGMissingAPVIsNotChanged(t *testing.T) {
 	}{
 		{"CreateVolume", func() error { _, err := m.CreateVolume(ctx, req("pvc-new", 4*mib)); return err }},
 		{"CreateVolume (retry of a pending one)", func() error { _, err := m.CreateVolume(ctx, req("pvc-pending", 4*mib)); return err }},
+		// Told by the pool's report (lvs), which a thin create reads instead of vgs.
+		{"CreateVolume (thin)", func() error { _, err := m.CreateVolume(ctx, thinReq("pvc-new-thin", 4*mib)); return err }},
+		{"CreateVolume (thin restore)", func() error {
+			r := thinReq("pvc-restored", 4*mib)
+			r.Source = &volume.ContentSource{Kind: volume.SourceSnapshot, ID: snap.ID}
+			_, err := m.CreateVolume(ctx, r)
+			return err
+		}},
 		{"CreateSnapshot (thick)", func() error { _, err := m.CreateSnapshot(ctx, "snap-thick", thick.ID); return err }},
 		{"CreateSnapshot (thin)", func() error { _, err := m.CreateSnapshot(ctx, "snap-thin", thin.ID); return err }},
 		{"DeleteVolume", func() error { return m.DeleteVolume(ctx, del.ID) }},

@@ -29,6 +29,11 @@ type LVM interface {
 	CreateCOWSnapshot(ctx context.Context, vg, origin, name string, cowSize uint64, tags ...string) (lvm.LV, error)
 	AddTags(ctx context.Context, vg, name string, tags ...string) error
 	RemoveTags(ctx context.Context, vg, name string, tags ...string) error
+	// The variants that save lvm2 runs (see their use for why each is
+	// safe where it is used).
+	CreateSnapshotOf(ctx context.Context, origin lvm.LV, name string, o lvm.SnapshotOptions) (lvm.LV, error)
+	RemoveLVOf(ctx context.Context, lv lvm.LV) error
+	RetagAndActivate(ctx context.Context, vg, name string, add, remove []string, active bool) error
 }
 
 // Wiper zeroes block devices.
@@ -107,10 +112,26 @@ func (m *Manager) changeableVG(ctx context.Context, name string) (lvm.VG, error)
 		return lvm.VG{}, err
 	}
 	if vg.MissingPVCount > 0 || vg.Partial {
-		return lvm.VG{}, fmt.Errorf("volume group %s misses %d physical volume(s); Carve changes none of its LVs until they are back: %w",
-			name, vg.MissingPVCount, lvm.ErrPVMissing)
+		return lvm.VG{}, pvsMissing(name, vg.MissingPVCount)
 	}
 	return vg, nil
+}
+
+// changeableLV is changeableVG for a call that has read the LV it is about
+// to change, or one of its VG (a thin pool): lvs reports the VG's missing
+// PVs with each LV (vg_missing_pv_count), so that report tells it without
+// a vgs of its own. It must be a report read for the call, not a cached
+// one (see lvm.Cache).
+func changeableLV(lv lvm.LV) error {
+	if lv.VGMissingPVs > 0 {
+		return pvsMissing(lv.VGName, lv.VGMissingPVs)
+	}
+	return nil
+}
+
+func pvsMissing(vg string, n int) error {
+	return fmt.Errorf("volume group %s misses %d physical volume(s); Carve changes none of its LVs until they are back: %w",
+		vg, n, lvm.ErrPVMissing)
 }
 
 func (m *Manager) checkVG(vg string) error {
@@ -181,7 +202,10 @@ func (m *Manager) lookupSettled(ctx context.Context, id volume.ID) (lvm.LV, erro
 
 // GetVolume returns a settled volume. Its caller decides whether it is a
 // query (lvm.WithCachedReads): NodeGetVolumeStats and ControllerGetVolume
-// are; the node's stage and publish, and the health RPCs, are not.
+// are, and so are the node's publish, unpublish and unstage, with a fresh
+// read when the cached one refuses (csi's resolveStaged); the node's stage
+// reads afresh, once for the volume and its pool (lvm.WithSharedReads);
+// the health RPCs read afresh.
 func (m *Manager) GetVolume(ctx context.Context, id volume.ID) (volume.Volume, error) {
 	lv, err := m.lookupSettled(ctx, id)
 	if err != nil {

@@ -75,7 +75,18 @@ func (m *Manager) UnpublishVolume(ctx context.Context, id volume.ID, node string
 	if node != "" && node != m.node {
 		return nil
 	}
-	lv, err := m.lookup(ctx, id)
+	// A CO unpublishes after the node unstaged the volume, whose report
+	// the node calls read (csi's resolveStaged): a recent report answers,
+	// as for a query. It may decide to deactivate: every change of Carve's
+	// is in the report (see lvm.Cache), so it can be stale only by a change
+	// made by hand, and deactivating a volume that was deactivated so is a
+	// no-op. It may not decide that there is nothing to do: that takes a
+	// fresh read, or a volume activated by hand would stay active while
+	// the CO counts it detached.
+	lv, err := m.lookup(query(ctx), id)
+	if err != nil || !isPublished(lv) {
+		lv, err = m.lookup(ctx, id)
+	}
 	if errors.Is(err, volume.ErrVolumeNotFound) {
 		return nil
 	}

@@ -15,3 +15,14 @@ import (
 // reads, so a report that is stale by a change made outside Carve can only
 // make a query's answer late, never make Carve act on a volume wrongly.
 func query(ctx context.Context) context.Context { return lvm.WithCachedReads(ctx) }
+
+// sharedReads marks ctx as one operation's: when the Manager's LVM is an
+// lvm.Cache, the operation's reads of a VG share one report, read afresh
+// for it, and read again after each change (lvm.WithSharedReads). That
+// is as fresh as reading each LV on its own: every report is read after
+// the operation began and after its last change, so no decision rests on
+// anything older than the operation. Not for reads that must see what
+// the kernel did meanwhile without a command of Carve's, such as whether
+// a frozen point overflowed during a copy: those run in background jobs,
+// on contexts of their own.
+func sharedReads(ctx context.Context) context.Context { return lvm.WithSharedReads(ctx) }

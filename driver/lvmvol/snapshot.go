@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -67,22 +68,15 @@ func isSnapshot(lv lvm.LV) bool { return lv.HasTag(tagSnapshot) }
 // snapshot an earlier call made (idempotent by name; another source is
 // ErrNameConflict).
 func (m *Manager) CreateSnapshot(ctx context.Context, name string, source volume.ID) (volume.Snapshot, error) {
+	// The source and the snapshot's name are looked up in one fresh
+	// report of the VG (see sharedReads): a CO repeats the call each
+	// second until a thick snapshot is ready.
+	ctx = sharedReads(ctx)
 	src, err := m.lookupSettled(ctx, source)
 	if err != nil {
 		return volume.Snapshot{}, err
 	}
-	vg, err := m.changeableVG(ctx, source.VG)
-	if err != nil {
-		return volume.Snapshot{}, err
-	}
 	lvName := volume.SnapshotLVName(name)
-	lv, err := m.lvm.GetLV(ctx, source.VG, lvName)
-	switch {
-	case err == nil:
-		return m.adoptSnapshot(ctx, lv, name, src)
-	case !errors.Is(err, lvm.ErrNotFound):
-		return volume.Snapshot{}, fmt.Errorf("look up snapshot %s/%s: %w", source.VG, lvName, err)
-	}
 	tags := []string{tagSnapshot, tagSourcePrefix + src.Name, tagNamePrefix + name}
 	if lvm.ValidateTag(tags[2]) != nil {
 		tags = tags[:2]
@@ -90,31 +84,58 @@ func (m *Manager) CreateSnapshot(ctx context.Context, name string, source volume
 	if src.HasTag(tagEncrypted) {
 		tags = append(tags, tagEncrypted)
 	}
-	if src.PoolLV != "" {
-		// An inactive pool reports no usage, and lvm2 checks none then.
-		pool, err := m.lvm.GetLV(ctx, source.VG, src.PoolLV)
+	if src.PoolLV == "" {
+		lv, err := m.lvm.GetLV(ctx, source.VG, lvName)
+		switch {
+		case err == nil:
+			return m.adoptSnapshot(ctx, lv, name, src)
+		case !errors.Is(err, lvm.ErrNotFound):
+			return volume.Snapshot{}, fmt.Errorf("look up snapshot %s/%s: %w", source.VG, lvName, err)
+		}
+		// The VG's report gives the room of the copy and the frozen
+		// point, and tells a PV missing: Carve changes nothing of such
+		// a VG (changeableVG).
+		vg, err := m.changeableVG(ctx, source.VG)
 		if err != nil {
-			return volume.Snapshot{}, fmt.Errorf("thin pool of %s: %w", source, err)
+			return volume.Snapshot{}, err
 		}
-		if err := checkNewThin(pool); pool.Active && err != nil {
-			return volume.Snapshot{}, fmt.Errorf("snapshot %q of %s: %w", name, source, err)
-		}
-		lv, err := m.lvm.CreateThinSnapshot(ctx, source.VG, src.Name, lvName, tags...)
-		if err != nil {
-			return volume.Snapshot{}, fmt.Errorf("snapshot %q of %s: %w", name, source, err)
-		}
-		// lvm2 activates it; nothing should write to a snapshot, so it is
-		// kept inactive like an unpublished volume (a crash before this
-		// leaves it active, which is harmless).
-		if lv.Active {
-			if err := m.lvm.Deactivate(ctx, source.VG, lvName); err != nil {
-				return volume.Snapshot{}, fmt.Errorf("deactivate snapshot %s/%s: %w", source.VG, lvName, err)
-			}
-		}
-		klog.InfoS("Created thin snapshot", "snapshot", name, "lv", source.VG+"/"+lvName, "source", source)
-		return m.snapshotOf(lv), nil
+		return m.createThickSnapshot(ctx, name, src, vg, lvName, tags)
 	}
-	return m.createThickSnapshot(ctx, name, src, vg, lvName, tags)
+	// Nothing of a VG with a PV missing is changed (see changeableVG),
+	// and a thin snapshot's lvcreate is its name's lookup (below), so
+	// src's report, read for this call, is checked first: it tells the
+	// VG's missing PVs, no vgs needed.
+	if err := changeableLV(src); err != nil {
+		return volume.Snapshot{}, err
+	}
+	// The pool is in the report src was read from (shared reads). An
+	// inactive pool reports no usage, and lvm2 checks none then.
+	pool, err := m.lvm.GetLV(ctx, source.VG, src.PoolLV)
+	if err != nil {
+		return volume.Snapshot{}, fmt.Errorf("thin pool of %s: %w", source, err)
+	}
+	if err := checkNewThin(pool); pool.Active && err != nil {
+		return volume.Snapshot{}, fmt.Errorf("snapshot %q of %s: %w", name, source, err)
+	}
+	// A thin snapshot is one lvcreate of src, whose report is at hand:
+	// made inactive (-an), as nothing should write to a snapshot, in the
+	// commit that makes it, so no lvchange -an follows. It is read back
+	// for its creation time, which only lvm2 knows. No lookup of the name
+	// first: lvcreate fails on a taken one having changed nothing, and
+	// only then is the LV read and judged (as CreateVolume does).
+	lv, err := m.lvm.CreateSnapshotOf(ctx, src, lvName, lvm.SnapshotOptions{Tags: tags, Inactive: true})
+	if errors.Is(err, lvm.ErrAlreadyExists) {
+		existing, lerr := m.lvm.GetLV(ctx, source.VG, lvName)
+		if lerr != nil {
+			return volume.Snapshot{}, fmt.Errorf("look up snapshot %s/%s: %w", source.VG, lvName, lerr)
+		}
+		return m.adoptSnapshot(ctx, existing, name, src)
+	}
+	if err != nil {
+		return volume.Snapshot{}, fmt.Errorf("snapshot %q of %s: %w", name, source, err)
+	}
+	klog.InfoS("Created thin snapshot", "snapshot", name, "lv", source.VG+"/"+lvName, "source", source)
+	return m.snapshotOf(lv), nil
 }
 
 // createThickSnapshot runs steps 1-3 of the thick path (see above).
@@ -123,7 +144,7 @@ func (m *Manager) createThickSnapshot(ctx context.Context, name string, src lvm.
 		return volume.Snapshot{}, fmt.Errorf("thick snapshot of %s needs %s (copy and frozen point), volume group %s has %s free: %w",
 			src.Name, lvm.FormatSize(need), vg.Name, lvm.FormatSize(vg.Free), lvm.ErrNoSpace)
 	}
-	if _, err := m.freeze(ctx, src, lvName); err != nil {
+	if err := m.freeze(ctx, src, lvName); err != nil {
 		return volume.Snapshot{}, err
 	}
 	// A thick snapshot is a plain linear LV (the zero Type) of the source's size.
@@ -154,11 +175,10 @@ func (m *Manager) awaitCopy(ctx context.Context, lv lvm.LV) (volume.Snapshot, er
 	if !finished {
 		return m.snapshotOf(lv), nil // still copying
 	}
-	done, err := m.lvm.GetLV(ctx, lv.VGName, lv.Name)
-	if err != nil {
-		return volume.Snapshot{}, err
-	}
-	return m.snapshotOf(done), nil
+	// The job succeeded: it dropped the copying tag last (step 4), so the
+	// snapshot is lv without it; no lvs needed to tell.
+	lv.Tags = slices.DeleteFunc(slices.Clone(lv.Tags), func(t string) bool { return t == tagCopying })
+	return m.snapshotOf(lv), nil
 }
 
 // adoptSnapshot judges an existing snapshot LV for a CreateSnapshot retry,
@@ -167,8 +187,15 @@ func (m *Manager) adoptSnapshot(ctx context.Context, lv lvm.LV, name string, src
 	if !isSnapshot(lv) || tagValue(lv, tagSourcePrefix) != src.Name {
 		return volume.Snapshot{}, fmt.Errorf("snapshot %q exists with another source: %w", name, volume.ErrNameConflict)
 	}
+	if lv.HasTag(tagDeleting) || lv.HasTag(tagCopying) {
+		// Its delete or copy goes on below, changing the VG; a ready
+		// snapshot is only answered (as adopt does for a volume).
+		if err := changeableLV(lv); err != nil {
+			return volume.Snapshot{}, err
+		}
+	}
 	if lv.HasTag(tagDeleting) {
-		if err := m.removeData(ctx, lv); err != nil {
+		if err := m.removeData(ctx, lv, false); err != nil {
 			return volume.Snapshot{}, err
 		}
 		return m.CreateSnapshot(ctx, name, volume.ID{Node: m.node, VG: src.VGName, LV: src.Name})
@@ -189,29 +216,33 @@ func (m *Manager) startSnapshotCopy(lv lvm.LV) (string, *job) {
 }
 
 func (m *Manager) finishSnapshotCopy(ctx context.Context, lv lvm.LV, mt *meter) error {
-	_, err := m.lvm.GetLV(ctx, lv.VGName, frozenName(lv.Name))
+	frozen, err := m.lvm.GetLV(ctx, lv.VGName, frozenName(lv.Name))
 	switch {
 	case err == nil:
-		err = m.copyFrozen(ctx, lv.VGName, lv.Name, lv.Size, mt)
+		// lv is the report the job was started with (see copyLV); the
+		// copy releases the source when it drops the frozen point.
+		err = m.copyFrozenLV(ctx, frozen, lv, lv.Size, mt)
 		if errors.Is(err, errFrozenOverflow) {
 			// The image is torn: drop it; the CO's next call starts over.
-			return errors.Join(err, m.finishDelete(ctx, lv, nil))
+			return errors.Join(err, m.finishDelete(ctx, lv, false, nil))
 		}
 		if err != nil {
 			return err
 		}
-	case !errors.Is(err, lvm.ErrNotFound):
+	case errors.Is(err, lvm.ErrNotFound):
+		// No frozen point left: the copy completed (step 4). A crash right
+		// after dropping the frozen point may have left the source held.
+		if err := m.release(ctx, lv.VGName, tagValue(lv, tagSourcePrefix)); err != nil {
+			return err
+		}
+	default:
 		return err
 	}
-	// No frozen point left: the copy completed (step 4). A crash right
-	// after dropping the frozen point may have left the source held.
-	if err := m.release(ctx, lv.VGName, tagValue(lv, tagSourcePrefix)); err != nil {
-		return err
-	}
-	if err := m.lvm.Deactivate(ctx, lv.VGName, lv.Name); err != nil {
-		return err
-	}
-	if err := m.lvm.RemoveTags(ctx, lv.VGName, lv.Name, tagCopying); err != nil {
+	// One lvchange: the copying tag goes, then the snapshot is
+	// deactivated (lvm.RetagAndActivate's order). A crash in between
+	// leaves a ready snapshot that is active, which is harmless: nothing
+	// writes to a snapshot, and a restore or delete uses it as it is.
+	if err := m.lvm.RetagAndActivate(ctx, lv.VGName, lv.Name, nil, []string{tagCopying}, false); err != nil {
 		return err
 	}
 	klog.InfoS("Thick snapshot ready", "lv", lv.VGName+"/"+lv.Name, "bytes", lv.Size)
@@ -275,8 +306,23 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, id volume.ID) error {
 	if err != nil {
 		return err
 	}
-	if _, err := m.changeableVG(ctx, id.VG); err != nil {
+	// lvm2 takes lvchange and lvremove with a PV missing, and then keeps
+	// the PV marked missing: Carve changes nothing of such a VG (see
+	// changeableVG); the lookup's report tells it.
+	if err := changeableLV(lv); err != nil {
 		return err
+	}
+	if !lv.HasTag(tagCopying) {
+		// Ready: no copy into it runs, and no frozen point of it is
+		// left (the copy drops it before the copying tag, step 4). So
+		// it goes as a volume does (markDeleting): a thin snapshot by
+		// lvremove alone, a thick one marked and activated in one
+		// lvchange, wiped, removed.
+		lv, activated, err := m.markDeleting(ctx, lv)
+		if err != nil {
+			return fmt.Errorf("mark %s for deletion: %w", id, err)
+		}
+		return m.removeData(ctx, lv, activated)
 	}
 	m.jobs.stop(jobKey(jobSnapshotCopy, id.VG, id.LV))
 	if !lv.HasTag(tagDeleting) {
@@ -287,7 +333,7 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, id volume.ID) error {
 	if err := m.dropFrozen(ctx, id.VG, id.LV); err != nil {
 		return err
 	}
-	return m.removeData(ctx, lv)
+	return m.removeData(ctx, lv, false)
 }
 
 // dropFrozen removes the frozen point of target, if there is one, and
@@ -300,8 +346,15 @@ func (m *Manager) dropFrozen(ctx context.Context, vg, target string) error {
 	if err != nil {
 		return err
 	}
-	if err := m.lvm.RemoveLV(ctx, vg, frozen.Name); err != nil && !errors.Is(err, lvm.ErrNotFound) {
-		return fmt.Errorf("drop frozen point of %s/%s: %w", vg, target, err)
+	return m.dropFrozenLV(ctx, frozen)
+}
+
+// dropFrozenLV is dropFrozen of the frozen point the caller has read: a
+// snapshot (COW or thin), which nothing depends on, so its own report is
+// enough for lvremove (lvm.RemoveLVOf).
+func (m *Manager) dropFrozenLV(ctx context.Context, frozen lvm.LV) error {
+	if err := m.lvm.RemoveLVOf(ctx, frozen); err != nil && !errors.Is(err, lvm.ErrNotFound) {
+		return fmt.Errorf("drop frozen point %s/%s: %w", frozen.VGName, frozen.Name, err)
 	}
-	return m.release(ctx, vg, frozen.Origin)
+	return m.release(ctx, frozen.VGName, frozen.Origin)
 }

@@ -83,38 +83,61 @@ func settleEncryption(req *volume.CreateRequest, src lvm.LV) error {
 	return nil
 }
 
-// createFromSource carves the new LV named name from src (see above).
-func (m *Manager) createFromSource(ctx context.Context, req volume.CreateRequest, src lvm.LV, name string, size uint64, vg lvm.VG) (volume.Volume, error) {
-	tags := append(createTags(req), sourceTag(req.Source))
+// createFromSource carves the new LV named name from src (see above); pool
+// is the thin pool's report for a thin volume. created tells whether the
+// new LV's lvcreate succeeded (see CreateVolume).
+func (m *Manager) createFromSource(ctx context.Context, req volume.CreateRequest, src lvm.LV, name string, size uint64, vg lvm.VG, pool lvm.LV) (volume.Volume, bool, error) {
+	tags := append(settledTags(req), sourceTag(req.Source))
 	if src.PoolLV != "" && src.PoolLV == req.Type.ThinPool {
-		pool, err := m.thinPool(ctx, vg.Name, req.Type)
-		if err != nil {
-			return volume.Volume{}, err
-		}
+		// It takes no room of the pool (it shares the snapshot's
+		// blocks), but lvm2 refuses it in a pool whose data is full or
+		// whose metadata is at its limit, as any new thin LV: refused
+		// here first (checkNewThin), from the pool's report the caller
+		// read with the snapshot's.
 		if err := checkNewThin(pool); err != nil {
-			return volume.Volume{}, fmt.Errorf("volume %q: %w", req.Name, err)
+			return volume.Volume{}, false, fmt.Errorf("volume %q: %w", req.Name, err)
 		}
-		lv, err := m.lvm.CreateThinSnapshot(ctx, vg.Name, src.Name, name, tags...)
+		// One lvcreate -an with the final tags when the snapshot is as
+		// large as asked: settled in the commit that makes it (see
+		// createThin), src's report read by the caller. A larger one is
+		// grown after, a second step, so it is marked pending until
+		// then: a retry finds it and finishes (finishCreate).
+		grow := size > src.Size
+		if grow {
+			tags = append(tags, tagPending)
+		}
+		lv, err := m.lvm.CreateSnapshotOf(ctx, src, name, lvm.SnapshotOptions{Tags: tags, Inactive: true, SkipReadBack: true})
 		if err != nil {
-			return volume.Volume{}, fmt.Errorf("create volume %q from %s: %w", req.Name, src.Name, err)
-		}
-		if size > lv.Size {
-			if err := m.lvm.ExtendLV(ctx, vg.Name, name, size); err != nil {
-				return volume.Volume{}, fmt.Errorf("grow volume %q to %s: %w", req.Name, lvm.FormatSize(size), err)
-			}
+			return volume.Volume{}, false, fmt.Errorf("create volume %q from %s: %w", req.Name, src.Name, err)
 		}
 		klog.InfoS("Created thin volume from source", "name", req.Name, "lv", vg.Name+"/"+name, "source", src.Name)
-		return m.settleNew(ctx, vg.Name, name)
+		if !grow {
+			return m.volumeOf(lv), true, nil
+		}
+		if err := m.lvm.ExtendLV(ctx, vg.Name, name, size); err != nil {
+			return volume.Volume{}, true, fmt.Errorf("grow volume %q to %s: %w", req.Name, lvm.FormatSize(size), err)
+		}
+		vol, err := m.settleNew(ctx, vg.Name, name)
+		return vol, true, err
 	}
-	opts := lvOptions(req.Type, vg, name, size, append(tags, tagCopying))
-	if err := m.checkRoom(ctx, vg, opts, req.Type); err != nil {
-		return volume.Volume{}, fmt.Errorf("volume %q: %w", req.Name, err)
+	// A copy takes the room of a new volume (a thin snapshot in the
+	// source's pool above takes none: only the pool's fill was checked).
+	opts := lvOptions(req.Type, vg, name, size, append(tags, tagPending, tagCopying))
+	var roomErr error
+	if req.Type.IsThin() {
+		roomErr = m.thinRoom(pool, size, req.Type)
+	} else {
+		roomErr = m.checkRoom(ctx, vg, opts, req.Type)
+	}
+	if roomErr != nil {
+		return volume.Volume{}, false, fmt.Errorf("volume %q: %w", req.Name, roomErr)
 	}
 	lv, err := m.lvm.CreateLV(ctx, opts)
 	if err != nil {
-		return volume.Volume{}, fmt.Errorf("create volume %q: %w", req.Name, err)
+		return volume.Volume{}, false, fmt.Errorf("create volume %q: %w", req.Name, err)
 	}
-	return m.copyIn(ctx, lv, src, req.Source)
+	vol, err := m.copyIn(ctx, lv, src, req.Source)
+	return vol, true, err
 }
 
 // copyIn fills new LV lv from src in a job (see jobs.go), then settles lv.
@@ -135,11 +158,11 @@ func (m *Manager) copyData(ctx context.Context, lv, src lvm.LV, from *volume.Con
 	switch from.Kind {
 	case volume.SourceSnapshot:
 		if err = m.waitSnapshotReady(ctx, src); err == nil {
-			err = m.copyLV(ctx, lv.VGName, src, lv.Name, src.Size, mt)
+			err = m.copyLV(ctx, src, lv, src.Size, mt)
 		}
 	default:
-		if _, err = m.freeze(ctx, src, lv.Name); err == nil {
-			err = m.copyFrozen(ctx, lv.VGName, lv.Name, src.Size, mt)
+		if err = m.freeze(ctx, src, lv.Name); err == nil {
+			err = m.copyFrozen(ctx, lv, src.Size, mt)
 		}
 	}
 	if err != nil {

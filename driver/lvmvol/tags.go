@@ -35,9 +35,16 @@ const (
 	tagEncrypted = "carve.dev/encrypted"
 )
 
-// createTags are the tags lvcreate sets, atomically with the LV itself.
+// createTags are the tags lvcreate sets, atomically with the LV itself,
+// when creation takes more steps (see finishCreate): settledTags and
+// the pending tag.
 func createTags(req volume.CreateRequest) []string {
-	tags := []string{TagVolume, tagPending, tagParamsPrefix + req.ParamsDigest}
+	return append(settledTags(req), tagPending)
+}
+
+// settledTags are the tags of a settled volume made for req.
+func settledTags(req volume.CreateRequest) []string {
+	tags := []string{TagVolume, tagParamsPrefix + req.ParamsDigest}
 	if t := tagNamePrefix + req.Name; lvm.ValidateTag(t) == nil {
 		tags = append(tags, t)
 	}

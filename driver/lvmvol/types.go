@@ -50,6 +50,19 @@ func (m *Manager) thinPool(ctx context.Context, vg string, t volume.Type) (lvm.L
 	return pool, nil
 }
 
+// thinRoom refuses a thin volume of size beyond what pool has room for.
+func (m *Manager) thinRoom(pool lvm.LV, size uint64, t volume.Type) error {
+	if err := checkNewThin(pool); err != nil {
+		return err
+	}
+	if room := volume.ThinRoom(pool.ThinPoolFree(), m.overprovision); size > room {
+		return fmt.Errorf("thin volume of %s does not fit thin pool %s/%s: %s free × %.2f over-provisioning = %s: %w",
+			lvm.FormatSize(size), pool.VGName, t.ThinPool, lvm.FormatSize(pool.ThinPoolFree()), m.overprovision,
+			lvm.FormatSize(room), lvm.ErrNoSpace)
+	}
+	return nil
+}
+
 // zeroesNewBlocks reads the pool's zero flag (lv_attr position 8).
 func zeroesNewBlocks(pool lvm.LV) bool { return len(pool.Attr) > 7 && pool.Attr[7] == 'z' }
 
@@ -62,15 +75,7 @@ func (m *Manager) checkRoom(ctx context.Context, vg lvm.VG, opts lvm.CreateLVOpt
 		if err != nil {
 			return err
 		}
-		if err := checkNewThin(pool); err != nil {
-			return err
-		}
-		if room := volume.ThinRoom(pool.ThinPoolFree(), m.overprovision); opts.Size > room {
-			return fmt.Errorf("thin volume of %s does not fit thin pool %s/%s: %s free × %.2f over-provisioning = %s: %w",
-				lvm.FormatSize(opts.Size), vg.Name, t.ThinPool, lvm.FormatSize(pool.ThinPoolFree()), m.overprovision,
-				lvm.FormatSize(room), lvm.ErrNoSpace)
-		}
-		return nil
+		return m.thinRoom(pool, opts.Size, t)
 	}
 	if need := lvm.Footprint(opts, vg.ExtentSize); need > vg.Free {
 		return fmt.Errorf("volume needs %s of volume group %s, which has %s free: %w",

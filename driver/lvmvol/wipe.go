@@ -68,10 +68,18 @@ func (w ZeroWiper) Flush(ctx context.Context, device string) error {
 // active: lvremove, next, deactivates it itself (and fails with ErrBusy if
 // something opened it meanwhile, as a deactivation here would), so a
 // separate lvchange -an would only cost one more lvm2 run per delete.
-func (m *Manager) wipe(ctx context.Context, lv lvm.LV, mt *meter) error {
+//
+// activated tells that the caller has just activated lv (markDeleting, in
+// the same lvchange as the deleting tag): then it needs no lvchange here.
+// A report that merely says active is not enough: it may predate the end
+// of a copy or of a create that deactivated the LV since (both run beside
+// a delete), and activating an active LV costs one run, not a failure.
+func (m *Manager) wipe(ctx context.Context, lv lvm.LV, activated bool, mt *meter) error {
 	ref := lv.VGName + "/" + lv.Name
-	if err := m.lvm.Activate(ctx, lv.VGName, lv.Name); err != nil {
-		return fmt.Errorf("activate %s to wipe it: %w", ref, err)
+	if !activated {
+		if err := m.lvm.Activate(ctx, lv.VGName, lv.Name); err != nil {
+			return fmt.Errorf("activate %s to wipe it: %w", ref, err)
+		}
 	}
 	start := time.Now()
 	if err := m.zero(ctx, lv, mt); err != nil {

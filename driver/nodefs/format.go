@@ -28,40 +28,47 @@ import (
 // is the root of this device's filesystem (same device number, per
 // mountinfo) with the same read-only mode; anything else is volume.ErrMountConflict.
 // Other mount options of an existing mount are not compared.
-func (m *Mounter) FormatAndMount(ctx context.Context, device, target, fsType string, options []string) error {
-	fsType, err := normalizeFSType(fsType)
+//
+// formatted tells that the device was blank and was formatted for this
+// mount: its filesystem then fills the device (mkfs is given no size), so
+// the caller has nothing to grow.
+func (m *Mounter) FormatAndMount(ctx context.Context, device, target, fsType string, options []string) (formatted bool, err error) {
+	fsType, err = normalizeFSType(fsType)
 	if err != nil {
-		return fmt.Errorf("mount %s at %s: %w", device, target, err)
+		return false, fmt.Errorf("mount %s at %s: %w", device, target, err)
 	}
 	if err := checkBlockDevice(device); err != nil {
-		return fmt.Errorf("mount %s at %s: %w", device, target, err)
+		return false, fmt.Errorf("mount %s at %s: %w", device, target, err)
 	}
 	if err := m.PrepareTarget(target, true); err != nil {
-		return fmt.Errorf("mount %s at %s: %w", device, target, err)
+		return false, fmt.Errorf("mount %s at %s: %w", device, target, err)
 	}
 	done, err := m.alreadyMounted(device, target, slices.Contains(options, "ro"))
 	if err != nil || done {
-		return err
+		return false, err
 	}
-	if err := m.refuseForeignFS(ctx, device, fsType); err != nil {
-		return err
+	existing, err := m.refuseForeignFS(ctx, device, fsType)
+	if err != nil {
+		return false, err
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("mount %s at %s: %w", device, target, err)
+		return false, fmt.Errorf("mount %s at %s: %w", device, target, err)
 	}
 	ex, endData, err := m.dataExec(ctx, device)
 	if err != nil {
-		return fmt.Errorf("mount %s at %s: %w", device, target, err)
+		return false, fmt.Errorf("mount %s at %s: %w", device, target, err)
 	}
 	defer endData()
 	sfm := &mount.SafeFormatAndMount{Interface: m.mounter, Exec: ex}
 	// Clone: SafeFormatAndMount appends "defaults" to the slice it is given,
 	// which would write into the caller's backing array.
 	if err := sfm.FormatAndMount(device, target, fsType, slices.Clone(options)); err != nil {
-		return fmt.Errorf("mount %s at %s as %s: %w", device, target, fsType, classifyMountError(err))
+		return false, fmt.Errorf("mount %s at %s as %s: %w", device, target, fsType, classifyMountError(err))
 	}
 	klog.InfoS("mounted", "device", device, "target", target, "fsType", fsType, "options", options)
-	return nil
+	// Blank before, mounted now: SafeFormatAndMount formatted it (it
+	// mounts a blank device only after mkfs).
+	return existing == "", nil
 }
 
 // classifyMountError marks mount-utils' refusals to format as
@@ -90,18 +97,19 @@ func (m *Mounter) FilesystemType(ctx context.Context, device string) (string, er
 	return fsType, nil
 }
 
-// refuseForeignFS errors when device holds anything but blank or fsType.
-// SafeFormatAndMount alone would only warn and try to mount it as fsType.
-func (m *Mounter) refuseForeignFS(ctx context.Context, device, fsType string) error {
+// refuseForeignFS errors when device holds anything but blank or fsType,
+// and returns what it holds ("" when blank). SafeFormatAndMount alone
+// would only warn and try to mount it as fsType.
+func (m *Mounter) refuseForeignFS(ctx context.Context, device, fsType string) (string, error) {
 	existing, err := m.FilesystemType(ctx, device)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if existing != "" && existing != fsType {
-		return fmt.Errorf("%w: device %s holds %q, asked for %q; not reformatting",
+		return "", fmt.Errorf("%w: device %s holds %q, asked for %q; not reformatting",
 			volume.ErrFilesystemMismatch, device, existing, fsType)
 	}
-	return nil
+	return existing, nil
 }
 
 // alreadyMounted is true when target is already a mount of device's

@@ -153,7 +153,7 @@ func TestMkfsRefusalIsCannotFormat(t *testing.T) {
 	m := New(nil)
 	target := filepath.Join(t.TempDir(), "staging")
 	cleanupMounts(t, target)
-	if err := m.FormatAndMount(ctxT(t), dev, target, "xfs", nil); !errors.Is(err, volume.ErrCannotFormat) {
+	if _, err := m.FormatAndMount(ctxT(t), dev, target, "xfs", nil); !errors.Is(err, volume.ErrCannotFormat) {
 		t.Fatalf("xfs on 64 MiB: err = %v, want volume.ErrCannotFormat", err)
 	}
 	if ok, _ := m.IsMountPoint(target); ok {

@@ -95,7 +95,7 @@ func TestFormatAndMountRefusesForeignSignatureWithoutMkfs(t *testing.T) {
 	} {
 		m := New(fakeBlkid(t, tc.blkid, 0)) // fails the test if mkfs runs
 		target := filepath.Join(t.TempDir(), "staging")
-		err := m.FormatAndMount(context.Background(), dev, target, tc.fsType, nil)
+		_, err := m.FormatAndMount(context.Background(), dev, target, tc.fsType, nil)
 		if !errors.Is(err, volume.ErrFilesystemMismatch) {
 			t.Errorf("blkid %q as %q: err = %v, want volume.ErrFilesystemMismatch", tc.blkid, tc.fsType, err)
 		}
@@ -105,15 +105,15 @@ func TestFormatAndMountRefusesForeignSignatureWithoutMkfs(t *testing.T) {
 func TestFormatAndMountRejectsBadInput(t *testing.T) {
 	m := New(fakeBlkid(t, "", 2))
 	dir := t.TempDir()
-	if err := m.FormatAndMount(context.Background(), anyBlockDevice(t), dir, "ntfs", nil); err == nil ||
+	if _, err := m.FormatAndMount(context.Background(), anyBlockDevice(t), dir, "ntfs", nil); err == nil ||
 		!strings.Contains(err.Error(), "unsupported filesystem type") {
 		t.Errorf("ntfs: err = %v", err)
 	}
-	err := m.FormatAndMount(context.Background(), filepath.Join(dir, "missing"), dir, "ext4", nil)
+	_, err := m.FormatAndMount(context.Background(), filepath.Join(dir, "missing"), dir, "ext4", nil)
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing device: err = %v, want ErrNotExist", err)
 	}
-	if err := m.FormatAndMount(context.Background(), "/dev/null", dir, "", nil); err == nil ||
+	if _, err := m.FormatAndMount(context.Background(), "/dev/null", dir, "", nil); err == nil ||
 		!strings.Contains(err.Error(), "not a block device") {
 		t.Errorf("char device: err = %v", err)
 	}

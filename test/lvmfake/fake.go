@@ -135,9 +135,18 @@ func (f *LVM) ListLVs(_ context.Context, vg string) ([]lvm.LV, error) {
 	}
 	var out []lvm.LV
 	for _, lv := range f.lvs[vg] {
-		out = append(out, *lv)
+		out = append(out, f.reported(lv))
 	}
 	return out, nil
+}
+
+// reported is lv as lvs reports it: with its VG's missing PVs.
+func (f *LVM) reported(lv *lvm.LV) lvm.LV {
+	out := *lv
+	if vg, ok := f.vgs[lv.VGName]; ok {
+		out.VGMissingPVs = vg.MissingPVCount
+	}
+	return out
 }
 
 func (f *LVM) GetLV(_ context.Context, vg, name string) (lvm.LV, error) {
@@ -150,10 +159,11 @@ func (f *LVM) GetLV(_ context.Context, vg, name string) (lvm.LV, error) {
 	if !ok {
 		return lvm.LV{}, fmt.Errorf("lvs %s/%s: %w", vg, name, lvm.ErrNotFound)
 	}
-	return *lv, nil
+	return f.reported(lv), nil
 }
 
-// CreateLV creates an active LV, as lvcreate does.
+// CreateLV creates an LV, active unless o.Inactive (thin only), as
+// lvcreate does.
 func (f *LVM) CreateLV(_ context.Context, o lvm.CreateLVOptions) (lvm.LV, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -161,6 +171,9 @@ func (f *LVM) CreateLV(_ context.Context, o lvm.CreateLVOptions) (lvm.LV, error)
 		return lvm.LV{}, err
 	}
 	vg := f.vgs[o.VG]
+	if err := o.Validate(); err != nil {
+		return lvm.LV{}, err
+	}
 	if _, ok := f.lvs[o.VG][o.Name]; ok {
 		return lvm.LV{}, fmt.Errorf("lvcreate %s/%s: %w", o.VG, o.Name, lvm.ErrAlreadyExists)
 	}
@@ -172,7 +185,10 @@ func (f *LVM) CreateLV(_ context.Context, o lvm.CreateLVOptions) (lvm.LV, error)
 		if _, ok := f.lvs[o.VG][o.ThinPool]; !ok {
 			return lvm.LV{}, fmt.Errorf("lvcreate %s/%s: pool %w", o.VG, o.Name, lvm.ErrNotFound)
 		}
-		lv.PoolLV, lv.Layout = o.ThinPool, "thin,sparse"
+		lv.PoolLV, lv.Layout, lv.Attr = o.ThinPool, "thin,sparse", "Vwi-a-tz--"
+		if o.Inactive {
+			deactivate(lv)
+		}
 	} else {
 		if size > vg.Free {
 			return lvm.LV{}, fmt.Errorf("lvcreate %s/%s: %w", o.VG, o.Name, lvm.ErrNoSpace)
@@ -183,8 +199,49 @@ func (f *LVM) CreateLV(_ context.Context, o lvm.CreateLVOptions) (lvm.LV, error)
 	return *lv, nil
 }
 
+// RemoveLVOf is RemoveLV; the fake checks dependents on its own state.
+func (f *LVM) RemoveLVOf(ctx context.Context, lv lvm.LV) error {
+	return f.remove("RemoveLVOf", lv.VGName, lv.Name)
+}
+
+// RetagAndActivate changes the tags, then the activation, as lvm2 does;
+// an LV with the activation-skip flag is refused (lvm2 would skip it).
+func (f *LVM) RetagAndActivate(_ context.Context, vg, name string, add, remove []string, active bool) error {
+	return f.change("RetagAndActivate", vg, name, func(lv *lvm.LV) error {
+		if active && lv.SkipActivation {
+			return fmt.Errorf("activation skip flag set: %w", lvm.ErrInvalidArgument)
+		}
+		lv.Tags = slices.DeleteFunc(lv.Tags, func(t string) bool { return slices.Contains(remove, t) })
+		for _, t := range add {
+			if !slices.Contains(lv.Tags, t) {
+				lv.Tags = append(lv.Tags, t)
+			}
+		}
+		cows := f.cowSnapshotsOf(vg, lv.Name)
+		if !active {
+			for _, l := range append(cows, lv) {
+				if l.Open {
+					return lvm.ErrBusy
+				}
+			}
+		}
+		for _, l := range append(cows, lv) {
+			if active {
+				f.activate(l)
+			} else {
+				deactivate(l)
+			}
+		}
+		return nil
+	})
+}
+
 func (f *LVM) RemoveLV(_ context.Context, vg, name string) error {
-	return f.change("RemoveLV", vg, name, func(lv *lvm.LV) error {
+	return f.remove("RemoveLV", vg, name)
+}
+
+func (f *LVM) remove(call, vg, name string) error {
+	return f.change(call, vg, name, func(lv *lvm.LV) error {
 		if lv.Open || lv.HasCOWSnapshots() {
 			return lvm.ErrBusy
 		}

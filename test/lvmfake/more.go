@@ -24,7 +24,8 @@ func (f *LVM) SetPoolUsage(vg, name string, data, metadata float64, metadataSize
 }
 
 // SetMissingPVs makes n of a VG's PVs missing (0: all back), as lvm2
-// reports a VG whose disk vanished.
+// reports a VG whose disk vanished: in its vgs report, and with each of
+// its LVs in lvs (vg_missing_pv_count).
 func (f *LVM) SetMissingPVs(vg string, n int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -67,11 +68,33 @@ func (f *LVM) CheckPlacement(_ context.Context, o lvm.CreateLVOptions) error {
 	return nil
 }
 
-// CreateThinSnapshot makes an inactive thin snapshot of a thin LV.
-func (f *LVM) CreateThinSnapshot(_ context.Context, vg, origin, name string, tags ...string) (lvm.LV, error) {
+// CreateSnapshotOf is CreateThinSnapshot (o.COWSize 0) or
+// CreateCOWSnapshot of origin; a thin snapshot is active unless o.Inactive,
+// as lvm2 makes it with an active pool.
+func (f *LVM) CreateSnapshotOf(ctx context.Context, origin lvm.LV, name string, o lvm.SnapshotOptions) (lvm.LV, error) {
+	if o.COWSize > 0 {
+		return f.createCOW("CreateSnapshotOf", origin.VGName, origin.Name, name, o.COWSize, o.Tags...)
+	}
+	lv, err := f.createThin("CreateSnapshotOf", origin.VGName, origin.Name, name, o.Tags...)
+	if err != nil || o.Inactive {
+		return lv, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.call("CreateThinSnapshot"); err != nil {
+	l := f.lvs[origin.VGName][name]
+	f.activate(l)
+	return *l, nil
+}
+
+// CreateThinSnapshot makes an inactive thin snapshot of a thin LV.
+func (f *LVM) CreateThinSnapshot(_ context.Context, vg, origin, name string, tags ...string) (lvm.LV, error) {
+	return f.createThin("CreateThinSnapshot", vg, origin, name, tags...)
+}
+
+func (f *LVM) createThin(call, vg, origin, name string, tags ...string) (lvm.LV, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call(call); err != nil {
 		return lvm.LV{}, err
 	}
 	o, ok := f.lvs[vg][origin]
@@ -89,14 +112,21 @@ func (f *LVM) CreateThinSnapshot(_ context.Context, vg, origin, name string, tag
 
 // CreateCOWSnapshot makes an active COW snapshot and marks its origin.
 func (f *LVM) CreateCOWSnapshot(_ context.Context, vg, origin, name string, cowSize uint64, tags ...string) (lvm.LV, error) {
+	return f.createCOW("CreateCOWSnapshot", vg, origin, name, cowSize, tags...)
+}
+
+func (f *LVM) createCOW(call, vg, origin, name string, cowSize uint64, tags ...string) (lvm.LV, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.call("CreateCOWSnapshot"); err != nil {
+	if err := f.call(call); err != nil {
 		return lvm.LV{}, err
 	}
 	o, ok := f.lvs[vg][origin]
 	if !ok {
 		return lvm.LV{}, fmt.Errorf("snapshot of %s/%s: %w", vg, origin, lvm.ErrNotFound)
+	}
+	if _, ok := f.lvs[vg][name]; ok {
+		return lvm.LV{}, fmt.Errorf("lvcreate %s/%s: %w", vg, name, lvm.ErrAlreadyExists)
 	}
 	size := lvm.RoundUp(cowSize, ExtentSize)
 	if size > f.vgs[vg].Free {
