@@ -1,7 +1,8 @@
 # Carve CSI driver image: the static carve binary on Debian, with the tools
 # it runs on the node (lvm2, mkfs/fsck/resize for ext4, xfs and btrfs, blkid,
-# blkdiscard). The node plugin runs privileged with the host's /dev, /run/lvm
-# and /etc/lvm mounted (see deploy/).
+# blkdiscard, cryptsetup for encrypted volumes). The node plugin runs
+# privileged with the host's /dev, /run/lvm and /etc/lvm mounted (see
+# deploy/).
 FROM golang:1.26-bookworm AS build
 # Empty unless given: Go's defaults. `make image` (scripts/image/build.sh)
 # passes GOPROXY=off with the machine's module cache mounted at /go/pkg/mod.
@@ -18,7 +19,7 @@ RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false \
 FROM debian:bookworm-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      lvm2 thin-provisioning-tools e2fsprogs xfsprogs btrfs-progs util-linux mount \
+      lvm2 thin-provisioning-tools e2fsprogs xfsprogs btrfs-progs util-linux mount cryptsetup-bin \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/apt /var/log/dpkg.log \
  # No udev in the container: let lvm2 create device nodes itself and never
  # wait for udev events that will not come.

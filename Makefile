@@ -129,7 +129,7 @@ FUZZ_TARGETS := \
 	driver/csi:FuzzTopology driver/csi:FuzzCreateSnapshot driver/csi:FuzzPageToken driver/csi:FuzzResolveDevice \
 	driver/csi:FuzzUnpublishPath driver/csi:FuzzPublishPaths driver/csi:FuzzPublishRequest \
 	driver/lvmvol:FuzzCreateVolume driver/lvmvol:FuzzCreateSnapshot driver/lvmvol:FuzzTags \
-	driver/nodepath:FuzzCheck driver/nodefs:FuzzCheckMountFlags driver/nodefs:FuzzMountInfo \
+	driver/nodepath:FuzzCheck driver/nodefs:FuzzCheckMountFlags driver/nodefs:FuzzMountInfo driver/crypt:FuzzMappingName \
 	cmd/carve:FuzzParseVGs
 FUZZ_SEEDS_ONLY := driver/agent:FuzzCreateFromResource
 FUZZTIME ?= 30s

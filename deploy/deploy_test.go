@@ -21,7 +21,9 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"sigs.k8s.io/yaml"
 )
 
 const (
@@ -215,6 +217,48 @@ func TestExamples(t *testing.T) {
 		strict(t, mustFind(t, objs, "VolumeAttributesClass", name), &c)
 		if c.Parameters["mirrors"] != mirrors {
 			t.Errorf("VolumeAttributesClass %s: mirrors %q, want %q", name, c.Parameters["mirrors"], mirrors)
+		}
+	}
+	checkEncryptedExample(t, objs)
+}
+
+// checkEncryptedExample: carve-encrypted asks for LUKS2 and names, for
+// node-stage and node-expand alike, the example Secret, which holds an
+// encryptionKey entry that is only a placeholder, and which the examples'
+// kustomization does not apply.
+func checkEncryptedExample(t *testing.T, objs []object) {
+	var sc storagev1.StorageClass
+	strict(t, mustFind(t, objs, "StorageClass", "carve-encrypted"), &sc)
+	secrets := loadDir(t, "kubernetes/examples/secret")
+	decodeAll(t, secrets)
+	var secret corev1.Secret
+	strict(t, mustFind(t, secrets, "Secret", "carve-encryption-key"), &secret)
+	if sc.Parameters["encryption"] != "luks2" {
+		t.Errorf("carve-encrypted: encryption %q, want luks2", sc.Parameters["encryption"])
+	}
+	for _, step := range []string{"node-stage", "node-expand"} {
+		p := "csi.storage.k8s.io/" + step + "-secret-"
+		if sc.Parameters[p+"name"] != secret.Name || sc.Parameters[p+"namespace"] != secret.Namespace {
+			t.Errorf("carve-encrypted: %s secret %s/%s, want the example's %s/%s", step,
+				sc.Parameters[p+"namespace"], sc.Parameters[p+"name"], secret.Namespace, secret.Name)
+		}
+	}
+	if secret.StringData["encryptionKey"] != "REPLACE-ME" {
+		t.Errorf("the example Secret's encryptionKey is %d bytes, want the placeholder REPLACE-ME", len(secret.StringData["encryptionKey"]))
+	}
+	kust, err := os.ReadFile("kubernetes/examples/kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k struct {
+		Resources []string `json:"resources"`
+	}
+	if err := yaml.Unmarshal(kust, &k); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range k.Resources {
+		if strings.HasPrefix(filepath.Clean(r), "secret") {
+			t.Errorf("the examples' kustomization applies %s, the Secret with the placeholder passphrase", r)
 		}
 	}
 }

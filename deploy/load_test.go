@@ -188,6 +188,8 @@ func decodeAll(t *testing.T, objs []object) {
 			strict(t, o, &corev1.ServiceAccount{})
 		case "v1 ConfigMap":
 			strict(t, o, &corev1.ConfigMap{})
+		case "v1 Secret": // the encrypted class's example, with a placeholder
+			strict(t, o, &corev1.Secret{})
 		case "rbac.authorization.k8s.io/v1 ClusterRole":
 			strict(t, o, &rbacv1.ClusterRole{})
 		case "rbac.authorization.k8s.io/v1 ClusterRoleBinding":
@@ -244,7 +246,7 @@ func decodeAll(t *testing.T, objs []object) {
 
 // Carve's StorageClass parameters (driver/csi/params.go); the CO's
 // csi.storage.k8s.io/ ones are passed through.
-var carveParams = []string{"volumeGroup", "fsType", "thinPool", "stripes", "stripeSize", "mirrors"}
+var carveParams = []string{"volumeGroup", "fsType", "thinPool", "stripes", "stripeSize", "mirrors", "encryption"}
 
 func checkStorageClass(t *testing.T, o object, sc *storagev1.StorageClass) {
 	t.Helper()

@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"carve.dev/carve/driver/crashpoint"
+	"carve.dev/carve/driver/crypt"
 	"carve.dev/carve/driver/csi"
 	"carve.dev/carve/driver/healthz"
 	"carve.dev/carve/driver/lvmvol"
@@ -39,6 +40,7 @@ type localFlags struct {
 	overprov     float64
 	pathRoot     string
 	root         nodepath.Root
+	pbkdf        crypt.PBKDF
 }
 
 func (f *localFlags) register(fs *flag.FlagSet, defaultEndpoint string) {
@@ -58,6 +60,10 @@ func (f *localFlags) register(fs *flag.FlagSet, defaultEndpoint string) {
 		"thin volumes may promise this many times a thin pool's free space (>= 1)")
 	fs.StringVar(&f.pathRoot, "path-root", nodepath.DefaultRoot,
 		"the CO's directory: every staging and target path must lie inside it, or the node call is refused (kubelet: its root directory)")
+	fs.IntVar(&f.pbkdf.MemoryKiB, "luks-pbkdf-memory", crypt.DefaultPBKDF.MemoryKiB,
+		"encrypted volumes: argon2id's memory cost in KiB for new LUKS2 keyslots (every open of the volume needs this much memory)")
+	fs.IntVar(&f.pbkdf.Iterations, "luks-pbkdf-iterations", crypt.DefaultPBKDF.Iterations,
+		"encrypted volumes: argon2id's time cost (passes) for new LUKS2 keyslots")
 }
 
 func (f *localFlags) validate() error {
@@ -72,6 +78,9 @@ func (f *localFlags) validate() error {
 	}
 	if f.overprov < 1 {
 		return fmt.Errorf("--thin-overprovision-ratio %v: must be at least 1", f.overprov)
+	}
+	if err := f.pbkdf.Validate(); err != nil {
+		return fmt.Errorf("--luks-pbkdf-memory, --luks-pbkdf-iterations: %w", err)
 	}
 	root, err := nodepath.NewRoot(f.pathRoot)
 	if err != nil {
@@ -109,7 +118,7 @@ func (f *localFlags) build() (*lvmvol.Manager, *csi.Node) {
 	vols.SetOverprovision(f.overprov)
 	vols.RepairDeviceNodes(context.Background())
 	node := csi.NewNode(csi.NodeConfig{NodeID: f.nodeID, MaxVolumes: f.maxVolumes, DeviceWait: f.deviceWait,
-		PathRoot: f.root}, vols, nodefs.New(run.AsExecInterface()))
+		PathRoot: f.root, Crypt: crypt.New(run, f.pbkdf)}, vols, nodefs.New(run.AsExecInterface()))
 	return vols, node
 }
 

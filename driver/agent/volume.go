@@ -199,7 +199,7 @@ func (r *VolumeReconciler) publish(ctx context.Context, lv *v1alpha1.LogicalVolu
 func createRequest(s v1alpha1.LogicalVolumeSpec) (volume.CreateRequest, error) {
 	req := volume.CreateRequest{
 		Name: s.Name, VG: s.VolumeGroup, RequiredBytes: s.RequiredBytes, LimitBytes: s.LimitBytes,
-		ParamsDigest: s.ParamsDigest,
+		ParamsDigest: s.ParamsDigest, Encrypted: s.Encrypted,
 		Type: volume.Type{ThinPool: s.Type.ThinPool, Stripes: s.Type.Stripes,
 			StripeSize: uint64(max(s.Type.StripeSize, 0)), Mirrors: s.Type.Mirrors},
 	}
@@ -233,6 +233,7 @@ func (r *VolumeReconciler) report(ctx context.Context, lv *v1alpha1.LogicalVolum
 		st.Phase, st.Error = v1alpha1.PhaseReady, nil
 		st.VolumeID, st.SizeBytes, st.Published = vol.ID.String(), vol.SizeBytes, vol.Published
 		st.Mirrors = lv.Spec.Type.Mirrors // apply converted the LV where it differed
+		st.Encrypted = vol.Encrypted
 		st.DevicePath = ""
 		if vol.Published {
 			st.DevicePath = vol.DevicePath

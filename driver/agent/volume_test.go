@@ -183,3 +183,29 @@ func TestPublishToAnotherNodeIsRefused(t *testing.T) {
 		t.Fatal("LV activated for another node")
 	}
 }
+
+// An encrypted LogicalVolume carves an LV marked encrypted, and says so in
+// its status; a clone of it whose spec does not ask for encryption is
+// encrypted all the same (its data is the source's ciphertext), and its
+// status tells the controller, which tells NodeStage.
+func TestEncryptedVolumeAndItsClone(t *testing.T) {
+	src := lvResource("pvc-enc", node, 8*mib)
+	src.Spec.Encrypted = true
+	clone := lvResource("pvc-clone", node, 8*mib)
+	clone.Spec.Source = &v1alpha1.ContentSource{Kind: "volume", ID: "node-a/vg0/pvc-enc"}
+	for _, lv := range []*v1alpha1.LogicalVolume{src, clone} {
+		lv.Spec.Type.ThinPool = "pool" // a thin clone: lvmfake copies no data
+	}
+	r := newRig(t, src, clone)
+	r.lvm.PutThinPool("vg0", "pool", 40*mib, 0)
+	lv, err := r.reconcile("pvc-enc")
+	if err != nil || !lv.Status.Encrypted {
+		t.Fatalf("encrypted volume's status %+v, %v", lv.Status, err)
+	}
+	if l, _ := r.lvm.LV("vg0", "pvc-enc"); !l.HasTag("carve.dev/encrypted") {
+		t.Errorf("LV tags %v: want carve.dev/encrypted", l.Tags)
+	}
+	if lv, err = r.reconcile("pvc-clone"); err != nil || !lv.Status.Encrypted {
+		t.Fatalf("clone's status %+v, %v: want encrypted", lv.Status, err)
+	}
+}

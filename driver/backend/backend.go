@@ -117,7 +117,7 @@ func resourceFor(req volume.CreateRequest) *v1alpha1.LogicalVolume {
 		ObjectMeta: metav1.ObjectMeta{Name: volume.LVName(req.Name), Finalizers: []string{v1alpha1.VolumeFinalizer}},
 		Spec: v1alpha1.LogicalVolumeSpec{
 			Name: req.Name, NodeName: req.Node, VolumeGroup: req.VG,
-			RequiredBytes: req.RequiredBytes, LimitBytes: req.LimitBytes, ParamsDigest: req.ParamsDigest,
+			RequiredBytes: req.RequiredBytes, LimitBytes: req.LimitBytes, ParamsDigest: req.ParamsDigest, Encrypted: req.Encrypted,
 			Type: v1alpha1.VolumeType{ThinPool: req.Type.ThinPool, Stripes: req.Type.Stripes,
 				StripeSize: int64(req.Type.StripeSize), Mirrors: req.Type.Mirrors},
 		},
@@ -132,7 +132,7 @@ func resourceFor(req volume.CreateRequest) *v1alpha1.LogicalVolume {
 // may have grown since by an expansion).
 func sameVolume(have, want v1alpha1.LogicalVolumeSpec) bool {
 	return have.NodeName == want.NodeName && have.VolumeGroup == want.VolumeGroup &&
-		have.ParamsDigest == want.ParamsDigest && have.Type == want.Type &&
+		have.ParamsDigest == want.ParamsDigest && have.Type == want.Type && have.Encrypted == want.Encrypted &&
 		(have.Source == nil) == (want.Source == nil) && (have.Source == nil || *have.Source == *want.Source) &&
 		have.RequiredBytes >= want.RequiredBytes
 }
@@ -164,7 +164,7 @@ func volumeOf(lv *v1alpha1.LogicalVolume) (volume.Volume, error) {
 		return volume.Volume{}, fmt.Errorf("status of %s: %w", lv.Name, err)
 	}
 	v := volume.Volume{ID: id, Name: lv.Spec.Name, SizeBytes: lv.Status.SizeBytes,
-		Published: lv.Status.Published, DevicePath: lv.Status.DevicePath}
+		Published: lv.Status.Published, DevicePath: lv.Status.DevicePath, Encrypted: lv.Status.Encrypted}
 	if s := lv.Spec.Source; s != nil {
 		if sid, err := volume.ParseID(s.ID); err == nil {
 			v.Source = &volume.ContentSource{Kind: s.Kind, ID: sid}

@@ -390,3 +390,33 @@ func TestSnapshotDeleteFailureReachesTheCO(t *testing.T) {
 		t.Error("snapshot LV left behind")
 	}
 }
+
+// Cluster mode carries encryption both ways: the request's in the
+// LogicalVolume's spec, and what the node made (an encrypted volume, or a
+// restore of an encrypted snapshot that did not ask) in its status, which
+// the backend's volume reports to the CSI layer (the volume context).
+func TestEncryptionThroughResources(t *testing.T) {
+	b, f := cluster(t)
+	ctx := within(t)
+	f.PutThinPool("vg0", "pool", 40*mib, 0)
+	enc := req("pvc-enc", 8*mib)
+	enc.Type, enc.Encrypted = volume.Type{ThinPool: "pool"}, true
+	vol, err := b.CreateVolume(ctx, enc)
+	if err != nil || !vol.Encrypted {
+		t.Fatalf("encrypted create: %+v, %v", vol, err)
+	}
+	snap, err := b.CreateSnapshot(ctx, "snapshot-enc", vol.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restore := req("pvc-restored", 8*mib)
+	restore.Type = volume.Type{ThinPool: "pool"}
+	restore.Source = &volume.ContentSource{Kind: volume.SourceSnapshot, ID: snap.ID}
+	restored, err := b.CreateVolume(ctx, restore)
+	if err != nil || !restored.Encrypted {
+		t.Fatalf("restore of an encrypted snapshot: %+v, %v; want encrypted", restored, err)
+	}
+	if got, err := b.GetVolume(ctx, restored.ID); err != nil || !got.Encrypted {
+		t.Errorf("GetVolume of the restore: %+v, %v", got, err)
+	}
+}

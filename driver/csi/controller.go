@@ -92,9 +92,16 @@ func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	if source != nil && !params.vgGiven {
 		vg = "" // the source's
 	}
+	if params.Encrypted {
+		required = withHeader(required, limit, fsType)
+	}
+	if params.Encrypted && hasBlock(req.GetVolumeCapabilities()) {
+		return nil, invalidArgument("parameter %s=%s: raw block volumes cannot be encrypted (a pod would get the ciphertext); use a filesystem volume",
+			ParamEncryption, EncryptionLUKS2)
+	}
 	vol, err := c.backend.CreateVolume(ctx, volume.CreateRequest{
 		Name: req.GetName(), Node: node, VG: vg, RequiredBytes: required, LimitBytes: limit, Type: params.Type, Source: source,
-		ParamsDigest: paramsDigest(req.GetParameters(), fsType),
+		ParamsDigest: paramsDigest(req.GetParameters(), fsType), Encrypted: params.Encrypted,
 	})
 	if err != nil {
 		return nil, err
@@ -102,10 +109,42 @@ func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	return &csi.CreateVolumeResponse{Volume: &csi.Volume{
 		VolumeId:           vol.ID.String(),
 		CapacityBytes:      vol.SizeBytes,
-		VolumeContext:      map[string]string{ParamVolumeGroup: vol.ID.VG, ParamFsType: fsType},
+		VolumeContext:      volumeContext(vol, fsType),
 		AccessibleTopology: []*csi.Topology{nodeTopology(vol.ID.Node)},
 		ContentSource:      csiContentSource(vol.Source),
 	}}, nil
+}
+
+// volumeContext is what NodeStage learns of a new volume: its VG, its
+// filesystem and, for an encrypted one (asked, or made from an encrypted
+// source), encryption=luks2.
+func volumeContext(vol volume.Volume, fsType string) map[string]string {
+	vc := map[string]string{ParamVolumeGroup: vol.ID.VG, ParamFsType: fsType}
+	if vol.Encrypted {
+		vc[ParamEncryption] = EncryptionLUKS2
+	}
+	return vc
+}
+
+// withHeader raises required so that an encrypted volume's filesystem,
+// which its LUKS2 header leaves volume.LUKSHeaderBytes less room, still
+// gets room, and its mkfs's minimum, where the limit allows.
+func withHeader(required, limit int64, fsType string) int64 {
+	least := volume.MinEncryptedSize(fsType)
+	if required < least && (limit == 0 || limit >= least) {
+		return least
+	}
+	return required
+}
+
+// hasBlock tells whether any capability asks for a raw block volume.
+func hasBlock(caps []*csi.VolumeCapability) bool {
+	for _, c := range caps {
+		if c.GetBlock() != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // paramsDigest identifies what shapes the volume: the parameters as given

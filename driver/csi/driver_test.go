@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"carve.dev/carve/driver/lvmvol"
+	"carve.dev/carve/driver/volume"
 	"carve.dev/carve/lvm"
 	"carve.dev/carve/test/lvmfake"
 )
@@ -261,5 +262,37 @@ func TestSocketIsNotWorldAccessible(t *testing.T) {
 	srv.Stop()
 	if err := <-done; err != nil {
 		t.Error(err)
+	}
+}
+
+// An encrypted volume's context says so (NodeStage checks it against the
+// LV); it is raised for its LUKS2 header; a raw block one is refused
+// before any LV is made.
+func TestCreateEncryptedVolume(t *testing.T) {
+	f := lvmfake.New(100*mib, "vg0")
+	c := serve(t, f, f)
+	ctx := context.Background()
+	resp, err := c.CreateVolume(ctx, createReq("pvc-enc", 5*mib, map[string]string{ParamEncryption: EncryptionLUKS2}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vc := resp.GetVolume().GetVolumeContext(); vc[ParamEncryption] != EncryptionLUKS2 {
+		t.Errorf("context %v, want %s=%s", vc, ParamEncryption, EncryptionLUKS2)
+	}
+	if got := resp.GetVolume().GetCapacityBytes(); got < volume.MinEncryptedSize("ext4") || got < 32*mib {
+		t.Errorf("encrypted volume of %d bytes: no room for its header and filesystem", got)
+	}
+	plain, err := c.CreateVolume(ctx, createReq("pvc-plain", 5*mib, map[string]string{ParamEncryption: EncryptionNone}))
+	if err != nil || plain.GetVolume().GetVolumeContext()[ParamEncryption] != "" {
+		t.Errorf("plain volume: %v, %v", plain, err)
+	}
+	block := createReq("pvc-enc-block", 5*mib, map[string]string{ParamEncryption: EncryptionLUKS2})
+	block.VolumeCapabilities = []*csi.VolumeCapability{{
+		AccessType: &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}},
+		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}}}
+	_, err = c.CreateVolume(ctx, block)
+	wantCode(t, "encrypted raw block volume", err, codes.InvalidArgument)
+	if _, ok := f.LV("vg0", "pvc-enc-block"); ok {
+		t.Error("the refused block volume has an LV")
 	}
 }

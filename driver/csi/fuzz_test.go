@@ -28,8 +28,11 @@ func FuzzParseParams(f *testing.F) {
 	f.Add("volumeGroup", "", "fsType", "")
 	f.Add("csi.storage.k8s.io/pvc/name", "x", "fsType", "xfs")
 	f.Add("bogus", "1", "fsType", "ntfs")
+	f.Add("encryption", "luks2", "fsType", "xfs")
+	f.Add("encryption", "LUKS2", "encryption", "none")
 	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string) {
-		p, err := parseParams(map[string]string{k1: v1, k2: v2}, []string{"vg0"})
+		params := map[string]string{k1: v1, k2: v2}
+		p, err := parseParams(params, []string{"vg0"})
 		if err != nil {
 			if !errors.Is(err, volume.ErrInvalidArgument) {
 				t.Fatalf("error %v is not INVALID_ARGUMENT", err)
@@ -38,6 +41,10 @@ func FuzzParseParams(f *testing.F) {
 		}
 		if p.VG == "" || (p.FsType != "" && !slices.Contains(volume.FSTypes, p.FsType)) {
 			t.Fatalf("accepted %+v", p)
+		}
+		// Encryption is on exactly when asked by its one spelling.
+		if p.Encrypted != (params[ParamEncryption] == EncryptionLUKS2) {
+			t.Fatalf("accepted %+v from %v", p, params)
 		}
 	})
 }

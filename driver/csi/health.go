@@ -119,6 +119,14 @@ func showsVolume(vol volume.Volume, path string) bool {
 		return false
 	}
 	rdev := unix.Mkdev(uint32(vol.KernelMajor), uint32(vol.KernelMinor))
+	if vol.Encrypted {
+		// Its filesystem is on its open mapping, never the LV itself.
+		dev, err := openedDevice(volumeDevice{Volume: vol, LVRdev: rdev})
+		if err != nil {
+			return false
+		}
+		rdev = dev.Rdev
+	}
 	fsOK, _ := nodefs.FilesystemOf(path, rdev)
 	nodeOK, _ := nodefs.DeviceNodeOf(path, rdev)
 	return fsOK || nodeOK

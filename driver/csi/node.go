@@ -7,6 +7,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
+	"carve.dev/carve/driver/crypt"
 	"carve.dev/carve/driver/nodefs"
 	"carve.dev/carve/driver/nodepath"
 	"carve.dev/carve/driver/volume"
@@ -30,6 +31,9 @@ type NodeConfig struct {
 	// own directory (kubelet's root directory). The zero Root is
 	// nodepath.DefaultRoot.
 	PathRoot nodepath.Root
+	// Crypt opens and closes encrypted volumes; nil on a node that cannot
+	// (an encrypted volume is then FAILED_PRECONDITION there).
+	Crypt *crypt.Cryptsetup
 }
 
 // Node is the CSI Node service.
@@ -38,6 +42,7 @@ type Node struct {
 	cfg     NodeConfig
 	volumes VolumeReader
 	fs      *nodefs.Mounter
+	crypt   *crypt.Cryptsetup
 	// waitDevice waits for a device node and returns its device number
 	// (nodefs.Mounter.WaitForDevice; unit tests give their own).
 	waitDevice func(ctx context.Context, path string) (uint64, error)
@@ -51,7 +56,7 @@ func NewNode(cfg NodeConfig, v VolumeReader, fs *nodefs.Mounter) *Node {
 	if cfg.PathRoot.Dir() == "" {
 		cfg.PathRoot, _ = nodepath.NewRoot(nodepath.DefaultRoot)
 	}
-	return &Node{cfg: cfg, volumes: v, fs: fs, waitDevice: fs.WaitForDevice}
+	return &Node{cfg: cfg, volumes: v, fs: fs, crypt: cfg.Crypt, waitDevice: fs.WaitForDevice}
 }
 
 var nodeCaps = []csi.NodeServiceCapability_RPC_Type{

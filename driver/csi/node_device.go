@@ -12,14 +12,31 @@ import (
 )
 
 // volumeDevice is a Carve volume of this node and the device node that was
-// checked to be its LV's.
+// checked to hold its data: its LV's or, for an encrypted volume, its open
+// dm-crypt mapping's over that LV (resolveDevice).
 type volumeDevice struct {
 	volume.Volume
-	Path string // the device node, /dev/VG/LV
-	Rdev uint64 // its device number, which is the LV's
+	Path string // the device node, /dev/VG/LV or /dev/mapper/NAME
+	Rdev uint64 // its device number
+	// LVPath and LVRdev are the LV's device node and number: Path and
+	// Rdev, but for an encrypted volume.
+	LVPath string
+	LVRdev uint64
 }
 
-// resolveDevice turns a volume ID into its device. Every node call that
+// resolveDevice is resolveLV and, for an encrypted volume, its open
+// mapping (openedDevice), which holds the filesystem: what publish,
+// unpublish, unstage, expansion and stats look for at a path. An encrypted
+// volume whose mapping is not open is not staged (FAILED_PRECONDITION).
+func (n *Node) resolveDevice(ctx context.Context, volumeID string) (volumeDevice, error) {
+	dev, err := n.resolveLV(ctx, volumeID)
+	if err != nil || !dev.Encrypted {
+		return dev, err
+	}
+	return openedDevice(dev)
+}
+
+// resolveLV turns a volume ID into its LV's device. Every node call that
 // formats, mounts, grows or measures a volume gets its device here and
 // nowhere else, so that a wrong ID (hand-written, stale, another driver's)
 // is refused before anything on the node changes:
@@ -35,7 +52,7 @@ type volumeDevice struct {
 //     another device (FAILED_PRECONDITION).
 //
 // nodefs still checks that a device is blank before mkfs: a second guard.
-func (n *Node) resolveDevice(ctx context.Context, volumeID string) (volumeDevice, error) {
+func (n *Node) resolveLV(ctx context.Context, volumeID string) (volumeDevice, error) {
 	id, err := n.localID(volumeID)
 	if err != nil {
 		return volumeDevice{}, err
@@ -61,7 +78,7 @@ func (n *Node) resolveDevice(ctx context.Context, volumeID string) (volumeDevice
 		return volumeDevice{}, fmt.Errorf("%w: %s is device %d:%d, but lvm says LV %s/%s is %d:%d; refusing to use it",
 			volume.ErrFailedPrecondition, vol.DevicePath, unix.Major(rdev), unix.Minor(rdev), id.VG, id.LV, vol.KernelMajor, vol.KernelMinor)
 	}
-	return volumeDevice{Volume: vol, Path: vol.DevicePath, Rdev: rdev}, nil
+	return volumeDevice{Volume: vol, Path: vol.DevicePath, Rdev: rdev, LVPath: vol.DevicePath, LVRdev: rdev}, nil
 }
 
 // resolveStaged is resolveDevice for the node calls that follow

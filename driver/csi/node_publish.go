@@ -30,6 +30,10 @@ func (n *Node) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolume
 		return nil, err
 	}
 	vc := req.GetVolumeCapability()
+	if dev.Encrypted && vc.GetBlock() != nil {
+		return nil, fmt.Errorf("%w: volume %s is encrypted: it is published as a filesystem only, never as its raw device",
+			volume.ErrFailedPrecondition, dev.ID)
+	}
 	source := dev.Path
 	var options []string
 	if vc.GetMount() != nil {

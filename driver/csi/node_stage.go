@@ -2,6 +2,7 @@ package csi
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -33,11 +34,14 @@ func (n *Node) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequ
 	}
 	// Fresh facts, one report for all of them (the volume, its thin
 	// pool), which the node calls that follow reuse (resolveStaged).
-	dev, err := n.resolveDevice(lvm.WithSharedReads(ctx), req.GetVolumeId())
+	dev, err := n.resolveLV(lvm.WithSharedReads(ctx), req.GetVolumeId())
 	if err != nil {
 		return nil, err
 	}
 	if err := n.checkPath("staging target path", staging); err != nil {
+		return nil, err
+	}
+	if err := n.checkEncryption(dev, req.GetVolumeContext(), mnt == nil); err != nil {
 		return nil, err
 	}
 	if mnt == nil {
@@ -45,6 +49,11 @@ func (n *Node) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequ
 	}
 	if err := n.checkMountPath(ctx, "staging target path", staging); err != nil {
 		return nil, err
+	}
+	if dev.Encrypted {
+		if dev, err = n.openForStage(ctx, dev, req.GetSecrets()); err != nil {
+			return nil, err
+		}
 	}
 	formatted, err := n.fs.FormatAndMount(ctx, dev.Path, staging, fsType, stageOptions(fsType, mnt.GetMountFlags()))
 	if err != nil {
@@ -88,17 +97,43 @@ func (n *Node) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolume
 		return nil, invalidArgument("staging target path missing")
 	}
 	gone, err := n.checkUnmountPath(req.GetVolumeId(), "staging target path", staging)
-	if err != nil || gone {
-		return &csi.NodeUnstageVolumeResponse{}, err
-	}
-	if err := n.checkOwnMount(ctx, req.GetVolumeId(), staging, false); err != nil {
+	if err != nil {
 		return nil, err
 	}
-	if err := n.fs.Unmount(staging); err != nil {
+	if !gone {
+		if err := n.checkOwnMount(ctx, req.GetVolumeId(), staging, false); err != nil {
+			return nil, err
+		}
+		if err := n.fs.Unmount(staging); err != nil {
+			return nil, err
+		}
+	}
+	id, _ := n.localID(req.GetVolumeId()) // checked by checkUnmountPath
+	if err := n.closeMapping(ctx, id); err != nil {
 		return nil, err
 	}
 	klog.InfoS("Unstaged volume", "volumeId", req.GetVolumeId(), "path", staging)
 	return &csi.NodeUnstageVolumeResponse{}, nil
+}
+
+// checkEncryption: an encrypted volume (its LV's tag says so) is staged
+// only as a filesystem, on a node that can open it; a volume context that
+// says encrypted for an LV that is not is refused rather than formatted in
+// plaintext.
+func (n *Node) checkEncryption(dev volumeDevice, volumeContext map[string]string, block bool) error {
+	switch {
+	case !dev.Encrypted && volumeContext[ParamEncryption] == EncryptionLUKS2:
+		return fmt.Errorf("%w: volume %s: its context says %s=%s, but its LV is not marked encrypted; not staging it in plaintext",
+			volume.ErrFailedPrecondition, dev.ID, ParamEncryption, EncryptionLUKS2)
+	case !dev.Encrypted:
+		return nil
+	case block:
+		return fmt.Errorf("%w: volume %s is encrypted: it can be staged as a filesystem only, not as a raw block device",
+			volume.ErrFailedPrecondition, dev.ID)
+	case n.crypt == nil:
+		return fmt.Errorf("%w: volume %s is encrypted, and this node is not set up to open it", volume.ErrFailedPrecondition, dev.ID)
+	}
+	return nil
 }
 
 // stageOptions adds what Carve's volumes need to the CO's mount flags: a

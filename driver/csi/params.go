@@ -19,9 +19,16 @@ const (
 	ParamStripes     = "stripes"
 	ParamStripeSize  = "stripeSize"
 	ParamMirrors     = "mirrors"
+	ParamEncryption  = "encryption"
 )
 
-var knownParams = []string{ParamVolumeGroup, ParamFsType, ParamThinPool, ParamStripes, ParamStripeSize, ParamMirrors}
+// Values of ParamEncryption: LUKS2 on the LV, or none (the default).
+const (
+	EncryptionLUKS2 = "luks2"
+	EncryptionNone  = "none"
+)
+
+var knownParams = []string{ParamVolumeGroup, ParamFsType, ParamThinPool, ParamStripes, ParamStripeSize, ParamMirrors, ParamEncryption}
 
 // mutableParams may also come as mutable parameters (CreateVolume's and
 // ControllerModifyVolume's mutable_parameters; a VolumeAttributesClass in
@@ -38,6 +45,8 @@ type volumeParams struct {
 	// vgGiven: the parameters named the VG (a restore may otherwise use
 	// the source's).
 	vgGiven bool
+	// Encrypted: encryption=luks2.
+	Encrypted bool
 }
 
 // parseParams validates params; an unknown key is an error (a typo in a
@@ -68,7 +77,23 @@ func parseParams(params map[string]string, vgs []string) (volumeParams, error) {
 	if p.FsType != "" && !slices.Contains(volume.FSTypes, p.FsType) {
 		return volumeParams{}, invalidArgument("parameter %s=%q not supported (supported: %v)", ParamFsType, p.FsType, volume.FSTypes)
 	}
+	if p.Encrypted, err = parseEncryption(params[ParamEncryption]); err != nil {
+		return volumeParams{}, err
+	}
 	return p, nil
+}
+
+// parseEncryption reads the encryption parameter: luks2, or none (also
+// when absent). Anything else is refused: a misspelt value must not carve a
+// plaintext volume that was meant to be encrypted.
+func parseEncryption(v string) (bool, error) {
+	switch v {
+	case EncryptionLUKS2:
+		return true, nil
+	case "", EncryptionNone:
+		return false, nil
+	}
+	return false, invalidArgument("parameter %s=%q: want %s or %s", ParamEncryption, v, EncryptionLUKS2, EncryptionNone)
 }
 
 // Bounds of the type parameters (lvm2's own limits). A stripe lies in one
@@ -153,11 +178,11 @@ func parseSize(s string) (uint64, error) {
 
 // parseMutable validates mutable parameters: every key must be one of
 // mutableParams. Any other key is INVALID_ARGUMENT, a known one that cannot
-// change (volumeGroup, fsType, thinPool, stripes, stripeSize) with that
-// reason: a VolumeAttributesClass that cannot be honoured must say so, not
-// be taken as done. CO metadata (csi.storage.k8s.io/) has no place here
-// either. Unlike a StorageClass's mirrors, a mutable mirrors may be 0: a
-// raid1 volume back to linear.
+// change (volumeGroup, fsType, thinPool, stripes, stripeSize, encryption)
+// with that reason: a VolumeAttributesClass that cannot be honoured must
+// say so, not be taken as done. CO metadata (csi.storage.k8s.io/) has no
+// place here either. Unlike a StorageClass's mirrors, a mutable mirrors may
+// be 0: a raid1 volume back to linear.
 func parseMutable(params map[string]string) (volume.Mutable, error) {
 	var m volume.Mutable
 	var unknown, immutable []string

@@ -53,9 +53,19 @@ func TestParseParams(t *testing.T) {
 		"unknown key":   {"thinpool": "p"},
 		"bad fsType":    {ParamFsType: "zfs"},
 		"wrong case fs": {ParamFsType: "EXT4"},
+		"encryption on": {ParamEncryption: "true"},
+		"luks1":         {ParamEncryption: "luks1"},
+		"upper LUKS2":   {ParamEncryption: "LUKS2"},
+		"spaced luks2":  {ParamEncryption: " luks2"},
 	} {
 		if _, err := parseParams(params, vgs); !errors.Is(err, volume.ErrInvalidArgument) {
 			t.Errorf("%s: error %v, want INVALID_ARGUMENT", name, err)
+		}
+	}
+	for v, want := range map[string]bool{"": false, EncryptionNone: false, EncryptionLUKS2: true} {
+		p, err := parseParams(map[string]string{ParamEncryption: v}, vgs)
+		if err != nil || p.Encrypted != want {
+			t.Errorf("%s=%q: %+v, %v; want encrypted=%t", ParamEncryption, v, p, err, want)
 		}
 	}
 	if _, err := parseParams(nil, nil); !errors.Is(err, volume.ErrInvalidArgument) {
@@ -149,8 +159,10 @@ func TestParseMutable(t *testing.T) {
 			t.Errorf("%v: %+v, %v; want mirrors %d", tc.params, m, err, tc.mirrors)
 		}
 	}
-	if _, err := parseMutable(map[string]string{ParamThinPool: "p"}); err == nil || !strings.Contains(err.Error(), "cannot change") {
-		t.Errorf("an immutable key: %v, want it named as such", err)
+	for _, k := range []string{ParamThinPool, ParamEncryption} {
+		if _, err := parseMutable(map[string]string{k: "luks2"}); err == nil || !strings.Contains(err.Error(), "cannot change") {
+			t.Errorf("the immutable key %s: %v, want it named as such", k, err)
+		}
 	}
 }
 

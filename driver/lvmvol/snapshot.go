@@ -81,6 +81,9 @@ func (m *Manager) CreateSnapshot(ctx context.Context, name string, source volume
 	if lvm.ValidateTag(tags[2]) != nil {
 		tags = tags[:2]
 	}
+	if src.HasTag(tagEncrypted) {
+		tags = append(tags, tagEncrypted)
+	}
 	if src.PoolLV == "" {
 		lv, err := m.lvm.GetLV(ctx, source.VG, lvName)
 		switch {

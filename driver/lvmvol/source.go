@@ -55,6 +55,9 @@ func (m *Manager) resolveSource(ctx context.Context, req *volume.CreateRequest) 
 	if err := req.SettleSourceVG(); err != nil {
 		return lvm.LV{}, err
 	}
+	if err := settleEncryption(req, lv); err != nil {
+		return lvm.LV{}, err
+	}
 	if size := int64(lv.Size); req.RequiredBytes < size {
 		if req.LimitBytes > 0 && req.LimitBytes < size {
 			return lvm.LV{}, fmt.Errorf("source is %s, above the limit %s: %w", lvm.FormatSize(lv.Size), lvm.FormatSize(uint64(req.LimitBytes)), volume.ErrOutOfRange)
@@ -62,6 +65,22 @@ func (m *Manager) resolveSource(ctx context.Context, req *volume.CreateRequest) 
 		req.RequiredBytes = size
 	}
 	return lv, nil
+}
+
+// settleEncryption: a volume made from an encrypted source is encrypted (its
+// bytes are the source's LUKS2 header and ciphertext), whatever its class
+// says. Encryption asked for a plain source is refused: the new volume would
+// hold the source's plaintext filesystem, not encrypted at rest as asked.
+func settleEncryption(req *volume.CreateRequest, src lvm.LV) error {
+	if src.HasTag(tagEncrypted) {
+		req.Encrypted = true
+		return nil
+	}
+	if req.Encrypted {
+		return fmt.Errorf("%w: encryption asked, but source %s %s is not encrypted: its copy would hold its plaintext",
+			volume.ErrSourceMismatch, req.Source.Kind, req.Source.ID)
+	}
+	return nil
 }
 
 // createFromSource carves the new LV named name from src (see above); pool

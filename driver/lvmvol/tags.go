@@ -27,6 +27,12 @@ const (
 	// for segment details.
 	tagStripesPrefix = "carve.dev/stripes="
 	tagMirrorsPrefix = "carve.dev/mirrors="
+	// tagEncrypted: the LV holds LUKS2 (encryption at rest). A snapshot of
+	// such a volume carries it too, and so does a volume restored or cloned
+	// from either: their bytes are the source's, header and ciphertext, so
+	// they open with the source's key, and the node must never take them
+	// for a blank device.
+	tagEncrypted = "carve.dev/encrypted"
 )
 
 // createTags are the tags lvcreate sets, atomically with the LV itself,
@@ -47,6 +53,9 @@ func settledTags(req volume.CreateRequest) []string {
 	}
 	if req.Type.Mirrors > 0 {
 		tags = append(tags, tagMirrorsPrefix+strconv.Itoa(req.Type.Mirrors))
+	}
+	if req.Encrypted {
+		tags = append(tags, tagEncrypted)
 	}
 	return tags
 }

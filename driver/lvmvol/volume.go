@@ -73,6 +73,7 @@ func (m *Manager) volumeOf(lv lvm.LV) volume.Volume {
 		KernelMinor: lv.KernelMinor,
 		Health:      healthOf(lv),
 		Source:      m.contentSourceOf(lv),
+		Encrypted:   lv.HasTag(tagEncrypted),
 	}
 }
 

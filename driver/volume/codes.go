@@ -47,6 +47,12 @@ var codeTable = []struct {
 	{ErrBadMountFlag, codes.InvalidArgument},
 	{ErrUnsafeTarget, codes.FailedPrecondition},
 	{ErrInvalidPath, codes.InvalidArgument},
+	// A wrong key is no malformed request (a missing one is
+	// INVALID_ARGUMENT): the request is whole, but its credential does not
+	// unlock the volume, as PERMISSION_DENIED says. The CO retries it as
+	// it does any failed NodeStage; the code tells the operator to fix the
+	// Secret, not the StorageClass or the claim.
+	{ErrWrongKey, codes.PermissionDenied},
 	{lvm.ErrNoSpace, codes.ResourceExhausted},
 	{lvm.ErrInvalidName, codes.InvalidArgument},
 	{lvm.ErrInvalidArgument, codes.InvalidArgument},

@@ -74,4 +74,8 @@ var (
 	ErrUnsafeTarget = errors.New("path holds something that is not Carve's")
 	// ErrInvalidPath marks a path the node refuses to act on.
 	ErrInvalidPath = errors.New("invalid path")
+	// ErrWrongKey: the passphrase given for an encrypted volume opens none
+	// of its keyslots. Nothing was changed (CSI: PERMISSION_DENIED; see
+	// codes.go).
+	ErrWrongKey = errors.New("the key does not open the encrypted volume")
 )

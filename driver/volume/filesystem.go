@@ -15,3 +15,19 @@ var minFSSize = map[string]int64{"xfs": 300 << 20, "btrfs": 128 << 20}
 
 // MinSize is the smallest volume fsType can be made on (0: no minimum).
 func MinSize(fsType string) int64 { return minFSSize[fsType] }
+
+// LUKSHeaderBytes is what an encrypted volume's LUKS2 header takes from
+// its LV (cryptsetup's default data offset: 16 MiB), ahead of the
+// filesystem.
+const LUKSHeaderBytes = 16 << 20
+
+// minEncryptedFS is the least room an encrypted volume leaves its
+// filesystem when the filesystem has no minimum of its own (ext4): a
+// volume of just its header would open to an empty device.
+const minEncryptedFS = 16 << 20
+
+// MinEncryptedSize is the smallest encrypted volume of fsType: its LUKS2
+// header, then room for the filesystem.
+func MinEncryptedSize(fsType string) int64 {
+	return LUKSHeaderBytes + max(MinSize(fsType), minEncryptedFS)
+}

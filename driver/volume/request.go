@@ -24,6 +24,10 @@ type CreateRequest struct {
 	Source *ContentSource
 	// ParamsDigest identifies the parameters (see ParamsDigest).
 	ParamsDigest string
+	// Encrypted asks for encryption at rest. A volume made from an
+	// encrypted source is encrypted whatever this says: its data is the
+	// source's ciphertext, under the source's key.
+	Encrypted bool
 }
 
 // Source kinds, as recorded in the carve.dev/source tag of a volume.

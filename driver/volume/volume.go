@@ -16,6 +16,9 @@ type Volume struct {
 	Health                   []Problem
 	// Source is where the volume's data came from, nil for a blank one.
 	Source *ContentSource
+	// Encrypted: the volume's data is LUKS2 on its LV (encryption at
+	// rest); the node opens it with the node-stage secret's key.
+	Encrypted bool
 }
 
 // Problem is one adverse health condition of a volume, as LVM reports it.

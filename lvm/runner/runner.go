@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -81,6 +82,19 @@ func (e *Exec) environ(base []string) []string {
 
 // Run implements Runner.
 func (e *Exec) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	return e.run(ctx, nil, name, args...)
+}
+
+// RunInput is Run with input on the command's stdin. It is how a secret
+// reaches a command (cryptsetup's --key-file=-): never as an argument, which
+// the process table, logs and errors show, nor in the environment or a file.
+// The input itself is never logged, counted or put into an *Error; only the
+// command's own stderr is, so a command must not echo its input there.
+func (e *Exec) RunInput(ctx context.Context, input []byte, name string, args ...string) ([]byte, error) {
+	return e.run(ctx, bytes.NewReader(input), name, args...)
+}
+
+func (e *Exec) run(ctx context.Context, stdin io.Reader, name string, args ...string) ([]byte, error) {
 	if !isData(ctx) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, e.timeout())
@@ -91,7 +105,7 @@ func (e *Exec) Run(ctx context.Context, name string, args ...string) ([]byte, er
 	cmd.Env = e.environ(os.Environ())
 	setGracefulCancel(cmd)
 	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &stdout, &stderr
 
 	start := time.Now()
 	err := cmd.Run()

@@ -1,12 +1,19 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"flag"
+	"fmt"
+	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"k8s.io/klog/v2"
 )
 
 // These tests start real processes (sh, true, sleep): the runner's job is
@@ -141,4 +148,64 @@ func TestObserveSeesEveryCommand(t *testing.T) {
 	if len(got) != 2 || got[0].name != "true" || got[0].args[0] != "a" || !got[0].ok || got[1].name != "false" || got[1].ok {
 		t.Errorf("observed %+v, want true (ok) then false (failed)", got)
 	}
+}
+
+// RunInput hands its input to the command's stdin, and to nothing else:
+// neither the log lines nor the error of a failed command hold it.
+func TestRunInputReachesOnlyStdin(t *testing.T) {
+	const secret = "s3cret-input-7f1c"
+	out, err := New(0).RunInput(context.Background(), []byte(secret), "cat")
+	if err != nil || string(out) != secret {
+		t.Fatalf("cat = %q, %v; want the input back", out, err)
+	}
+	logs := captureLogs(t)
+	_, err = New(0).RunInput(context.Background(), []byte(secret), "sh", "-c", "cat >/dev/null; echo failed >&2; exit 2")
+	var rerr *Error
+	if !errors.As(err, &rerr) || rerr.ExitCode != 2 {
+		t.Fatalf("err = %v, want *Error with exit 2", err)
+	}
+	if strings.Contains(err.Error(), secret) || strings.Contains(fmt.Sprintf("%+v", rerr), secret) {
+		t.Errorf("the error holds the input: %v", err)
+	}
+	if got := logs(); !strings.Contains(got, "failed") || strings.Contains(got, secret) {
+		t.Errorf("log = %q: want the failure logged, without the input", got)
+	}
+}
+
+// captureLogs sends klog's output, at the verbosity that logs every
+// command and its stderr, to a buffer for this test; logs reads it.
+func captureLogs(t *testing.T) (logs func() string) {
+	var buf syncBuffer
+	fset := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fset)
+	for k, v := range map[string]string{"logtostderr": "false", "alsologtostderr": "false", "v": "5"} {
+		if err := fset.Set(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	klog.SetOutput(&buf)
+	t.Cleanup(func() {
+		klog.SetOutput(os.Stderr)
+		_ = fset.Set("logtostderr", "true")
+		_ = fset.Set("v", "0")
+	})
+	return func() string { klog.Flush(); return buf.String() }
+}
+
+// syncBuffer is a bytes.Buffer klog may write from its flush goroutine.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

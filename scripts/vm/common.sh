@@ -9,10 +9,10 @@ VM_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
 VM_CACHE=${CARVE_VM_CACHE:-${HOME:?HOME must be set}/.cache/carve-vm}
 
 # Debian packages the harness needs on the host: QEMU itself, the tools the
-# guest runs from the host's own / (lvm2, thin tools, mkfs), and what setup.sh
-# uses to build the boot files.
+# guest runs from the host's own / (lvm2, thin tools, mkfs, cryptsetup for
+# encrypted volumes), and what setup.sh uses to build the boot files.
 VM_PACKAGES=(qemu-system-x86 lvm2 thin-provisioning-tools e2fsprogs xfsprogs
-  busybox-static kmod cpio xz-utils binutils zstd)
+  cryptsetup-bin busybox-static kmod cpio xz-utils binutils zstd)
 
 # The initramfs depends on init.sh and on how setup.sh assembles it; hashing
 # both lets run.sh notice that a rebuild is due after either one was edited.

@@ -17,6 +17,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -85,6 +86,7 @@ func (e *env) reset() {
 	e.t.Helper()
 	e.stop()
 	testenv.UnmountAll(e.t, e.dir, 0)
+	closeMappings(e.t)
 	ctx := context.Background()
 	lvs, err := e.lvm.ListLVs(ctx, vg)
 	if err != nil {
@@ -98,6 +100,23 @@ func (e *env) reset() {
 		}
 		if err := e.lvm.RemoveLV(ctx, vg, lv.Name); err != nil && !strings.Contains(err.Error(), "not found") {
 			e.t.Fatalf("reset: %v", err)
+		}
+	}
+}
+
+// closeMappings closes the dm-crypt mappings of the VG's encrypted
+// volumes (VG-LV-crypt), which hold their LVs open.
+func closeMappings(t *testing.T) {
+	t.Helper()
+	out, err := exec.Command("dmsetup", "ls", "--target", "crypt").Output()
+	if err != nil {
+		t.Fatalf("dmsetup ls: %v", err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], vg+"-") {
+			if out, err := exec.Command("cryptsetup", "close", f[0]).CombinedOutput(); err != nil {
+				t.Fatalf("reset: cryptsetup close %s: %v: %s", f[0], err, out)
+			}
 		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+
+	"carve.dev/carve/test/csiflow"
 )
 
 // op is one operation of the matrix. prepare runs on an un-armed carve,
@@ -28,6 +30,9 @@ var (
 	thin    = map[string]string{"thinPool": pool}
 	striped = map[string]string{"stripes": "2"}
 	raid1   = map[string]string{"mirrors": "1"}
+	// encrypted volumes, and the node-stage secret that opens them.
+	encrypted  = map[string]string{"encryption": "luks2"}
+	encSecrets = map[string]string{"encryptionKey": "carve-crash-passphrase"}
 )
 
 func ops() []op {
@@ -60,7 +65,7 @@ func ops() []op {
 			must(e.t, e.handle(id).Attach(context.Background(), node))
 			return func() error { return retry(e.alive, func() error { return e.handle(id).Detach(context.Background()) }) }, nil
 		}},
-		stageOp(), nodeExpandOp(), unstageOp(),
+		stageOp(), nodeExpandOp(), unstageOp(), encryptedStageOp(), encryptedUnstageOp(),
 		modifyOp("raid1", thick, "1"), modifyOp("linear", raid1, "0"),
 	}
 	return out
@@ -178,6 +183,56 @@ func stageOp() op {
 			}
 		}
 	}}
+}
+
+// encryptedStageOp: NodeStage of a blank encrypted volume runs luksFormat,
+// open, mkfs and mount. A crash after luksFormat must not lead to a second
+// one (its LUKS UUID stays), nor one after open to a stuck mapping.
+func encryptedStageOp() op {
+	return op{name: "NodeStageVolume/encrypted", method: "NodeStageVolume", prepare: func(e *env) (func() error, func()) {
+		id := e.volume("vol", encrypted)
+		must(e.t, e.encHandle(id).Attach(context.Background(), node))
+		return func() error {
+			return retry(e.alive, func() error { return e.encHandle(id).Stage(context.Background(), e.path("staging")) })
+		}, nil
+	}, atCrash: func(e *env) func() {
+		before := fsUUID("vol")
+		return func() {
+			if after := fsUUID("vol"); before != "" && after != before {
+				e.t.Errorf("LUKS2 formatted twice: UUID %s after the crash, %s after the retry", before, after)
+			}
+		}
+	}}
+}
+
+// encryptedUnstageOp: a crash between the unmount and the close of the
+// mapping; the retry finds the staging path gone and still closes it, so
+// that the volume can be detached.
+func encryptedUnstageOp() op {
+	return op{name: "NodeUnstageVolume/encrypted", method: "NodeUnstageVolume", prepare: func(e *env) (func() error, func()) {
+		id := e.volume("vol", encrypted)
+		v := e.encHandle(id)
+		must(e.t, v.Attach(context.Background(), node))
+		must(e.t, v.Stage(context.Background(), e.path("staging")))
+		return func() error {
+			return retry(e.alive, func() error {
+				v := e.encHandle(id)
+				v.Staging = e.path("staging")
+				if err := v.Unstage(context.Background()); err != nil {
+					return err
+				}
+				v.NodeID = node
+				return v.Detach(context.Background())
+			})
+		}, nil
+	}}
+}
+
+// encHandle is handle with the node-stage secret of encrypted volumes.
+func (e *env) encHandle(id string) *csiflow.Volume {
+	v := e.handle(id)
+	v.StageSecrets = encSecrets
+	return v
 }
 
 func nodeExpandOp() op {

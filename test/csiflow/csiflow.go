@@ -63,6 +63,9 @@ type Volume struct {
 	PublishContext map[string]string
 	NodeID         string
 	Staging        string
+	// StageSecrets are NodeStageVolume's secrets (an encrypted volume's
+	// key), as kubelet reads them from the StorageClass's node-stage secret.
+	StageSecrets map[string]string
 }
 
 // Create asks for a volume of size bytes.
@@ -94,7 +97,7 @@ func (v *Volume) Attach(ctx context.Context, node string) error {
 func (v *Volume) Stage(ctx context.Context, staging string) error {
 	_, err := v.c.Node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{
 		VolumeId: v.ID, StagingTargetPath: staging, VolumeCapability: v.Cap,
-		PublishContext: v.PublishContext, VolumeContext: v.Context,
+		PublishContext: v.PublishContext, VolumeContext: v.Context, Secrets: v.StageSecrets,
 	})
 	if err != nil {
 		return fmt.Errorf("NodeStageVolume %s: %w", v.ID, err)

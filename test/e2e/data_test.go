@@ -85,29 +85,15 @@ func TestSnapshotRestore(t *testing.T) {
 }
 
 func snapshotRestore(t *testing.T, class string) {
-	ctx := context.Background()
 	src, snap, dst := class+"-src", class+"-snap", class+"-restored"
 	create(t, pvc(src, class, "256Mi"))
 	p := runPod(t, src+"-1", src)
 	writeData(t, p, "state", "before the snapshot")
 
-	vs := volumeSnapshot(snap, src)
-	if err := h.kc.Create(ctx, vs); err != nil {
-		t.Fatal(err)
-	}
-	wait(t, "VolumeSnapshot "+snap+" readyToUse", 4*time.Minute, func(ctx context.Context) (bool, error) {
-		if err := h.kc.Get(ctx, types.NamespacedName{Namespace: testNS, Name: snap}, vs); err != nil {
-			return false, err
-		}
-		ready, _, _ := unstructured.NestedBool(vs.Object, "status", "readyToUse")
-		return ready, nil
-	})
+	vs := takeSnapshot(t, snap, src)
 	writeData(t, p, "state", "after the snapshot")
 
-	restore := pvc(dst, class, "384Mi")
-	group := "snapshot.storage.k8s.io"
-	restore.Spec.DataSource = &corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "VolumeSnapshot", Name: snap}
-	create(t, restore)
+	create(t, restoreClaim(dst, class, "384Mi", snap))
 	p2 := runPod(t, dst+"-1", dst)
 	if got := readData(t, p2, "state"); got != "before the snapshot" {
 		t.Errorf("restored volume holds %q", got)
@@ -118,12 +104,7 @@ func snapshotRestore(t *testing.T, class string) {
 
 	deletePod(t, dst+"-1")
 	deletePod(t, src+"-1")
-	if err := h.kc.Delete(ctx, vs); err != nil {
-		t.Fatal(err)
-	}
-	wait(t, "VolumeSnapshot gone", 3*time.Minute, func(ctx context.Context) (bool, error) {
-		return gone(h.kc.Get(ctx, types.NamespacedName{Namespace: testNS, Name: snap}, volumeSnapshot(snap, src)))
-	})
+	deleteSnapshot(t, vs)
 	deleteClaim(t, dst)
 	deleteClaim(t, src)
 	wait(t, "snapshot LVs removed", 2*time.Minute, func(context.Context) (bool, error) {
@@ -134,6 +115,44 @@ func snapshotRestore(t *testing.T, class string) {
 			}
 		}
 		return err == nil, err
+	})
+}
+
+// takeSnapshot makes VolumeSnapshot snap of claim src and waits until it
+// is ready to use.
+func takeSnapshot(t *testing.T, snap, src string) *unstructured.Unstructured {
+	t.Helper()
+	vs := volumeSnapshot(snap, src)
+	if err := h.kc.Create(context.Background(), vs); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, "VolumeSnapshot "+snap+" readyToUse", 4*time.Minute, func(ctx context.Context) (bool, error) {
+		if err := h.kc.Get(ctx, types.NamespacedName{Namespace: testNS, Name: snap}, vs); err != nil {
+			return false, err
+		}
+		ready, _, _ := unstructured.NestedBool(vs.Object, "status", "readyToUse")
+		return ready, nil
+	})
+	return vs
+}
+
+// restoreClaim is a claim of class restored from VolumeSnapshot snap.
+func restoreClaim(name, class, size, snap string) *corev1.PersistentVolumeClaim {
+	c := pvc(name, class, size)
+	group := "snapshot.storage.k8s.io"
+	c.Spec.DataSource = &corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "VolumeSnapshot", Name: snap}
+	return c
+}
+
+// deleteSnapshot deletes vs and waits until it is gone.
+func deleteSnapshot(t *testing.T, vs *unstructured.Unstructured) {
+	t.Helper()
+	if err := h.kc.Delete(context.Background(), vs); err != nil {
+		t.Fatal(err)
+	}
+	key := types.NamespacedName{Namespace: testNS, Name: vs.GetName()}
+	wait(t, "VolumeSnapshot gone", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		return gone(h.kc.Get(ctx, key, volumeSnapshot(vs.GetName(), "")))
 	})
 }
 

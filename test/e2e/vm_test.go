@@ -160,7 +160,7 @@ func (x *harness) bootVM() error {
 		"--share", x.work, "--view", x.kbin, "--",
 		"bash", filepath.Join(x.repo, "test/e2e/node-vm.sh"), x.work, x.kbin, x.vmexec)
 	// The pod network's kernel modules, beside the storage ones.
-	cmd.Env = append(os.Environ(), "CARVE_VM_MODULES=dm_snapshot dm_thin_pool dm_mirror raid1 dm_raid loop bridge veth overlay")
+	cmd.Env = append(os.Environ(), "CARVE_VM_MODULES=dm_snapshot dm_thin_pool dm_mirror raid1 dm_raid dm_crypt loop bridge veth overlay")
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		return err

@@ -26,6 +26,7 @@ var layers = map[string]int{
 	"driver/internal/keylock": 2,
 	"driver/lvmvol":           3,
 	"driver/nodefs":           3,
+	"driver/crypt":            3,
 	"driver/nodepath":         3,
 	"driver/api/v1alpha1":     3,
 	"driver/nodeloss":         4,

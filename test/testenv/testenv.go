@@ -88,11 +88,12 @@ func StartCarveIn(t *testing.T, cgroup string, args ...string) string {
 	return StartCarveProcess(t, cgroup, args...).Endpoint
 }
 
-// Carve is a carve StartCarveProcess started: where it serves, and its
-// process ID (for its memory figures).
+// Carve is a carve StartCarveProcess started: where it serves, its
+// process ID (for its memory figures) and its log file.
 type Carve struct {
 	Endpoint string
 	PID      int
+	Log      string
 }
 
 // StartCarveProcess is StartCarveIn that also tells the process.
@@ -107,7 +108,7 @@ func StartCarveProcess(t *testing.T, cgroup string, args ...string) Carve {
 		p.Stop()
 		t.Logf("carve log: %s", p.log.Name())
 	})
-	return Carve{Endpoint: p.Endpoint, PID: p.cmd.Process.Pid}
+	return Carve{Endpoint: p.Endpoint, PID: p.cmd.Process.Pid, Log: p.log.Name()}
 }
 
 // Options say how Launch starts carve.

@@ -26,6 +26,11 @@ type LogicalVolumeSpec struct {
 	Source *ContentSource `json:"source,omitempty"`
 	// ParamsDigest identifies the creation parameters (CSI idempotency).
 	ParamsDigest string `json:"paramsDigest"`
+	// Encrypted asks for encryption at rest (LUKS2, opened on the node
+	// with the node-stage secret's key). A volume made from an encrypted
+	// source is encrypted whatever this says (status.encrypted).
+	// +optional
+	Encrypted bool `json:"encrypted,omitempty"`
 	// PublishedNode is set while the volume is published (attached) to that
 	// node: the agent then keeps the LV active, and inactive otherwise.
 	// +optional
@@ -79,6 +84,9 @@ type LogicalVolumeStatus struct {
 	// brought to: spec.type.mirrors, once a change of it is done.
 	// +optional
 	Mirrors int `json:"mirrors,omitempty"`
+	// Encrypted is true when the LV holds LUKS2 (encryption at rest).
+	// +optional
+	Encrypted bool `json:"encrypted,omitempty"`
 	// Health lists adverse conditions, empty when healthy.
 	// +optional
 	Health []HealthProblem `json:"health,omitempty"`
