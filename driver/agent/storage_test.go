@@ -32,17 +32,7 @@ func TestOrphanedVolumesAreReportedNotRemoved(t *testing.T) {
 	}
 	rec := events.NewFakeRecorder(10)
 	rep := &StorageReporter{Client: r.c, Node: node, Space: vols.Space, Overprovision: 1, Volumes: vols.ListVolumes, Events: rec}
-	report := func() []string {
-		t.Helper()
-		if err := rep.Report(ctx); err != nil {
-			t.Fatal(err)
-		}
-		var ns v1alpha1.NodeStorage
-		if err := r.c.Get(ctx, types.NamespacedName{Name: node}, &ns); err != nil {
-			t.Fatal(err)
-		}
-		return ns.Status.OrphanedVolumes
-	}
+	report := func() []string { return reportedOn(t, r, rep).Status.OrphanedVolumes }
 	if got := report(); len(got) != 0 {
 		t.Errorf("first report: orphans %v, want none until seen twice", got)
 	}
@@ -67,17 +57,7 @@ func TestIdleReportsWriteNothing(t *testing.T) {
 	vols := lvmvol.NewManager(r.lvm, r.lvm, node, []string{"vg0"})
 	rep := &StorageReporter{Client: r.c, Node: node, Space: vols.Space, Overprovision: 1, Volumes: vols.ListVolumes,
 		Heartbeat: time.Hour}
-	version := func() string {
-		t.Helper()
-		if err := rep.Report(ctx); err != nil {
-			t.Fatal(err)
-		}
-		var ns v1alpha1.NodeStorage
-		if err := r.c.Get(ctx, types.NamespacedName{Name: node}, &ns); err != nil {
-			t.Fatal(err)
-		}
-		return ns.ResourceVersion
-	}
+	version := func() string { return reportedOn(t, r, rep).ResourceVersion }
 	first := version()
 	if again := version(); again != first {
 		t.Errorf("an unchanged report was written: resourceVersion %s -> %s", first, again)
@@ -113,13 +93,7 @@ func TestMissingVolumesAreReportedNotRecreated(t *testing.T) {
 	rec := events.NewFakeRecorder(10)
 	rep := &StorageReporter{Client: r.c, Node: node, Space: vols.Space, Overprovision: 1, Volumes: vols.ListVolumes, Events: rec}
 	for i, want := range [][]string{nil, {"vg0/pvc-gone"}, {"vg0/pvc-gone"}} {
-		if err := rep.Report(ctx); err != nil {
-			t.Fatal(err)
-		}
-		var ns v1alpha1.NodeStorage
-		if err := r.c.Get(ctx, types.NamespacedName{Name: node}, &ns); err != nil {
-			t.Fatal(err)
-		}
+		ns := reportedOn(t, r, rep)
 		if !slices.Equal(ns.Status.MissingVolumes, want) || len(ns.Status.OrphanedVolumes) != 0 {
 			t.Errorf("report %d: missing %v, orphans %v; want missing %v, no orphans", i+1,
 				ns.Status.MissingVolumes, ns.Status.OrphanedVolumes, want)
@@ -158,17 +132,7 @@ func TestOrphanRemovedByHandClearsOnAFreshRead(t *testing.T) {
 		return vols.ListVolumes(c)
 	}
 	rep := &StorageReporter{Client: r.c, Node: node, Space: vols.Space, Overprovision: 1, Volumes: list}
-	orphans := func() []string {
-		t.Helper()
-		if err := rep.Report(ctx); err != nil {
-			t.Fatal(err)
-		}
-		var ns v1alpha1.NodeStorage
-		if err := r.c.Get(ctx, types.NamespacedName{Name: node}, &ns); err != nil {
-			t.Fatal(err)
-		}
-		return ns.Status.OrphanedVolumes
-	}
+	orphans := func() []string { return reportedOn(t, r, rep).Status.OrphanedVolumes }
 	orphans()
 	if got := orphans(); !slices.Equal(got, []string{"vg0/pvc-orphan"}) || fresh != 1 {
 		t.Fatalf("orphans %v after %d fresh reads, want [vg0/pvc-orphan] after 1", got, fresh)
@@ -240,4 +204,17 @@ func TestEachOrphanIsAnEventOfItsOwn(t *testing.T) {
 			t.Errorf("no OrphanedVolume event tells of %s; the API server holds %q", lv, notes)
 		}
 	}
+}
+
+// reportedOn runs one storage report and returns the NodeStorage it wrote.
+func reportedOn(t *testing.T, r *rig, rep *StorageReporter) v1alpha1.NodeStorage {
+	t.Helper()
+	if err := rep.Report(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var ns v1alpha1.NodeStorage
+	if err := r.c.Get(ctx, types.NamespacedName{Name: node}, &ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns
 }
