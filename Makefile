@@ -139,9 +139,7 @@ FUZZPARALLEL ?= 0
 
 fuzz: ## each fuzz target (FUZZ_TARGETS) for FUZZTIME (30s), from its committed corpus (testdata/fuzz); CI: make fuzz-ci
 	@set -e; for t in $(FUZZ_TARGETS); do \
-		echo "== fuzz $$t for $(FUZZTIME)"; \
-		$(GO) test ./$${t%%:*} -run '^$$' -fuzz "^$${t##*:}\$$" -fuzztime $(FUZZTIME) \
-			$(if $(filter-out 0,$(FUZZPARALLEL)),-parallel $(FUZZPARALLEL)) $(TAG); \
+		GO=$(GO) scripts/fuzz.sh $$t $(FUZZTIME) $(FUZZPARALLEL) $(TAG); \
 	done
 	@echo "== $@ passed at $$(date -u +%T)"
 
