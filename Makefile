@@ -130,7 +130,7 @@ FUZZ_TARGETS := \
 	driver/csi:FuzzUnpublishPath driver/csi:FuzzPublishPaths driver/csi:FuzzPublishRequest \
 	driver/lvmvol:FuzzCreateVolume driver/lvmvol:FuzzCreateSnapshot driver/lvmvol:FuzzTags \
 	driver/nodepath:FuzzCheck driver/nodefs:FuzzCheckMountFlags driver/nodefs:FuzzMountInfo driver/crypt:FuzzMappingName \
-	cmd/carve:FuzzParseVGs
+	cmd/carve:FuzzParseVGs test/e2e:FuzzSoakWrites
 FUZZ_SEEDS_ONLY := driver/agent:FuzzCreateFromResource
 FUZZTIME ?= 30s
 # Fuzz workers per target (go test -parallel; default: one per core). CI
