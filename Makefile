@@ -27,7 +27,7 @@ BG           = $(if $(TAG_OUTPUT),nice -n 10)
 CONTROLLER_GEN ?= $(shell go env GOPATH)/bin/controller-gen
 CONTROLLER_GEN_VERSION := v0.23.0
 
-.PHONY: all build image test vm-then-unit vet check-generated test-unit test-vm test-crash soak test-vm-full e2e e2e-upstream bench-cluster demo lint fuzz fuzz-ci bench generate clean
+.PHONY: all build image test vm-then-unit vet check-generated test-unit test-vm test-crash soak soak-cluster test-vm-full e2e e2e-upstream bench-cluster demo lint fuzz fuzz-ci bench generate clean
 
 all: build
 
@@ -106,6 +106,14 @@ e2e-upstream: image ## the Kubernetes project's external storage suite against C
 	CARVE_E2E_UPSTREAM=$(or $(UPSTREAM),full) scripts/e2e.sh -test.run TestUpstreamStorageSuite -test.timeout 0 $(TAG)
 	@echo "== $@ passed at $$(date -u +%T)"
 
+# make soak-cluster's run is SOAK_DURATION of chaos, then every volume
+# brought up, read and deleted (a few more minutes); make e2e (and so CI)
+# runs TestClusterSoak for 90 s among the other scenarios.
+soak-cluster: image ## chaos under load in cluster mode: random claims (thick, thin, striped, raid1), writer pods, snapshots, restores and expansions through Kubernetes while carve controller and carve node are SIGKILLed at random, invariants checked throughout (SOAK_DURATION, default 20m; SOAK_SEED repeats a run's choices)
+	CARVE_E2E_SOAK_DURATION=$(or $(SOAK_DURATION),20m) $(if $(SOAK_SEED),CARVE_E2E_SOAK_SEED=$(SOAK_SEED)) \
+		scripts/e2e.sh -test.run TestClusterSoak -test.timeout 0 $(TAG)
+	@echo "== $@ passed at $$(date -u +%T)"
+
 bench-cluster: image ## cluster mode's figure: a pod with a new claim, and a StatefulSet of 50, to Running against the raw lvm2, mkfs and mount steps on the same VM node (printed; _output/bench/cluster.json)
 	CARVE_E2E_BENCH=1 scripts/e2e.sh -test.run TestClusterBench -test.v -test.timeout 0 $(TAG)
 	@echo "== $@ done at $$(date -u +%T)"
@@ -130,7 +138,7 @@ FUZZ_TARGETS := \
 	driver/csi:FuzzUnpublishPath driver/csi:FuzzPublishPaths driver/csi:FuzzPublishRequest \
 	driver/lvmvol:FuzzCreateVolume driver/lvmvol:FuzzCreateSnapshot driver/lvmvol:FuzzTags \
 	driver/nodepath:FuzzCheck driver/nodefs:FuzzCheckMountFlags driver/nodefs:FuzzMountInfo driver/crypt:FuzzMappingName \
-	cmd/carve:FuzzParseVGs
+	cmd/carve:FuzzParseVGs test/e2e:FuzzSoakWrites
 FUZZ_SEEDS_ONLY := driver/agent:FuzzCreateFromResource
 FUZZTIME ?= 30s
 # Fuzz workers per target (go test -parallel; default: one per core). CI

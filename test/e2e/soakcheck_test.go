@@ -1,0 +1,292 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"carve.dev/carve/driver/agent"
+	"carve.dev/carve/driver/api/v1alpha1"
+)
+
+// The soak's invariants. Each check counts in the report under its name;
+// a violation is a test error (the soak goes on, to find more).
+
+// verify reads every writer's log and file on c's volume through its pod
+// and checks them against the writes acknowledged so far (verifyWrites);
+// the writer must never have failed (its container restarts on a failed
+// write).
+func (s *clusterSoak) verify(c *soakClaim, when string) {
+	s.t.Helper()
+	var p corev1.Pod
+	if err := get(context.Background(), c.pod.Name, &p); err != nil {
+		s.t.Fatal(err)
+	}
+	c.pod = &p
+	if cs := containerStatus(&p, "app"); cs == nil || cs.RestartCount != 0 {
+		s.t.Errorf("claim %s: writer %s failed and restarted: %+v", c.name, p.Name, cs)
+	}
+	seen, err := parseWrites(inContainer(s.t, &p, "sh", "-c", soakReadScript))
+	if err != nil {
+		s.t.Fatalf("claim %s, pod %s: the writers' logs: %v", c.name, p.Name, err)
+	}
+	before := c.acked.count()
+	now, checked, problems := verifyWrites(c.acked, seen)
+	for _, pr := range problems {
+		s.t.Errorf("claim %s (%s, PV %s), %s: %s", c.name, c.class.name, c.pv, when, pr)
+	}
+	c.acked = now
+	s.stats.count("acknowledged writes read back")
+	s.stats.writes(now.count()-before, checked)
+}
+
+// bind learns c's PV and volume handle once it is bound.
+func (s *clusterSoak) bind(c *soakClaim) {
+	if c.pv != "" {
+		return
+	}
+	c.pv = boundClaim(s.t, c.name).Spec.VolumeName
+	var pv corev1.PersistentVolume
+	if err := get(context.Background(), c.pv, &pv); err != nil {
+		s.t.Fatal(err)
+	}
+	c.handle = pv.Spec.CSI.VolumeHandle
+}
+
+// checkFilesystem: the filesystem the pod sees spans the claim, but for
+// ext4's own overhead (a restore into a larger claim, an expansion: grown).
+func (s *clusterSoak) checkFilesystem(c *soakClaim) {
+	got := fsSize(s.t, c.pod)
+	if least := c.size - max(c.size/8, 32*mi); got < least {
+		s.t.Errorf("claim %s of %d MiB: its filesystem in %s has %d MiB, want at least %d", c.name, c.size/mi, c.pod.Name, got/mi, least/mi)
+	}
+	s.stats.count("filesystem spans its claim")
+}
+
+// checkDetached: once its pod is gone and its attachment too, the volume
+// is unmounted and its LV inactive.
+func (s *clusterSoak) checkDetached(c *soakClaim, p *corev1.Pod) {
+	if l, err := lvInfo(c.pv); err != nil || l == nil || l.Active != "" {
+		s.t.Errorf("claim %s detached: its LV %+v (%v), want it there, inactive", c.name, l, err)
+	}
+	for _, path := range []string{stagingPath(c.handle), publishPath(p, c.pv)} {
+		if m, err := mounted(path); m || err != nil {
+			s.t.Errorf("claim %s detached: %s still mounted (%v)", c.name, path, err)
+		}
+	}
+	s.stats.count("detached: unmounted, LV inactive")
+}
+
+func (s *clusterSoak) checkLVGone(lv, what string) {
+	if l, err := lvInfo(lv); err != nil || l != nil {
+		s.t.Errorf("LV %s %s: %+v (%v), want it gone", lv, what, l, err)
+	}
+	s.stats.count("deleted: LV gone")
+}
+
+// readySnapshot learns a ready snapshot's content and LV, and checks its
+// restore size: its source's LV size.
+func (s *clusterSoak) readySnapshot(sn *soakSnap, vs *unstructured.Unstructured) {
+	sn.content, _, _ = unstructured.NestedString(vs.Object, "status", "boundVolumeSnapshotContentName")
+	size, _, _ := unstructured.NestedString(vs.Object, "status", "restoreSize")
+	if q, err := resource.ParseQuantity(size); err != nil || q.Value() != sn.size {
+		s.t.Errorf("snapshot %s: restoreSize %q, want %d MiB, its source's LV", sn.name, size, sn.size/mi)
+	}
+	content := volumeSnapshotContent()
+	if err := h.kc.Get(context.Background(), soakKey(sn.content, content), content); err != nil {
+		s.t.Fatal(err)
+	}
+	handle, _, _ := unstructured.NestedString(content.Object, "status", "snapshotHandle")
+	parts := strings.Split(handle, "/")
+	if len(parts) != 3 || parts[0] != vmNode || parts[1] != "e2e" {
+		s.t.Fatalf("snapshot %s: handle %q, want %s/e2e/LV", sn.name, handle, vmNode)
+	}
+	sn.lv = parts[2]
+}
+
+// check runs every invariant on a cluster at rest.
+func (s *clusterSoak) check(kind string) {
+	s.logf("%s check: %d claims (%d with a writer), %d snapshots", kind, len(s.claims),
+		len(s.claimsWhere(func(c *soakClaim) bool { return c.pod != nil })), len(s.snaps))
+	for _, c := range s.claims {
+		if c.pod != nil {
+			s.verify(c, kind+" check")
+		}
+	}
+	s.checkObjects()
+	vg := s.readVG()
+	s.checkLVs(vg.extent)
+	s.checkMounts()
+	s.checkCapacity(vg)
+	s.stats.checks++
+}
+
+// checkObjects: the claims, PVs, attachments, snapshots and Carve's
+// resources are exactly the model's, each in its wanted state.
+func (s *clusterSoak) checkObjects() {
+	ctx := context.Background()
+	var pvcs corev1.PersistentVolumeClaimList
+	var pvs corev1.PersistentVolumeList
+	var lvs v1alpha1.LogicalVolumeList
+	var lvss v1alpha1.LogicalVolumeSnapshotList
+	var vas storagev1.VolumeAttachmentList
+	vss := &unstructured.UnstructuredList{}
+	vss.SetAPIVersion("snapshot.storage.k8s.io/v1")
+	vss.SetKind("VolumeSnapshotList")
+	for _, l := range []client.ObjectList{&pvcs, &pvs, &lvs, &lvss, &vas, vss} {
+		if err := h.kc.List(ctx, l); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	wantClaims, wantVolumes, wantAttached, wantSnaps, wantSnapLVs := map[string]string{}, map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, c := range s.claims {
+		wantClaims[c.name], wantVolumes[c.pv] = c.pv, c.pod != nil
+		if c.pod != nil {
+			wantAttached[c.pv] = true
+		}
+	}
+	for _, sn := range s.snaps {
+		wantSnaps[sn.name], wantSnapLVs[sn.lv] = true, true
+	}
+	got := map[string]string{}
+	for _, c := range pvcs.Items {
+		if c.Labels[soakLabel] == "true" {
+			got[c.Name] = c.Spec.VolumeName
+			if c.Status.Phase != corev1.ClaimBound {
+				s.t.Errorf("claim %s is %s", c.Name, c.Status.Phase)
+			}
+		}
+	}
+	same(s, "claims (name: PV)", got, wantClaims)
+	gotPVs := map[string]bool{}
+	for _, pv := range pvs.Items {
+		if ref := pv.Spec.ClaimRef; ref != nil && ref.Namespace == testNS && strings.HasPrefix(ref.Name, "soak-") {
+			gotPVs[pv.Name] = pv.Status.Phase == corev1.VolumeBound
+		}
+	}
+	same(s, "PVs of the soak's claims (name: bound)", gotPVs, boolsOf(wantVolumes, true))
+	same(s, "LogicalVolumes (name: published)", s.logicalVolumes(lvs.Items, wantVolumes), wantVolumes)
+	gotSnapLVs := map[string]bool{}
+	for _, l := range lvss.Items {
+		if !s.base.lvs[l.Name] {
+			gotSnapLVs[l.Name] = l.Status.ReadyToUse
+		}
+	}
+	same(s, "LogicalVolumeSnapshots (name: ready)", gotSnapLVs, wantSnapLVs)
+	gotSnaps := map[string]bool{}
+	for _, vs := range vss.Items {
+		if vs.GetLabels()[soakLabel] == "true" {
+			gotSnaps[vs.GetName()], _, _ = unstructured.NestedBool(vs.Object, "status", "readyToUse")
+		}
+	}
+	same(s, "VolumeSnapshots (name: ready)", gotSnaps, wantSnaps)
+	gotAttached := map[string]bool{}
+	for _, va := range vas.Items {
+		if va.Spec.Attacher == driverName && va.Spec.Source.PersistentVolumeName != nil {
+			gotAttached[*va.Spec.Source.PersistentVolumeName] = va.Status.Attached && va.Spec.NodeName == vmNode
+		}
+	}
+	same(s, "VolumeAttachments (PV: attached to "+vmNode+")", gotAttached, wantAttached)
+	s.stats.count("objects as the model")
+}
+
+// logicalVolumes maps Carve's LogicalVolumes (but the VG's own from before
+// the soak) to whether they are published, and checks each is Ready at its
+// size.
+func (s *clusterSoak) logicalVolumes(items []v1alpha1.LogicalVolume, want map[string]bool) map[string]bool {
+	sizes := map[string]int64{}
+	for _, c := range s.claims {
+		sizes[c.pv] = c.class.lvSize(c.size, s.base.extent)
+	}
+	got := map[string]bool{}
+	for _, l := range items {
+		if s.base.lvs[l.Name] {
+			continue
+		}
+		got[l.Name] = l.Spec.PublishedNode == vmNode && l.Status.Published
+		ready := meta.FindStatusCondition(l.Status.Conditions, agent.ConditionReady)
+		if _, ok := want[l.Name]; ok && (ready == nil || ready.Status != metav1.ConditionTrue || l.Status.SizeBytes != sizes[l.Name]) {
+			s.t.Errorf("LogicalVolume %s: %d bytes, want %d; Ready %+v", l.Name, l.Status.SizeBytes, sizes[l.Name], ready)
+		}
+	}
+	return got
+}
+
+// same reports where got and want differ, key by key; at the end check,
+// each difference is a leak (the model is empty then).
+func same[V comparable](s *clusterSoak, what string, got, want map[string]V) {
+	var diffs []string
+	for _, k := range slices.Sorted(maps.Keys(got)) {
+		if w, ok := want[k]; !ok || w != got[k] {
+			diffs = append(diffs, fmt.Sprintf("%s: have %v, want %v", k, got[k], describeWant(w, ok)))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if _, ok := got[k]; !ok {
+			diffs = append(diffs, fmt.Sprintf("%s: missing, want %v", k, want[k]))
+		}
+	}
+	if len(diffs) > 0 {
+		s.t.Errorf("%s differ from the model:\n  %s", what, strings.Join(diffs, "\n  "))
+	}
+	if s.ending {
+		for _, d := range diffs {
+			s.stats.leak(what + ": " + d)
+		}
+	}
+}
+
+func describeWant[V any](w V, ok bool) string {
+	if !ok {
+		return "none"
+	}
+	return fmt.Sprint(w)
+}
+
+func boolsOf(m map[string]bool, v bool) map[string]bool {
+	out := map[string]bool{}
+	for k := range maps.Keys(m) {
+		out[k] = v
+	}
+	return out
+}
+
+// checkEnd: after everything was deleted, nothing of the soak is left in
+// the cluster or in LVM, and the capacity is what it was.
+func (s *clusterSoak) checkEnd() {
+	if len(s.claims)+len(s.snaps) != 0 {
+		s.t.Fatalf("the model still holds objects after the deletes:\n%s", s.describe())
+	}
+	s.ending = true
+	s.check("end")
+	ctx := context.Background()
+	vscs := &unstructured.UnstructuredList{}
+	vscs.SetAPIVersion("snapshot.storage.k8s.io/v1")
+	vscs.SetKind("VolumeSnapshotContentList")
+	if err := h.kc.List(ctx, vscs); err != nil {
+		s.t.Fatal(err)
+	}
+	for _, c := range vscs.Items {
+		if d, _, _ := unstructured.NestedString(c.Object, "spec", "driver"); d == driverName {
+			s.stats.leak("VolumeSnapshotContent " + c.GetName())
+			s.t.Errorf("leaked: VolumeSnapshotContent %s of a deleted snapshot", c.GetName())
+		}
+	}
+	s.checkStorageCapacity(s.readVG())
+	checkNoLeaks(s.t)
+	if names := slices.Sorted(maps.Keys(s.base.lvs)); len(names) != 1 || names[0] != "thinpool" {
+		s.t.Logf("note: VG e2e held %v before the soak", names)
+	}
+}

@@ -1,0 +1,151 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// What lvm2 and the kernel say in the VM node, against the model, and
+// against what Carve reports of them.
+
+// soakVG is VG e2e as lvm2 reports it.
+type soakVG struct {
+	free, extent int64
+	pvFree       []int64 // sorted
+	// poolSize, poolFree: the thin pool's data space, and its free part
+	// by lvs's data_percent (two decimals; -1 when the pool is inactive).
+	poolSize, poolFree int64
+}
+
+// readVG reads VG e2e, its PVs and the thin pool in one exec.
+func (s *clusterSoak) readVG() soakVG {
+	out := vmOut(s.t, "sh", "-c", `set -e
+o="--noheadings --units b --nosuffix"
+vgs $o -o vg_free,vg_extent_size e2e
+echo --
+pvs $o -o pv_free -S vg_name=e2e
+echo --
+lvs $o -o lv_size,data_percent e2e/thinpool`)
+	parts := strings.Split(out, "--\n")
+	if len(parts) != 3 {
+		s.t.Fatalf("VG e2e's report: %q", out)
+	}
+	vg := soakVG{}
+	f := numbers(s, parts[0])
+	if len(f) != 2 {
+		s.t.Fatalf("vgs: %q", parts[0])
+	}
+	vg.free, vg.extent = int64(f[0]), int64(f[1])
+	for _, n := range numbers(s, parts[1]) {
+		vg.pvFree = append(vg.pvFree, int64(n))
+	}
+	slices.Sort(vg.pvFree)
+	p := numbers(s, parts[2])
+	switch len(p) {
+	case 1: // an inactive pool reports no usage
+		vg.poolSize, vg.poolFree = int64(p[0]), -1
+	case 2:
+		vg.poolSize = int64(p[0])
+		vg.poolFree = vg.poolSize - int64(p[0]*p[1]/100)
+	default:
+		s.t.Fatalf("lvs of the thin pool: %q", parts[2])
+	}
+	return vg
+}
+
+func numbers(s *clusterSoak, out string) []float64 {
+	var ns []float64
+	for _, f := range strings.Fields(out) {
+		n, err := strconv.ParseFloat(f, 64)
+		if err != nil {
+			s.t.Fatalf("a number in %q: %v", out, err)
+		}
+		ns = append(ns, n)
+	}
+	return ns
+}
+
+// soakLV is an LV of VG e2e: lvs reports a line per segment, and an
+// expanded LV may have several.
+type soakLV struct {
+	name, segtypes string // segtypes: its segments', joined by "+"
+	size           int64
+	active         bool
+}
+
+func (s *clusterSoak) readLVs() []soakLV {
+	out := vmOut(s.t, "lvs", "--noheadings", "--units", "b", "--nosuffix", "--separator", ",",
+		"-o", "lv_name,lv_size,lv_active,segtype", "e2e")
+	var lvs []soakLV
+	for _, line := range nonEmptyLines(out) {
+		f := strings.Split(line, ",")
+		size, err := strconv.ParseInt(strings.TrimSpace(f[min(1, len(f)-1)]), 10, 64)
+		if len(f) != 4 || err != nil {
+			s.t.Fatalf("lvs: %q", line)
+		}
+		name, seg := strings.TrimSpace(f[0]), strings.TrimSpace(f[3])
+		if n := len(lvs); n > 0 && lvs[n-1].name == name {
+			if !strings.Contains("+"+lvs[n-1].segtypes+"+", "+"+seg+"+") {
+				lvs[n-1].segtypes += "+" + seg
+			}
+			continue
+		}
+		lvs = append(lvs, soakLV{name: name, segtypes: seg, size: size, active: strings.TrimSpace(f[2]) == "active"})
+	}
+	return lvs
+}
+
+// checkLVs: VG e2e holds the LVs it held before the soak, the model's
+// volumes (size, layout, active exactly while attached) and snapshots
+// (inactive), and nothing else: no leaked volume, snapshot, frozen point.
+func (s *clusterSoak) checkLVs(extent int64) {
+	want := map[string]string{}
+	for _, c := range s.claims {
+		want[c.pv] = fmt.Sprintf("%s %d active=%v", c.class.segtype, c.class.lvSize(c.size, extent), c.pod != nil)
+	}
+	for _, sn := range s.snaps {
+		seg := "linear" // a thick snapshot is a linear copy, whatever its source's layout
+		if sn.class.thin() {
+			seg = "thin"
+		}
+		want[sn.lv] = fmt.Sprintf("%s %d active=false", seg, sn.size)
+	}
+	got := map[string]string{}
+	for _, l := range s.readLVs() {
+		if s.base.lvs[l.name] {
+			continue
+		}
+		got[l.name] = fmt.Sprintf("%s %d active=%v", l.segtypes, l.size, l.active)
+	}
+	same(s, "LVs of VG e2e (layout, size, activation)", got, want)
+	s.stats.count("LVs as the model")
+}
+
+// checkMounts: the CSI mounts in the VM node are the staging and publish
+// paths of the model's running writers, each mounted once.
+func (s *clusterSoak) checkMounts() {
+	want := map[string]int{}
+	for _, c := range s.claims {
+		if c.pod != nil {
+			want[stagingPath(c.handle)], want[publishPath(c.pod, c.pv)] = 1, 1
+		}
+	}
+	got := map[string]int{}
+	for _, l := range nonEmptyLines(vmOut(s.t, "cat", "/proc/self/mountinfo")) {
+		f := strings.Fields(l)
+		if len(f) < 5 {
+			continue
+		}
+		p := f[4]
+		if strings.HasPrefix(p, "/var/lib/kubelet/plugins/kubernetes.io/csi/"+driverName+"/") ||
+			(strings.HasPrefix(p, "/var/lib/kubelet/pods/") && strings.Contains(p, "/volumes/kubernetes.io~csi/")) {
+			got[p]++
+		}
+	}
+	same(s, "CSI mounts in "+vmNode+" (path: times mounted)", got, want)
+	s.stats.count("mounts as the model")
+}

@@ -1,0 +1,343 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"carve.dev/carve/driver/api/v1alpha1"
+)
+
+// The soak's operations: each makes its request through the Kubernetes
+// API, as a user would, and pushes what it waits for. Nothing here waits:
+// the loop polls.
+
+// soakSizes are the sizes claims ask for: rows of two 4 MiB extents (so
+// striped volumes are exact too), above the host node's 64 MiB VG (its
+// capacity keeps them off it) and ext4's own needs.
+var soakSizes = []int64{128 * mi, 160 * mi, 192 * mi, 256 * mi}
+
+// soakGrowth is what an expansion or a larger restore adds.
+const soakGrowth = 64 * mi
+
+func (s *clusterSoak) createClaim(class *soakClass) {
+	c := &soakClaim{name: s.next("soak"), class: class, size: pick(s, soakSizes), acked: ackedWrites{}}
+	create(s.t, soakLabelled(pvc(c.name, class.name, quantity(c.size))))
+	s.claims = append(s.claims, c)
+	s.startPodAs(c, "create "+class.name, nil)
+}
+
+func (s *clusterSoak) startPod(c *soakClaim) { s.startPodAs(c, "start pod", nil) }
+
+// startPodAs starts a writer pod on c: kubelet has carve node stage and
+// publish the volume (and, for a new claim, csi-provisioner and the
+// attacher have it made and attached first). Once it runs, every write
+// acknowledged on the volume must read back.
+func (s *clusterSoak) startPodAs(c *soakClaim, kind string, after func()) {
+	c.busy = true
+	c.pods++
+	name := fmt.Sprintf("%s-%d", c.name, c.pods)
+	create(s.t, writerPod(name, c.name))
+	var running *corev1.Pod
+	s.push(&soakOp{kind: kind, what: fmt.Sprintf("%s: claim %s (%s, %d MiB), writer pod %s", kind, c.name, c.class.name, c.size/mi, name),
+		about: []string{c.name, name, c.pv},
+		reached: func(ctx context.Context) (bool, error) {
+			var p corev1.Pod
+			if err := get(ctx, name, &p); err != nil {
+				return false, err
+			}
+			if p.Status.Phase != corev1.PodRunning || len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].State.Running == nil {
+				return false, fmt.Errorf("pod %s: %s", name, podSummary(&p))
+			}
+			running = &p
+			return true, nil
+		},
+		done: func() {
+			c.pod = running
+			s.bind(c)
+			s.verify(c, "in its new pod")
+			s.checkFilesystem(c)
+			c.busy = false
+			if after != nil {
+				after()
+			}
+		}})
+}
+
+// stopPod reads the volume, then deletes its pod: kubelet has it
+// unpublished and unstaged, the attacher detaches it (the LV deactivated).
+func (s *clusterSoak) stopPod(c *soakClaim) {
+	c.busy = true
+	s.verify(c, "before its pod is deleted")
+	p := c.pod
+	if err := h.kc.Delete(context.Background(), p); err != nil {
+		s.t.Fatal(err)
+	}
+	s.push(&soakOp{kind: "delete pod", what: fmt.Sprintf("delete pod %s of claim %s", p.Name, c.name), about: []string{p.Name, c.pv},
+		reached: func(ctx context.Context) (bool, error) {
+			if ok, err := gone(get(ctx, p.Name, &corev1.Pod{})); !ok || err != nil {
+				return false, err
+			}
+			va, err := volumeAttachment(ctx, c.pv)
+			return va == nil && err == nil, err
+		},
+		done: func() {
+			c.pod = nil
+			s.checkDetached(c, p)
+			c.busy = false
+		}})
+}
+
+// deleteClaim deletes c (and its pod, if it has one: the claim goes once
+// the pod has): csi-provisioner has carve delete the volume.
+func (s *clusterSoak) deleteClaim(c *soakClaim) {
+	c.busy = true
+	ctx := context.Background()
+	if c.pod != nil {
+		if err := h.kc.Delete(ctx, c.pod); client.IgnoreNotFound(err) != nil {
+			s.t.Fatal(err)
+		}
+	}
+	claim := &corev1.PersistentVolumeClaim{}
+	claim.Name, claim.Namespace = c.name, testNS
+	if err := h.kc.Delete(ctx, claim); err != nil {
+		s.t.Fatal(err)
+	}
+	s.push(&soakOp{kind: "delete claim", what: fmt.Sprintf("delete claim %s (%s, PV %s)", c.name, c.class.name, c.pv), about: []string{c.name, c.pv},
+		reached: func(ctx context.Context) (bool, error) {
+			return allGone(ctx, named{c.name, &corev1.PersistentVolumeClaim{}}, named{c.pv, &corev1.PersistentVolume{}},
+				named{c.pv, &v1alpha1.LogicalVolume{}})
+		},
+		done: func() {
+			s.checkLVGone(c.pv, "of deleted claim "+c.name)
+			s.claims = slices.DeleteFunc(s.claims, func(x *soakClaim) bool { return x == c })
+		}})
+}
+
+// snapshot takes a VolumeSnapshot of c; it must hold every write
+// acknowledged before it was asked for, read just before.
+func (s *clusterSoak) snapshot(c *soakClaim) {
+	c.busy = true
+	if c.pod != nil {
+		s.verify(c, "before its snapshot")
+	}
+	sn := &soakSnap{name: s.next("soak-snap"), class: c.class, source: c.name,
+		size: c.class.lvSize(c.size, s.base.extent), acked: c.acked.clone(), busy: true}
+	vs := volumeSnapshot(sn.name, c.name)
+	vs.SetLabels(map[string]string{soakLabel: "true"})
+	if err := h.kc.Create(context.Background(), vs); err != nil {
+		s.t.Fatal(err)
+	}
+	s.snaps = append(s.snaps, sn)
+	s.push(&soakOp{kind: "snapshot " + c.class.name, what: fmt.Sprintf("snapshot %s of claim %s (%s, %d writes acknowledged)", sn.name, c.name, c.class.name, sn.acked.count()),
+		about: []string{sn.name, c.name},
+		reached: func(ctx context.Context) (bool, error) {
+			if err := h.kc.Get(ctx, soakKey(sn.name, vs), vs); err != nil {
+				return false, err
+			}
+			ready, _, _ := unstructured.NestedBool(vs.Object, "status", "readyToUse")
+			return ready, nil
+		},
+		done: func() {
+			s.readySnapshot(sn, vs)
+			sn.busy, c.busy = false, false
+		}})
+}
+
+// restore makes a claim from a snapshot, as large or larger, and starts a
+// writer on it: it must hold the snapshot's acknowledged writes.
+func (s *clusterSoak) restore(sn *soakSnap) {
+	size := sn.size
+	if s.rng.IntN(2) == 0 {
+		size += soakGrowth
+	}
+	sn.restores++
+	c := &soakClaim{name: s.next("soak"), class: sn.class, size: size, acked: sn.acked.clone()}
+	create(s.t, soakLabelled(restoreClaim(c.name, sn.class.name, quantity(size), sn.name)))
+	s.claims = append(s.claims, c)
+	s.startPodAs(c, "restore "+sn.class.name, func() { sn.restores-- })
+}
+
+// expand grows c's claim while its pod runs: csi-resizer has carve grow
+// the LV, kubelet has carve node grow the filesystem, online.
+func (s *clusterSoak) expand(c *soakClaim) {
+	c.busy = true
+	want := c.size + soakGrowth
+	var claim corev1.PersistentVolumeClaim
+	if err := get(context.Background(), c.name, &claim); err != nil {
+		s.t.Fatal(err)
+	}
+	patch := client.MergeFrom(claim.DeepCopy())
+	claim.Spec.Resources.Requests[corev1.ResourceStorage] = *resource.NewQuantity(want, resource.BinarySI)
+	if err := h.kc.Patch(context.Background(), &claim, patch); err != nil {
+		s.t.Fatal(err)
+	}
+	s.push(&soakOp{kind: "expand " + c.class.name, what: fmt.Sprintf("expand claim %s (%s) %d -> %d MiB, online", c.name, c.class.name, c.size/mi, want/mi),
+		about: []string{c.name, c.pv},
+		reached: func(ctx context.Context) (bool, error) {
+			var now corev1.PersistentVolumeClaim
+			if err := get(ctx, c.name, &now); err != nil {
+				return false, err
+			}
+			have := now.Status.Capacity[corev1.ResourceStorage]
+			for _, cond := range now.Status.Conditions {
+				if cond.Type == corev1.PersistentVolumeClaimResizing || cond.Type == corev1.PersistentVolumeClaimFileSystemResizePending {
+					return false, fmt.Errorf("capacity %s, condition %s: %s", have.String(), cond.Type, cond.Message)
+				}
+			}
+			return have.Value() >= want, fmt.Errorf("capacity %s", have.String())
+		},
+		done: func() {
+			c.size = want
+			s.checkFilesystem(c)
+			c.busy = false
+		}})
+}
+
+// deleteSnapshot deletes a VolumeSnapshot: its content, Carve's
+// LogicalVolumeSnapshot and its LV go.
+func (s *clusterSoak) deleteSnapshot(sn *soakSnap) {
+	sn.busy = true
+	vs := volumeSnapshot(sn.name, "")
+	if err := h.kc.Delete(context.Background(), vs); err != nil {
+		s.t.Fatal(err)
+	}
+	s.push(&soakOp{kind: "delete snapshot", what: fmt.Sprintf("delete snapshot %s of %s (LV %s)", sn.name, sn.source, sn.lv),
+		about: []string{sn.name, sn.content, sn.lv},
+		reached: func(ctx context.Context) (bool, error) {
+			return allGone(ctx, named{sn.name, volumeSnapshot(sn.name, "")}, named{sn.content, volumeSnapshotContent()},
+				named{sn.lv, &v1alpha1.LogicalVolumeSnapshot{}})
+		},
+		done: func() {
+			s.checkLVGone(sn.lv, "of deleted snapshot "+sn.name)
+			s.snaps = slices.DeleteFunc(s.snaps, func(x *soakSnap) bool { return x == sn })
+		}})
+}
+
+// soakWriterScript is the writer container's command (sh -c). It stops
+// after soakWriterFiles files, so that a long soak does not fill its
+// volumes, and exits non-zero on the first failed write: the test then
+// sees a container restart, which fails the soak (a write must never fail
+// because carve was killed).
+const soakWriterScript = `set -u
+d=/data/w
+mkdir -p "$d" || exit 1
+id=$(cut -c1-8 /proc/sys/kernel/random/uuid) || exit 1
+i=0
+while [ "$i" -lt "$1" ]; do
+	i=$((i+1))
+	f=$d/$id-$i.d
+	head -c 4096 /dev/urandom >"$f" || exit 1
+	sync "$f" "$d" || exit 1
+	s=$(sha256sum "$f") || exit 1
+	echo "$i ${s%% *} ok" >>"$d/$id.ack" || exit 1
+	sync "$d/$id.ack" || exit 1
+	sleep 1
+done
+exec sleep 86400`
+
+// soakWriterFiles bounds the files of one writer (4 KiB each).
+const soakWriterFiles = 300
+
+// soakReadScript prints every acknowledgement log ("ack ID", then its
+// lines) and then every file's SHA-256 ("sums", then sha256sum's lines).
+// sync first: what the test reads is on the disk, so a snapshot requested
+// after the read holds it.
+const soakReadScript = `sync
+cd /data/w 2>/dev/null || exit 0
+for a in *.ack; do
+	[ -e "$a" ] || continue
+	echo "ack ${a%.ack}"
+	cat "$a"
+	echo
+done
+echo sums
+ls | grep '\.d$' | xargs -r sha256sum`
+
+// writerPod is a pod on claim whose container runs soakWriterScript, on
+// the VM node.
+func writerPod(name, claim string) *corev1.Pod {
+	p := pod(name, claim)
+	p.Labels = map[string]string{soakLabel: "true"}
+	p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": vmNode}
+	p.Spec.Containers[0].Command = []string{"sh", "-c", soakWriterScript, "writer", fmt.Sprint(soakWriterFiles)}
+	return p
+}
+
+func soakLabelled(c *corev1.PersistentVolumeClaim) *corev1.PersistentVolumeClaim {
+	c.Labels = map[string]string{soakLabel: "true"}
+	return c
+}
+
+func quantity(bytes int64) string { return resource.NewQuantity(bytes, resource.BinarySI).String() }
+
+// soakKey is obj's key: cluster-scoped kinds have no namespace.
+func soakKey(name string, obj client.Object) types.NamespacedName {
+	switch o := obj.(type) {
+	case *corev1.PersistentVolumeClaim, *corev1.Pod:
+		return types.NamespacedName{Namespace: testNS, Name: name}
+	case *unstructured.Unstructured:
+		if o.GetKind() == "VolumeSnapshot" {
+			return types.NamespacedName{Namespace: testNS, Name: name}
+		}
+	}
+	return types.NamespacedName{Name: name}
+}
+
+// named is an object to look up by name.
+type named struct {
+	name string
+	obj  client.Object
+}
+
+// allGone tells whether every one of objs is gone; else it says which is
+// still there.
+func allGone(ctx context.Context, objs ...named) (bool, error) {
+	for _, o := range objs {
+		if ok, err := gone(h.kc.Get(ctx, soakKey(o.name, o.obj), o.obj)); !ok || err != nil {
+			return false, fmt.Errorf("%s %s still there (%v)", kindOf(o.obj), o.name, err)
+		}
+	}
+	return true, nil
+}
+
+// volumeSnapshotContent is an empty VolumeSnapshotContent to read into.
+func volumeSnapshotContent() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("snapshot.storage.k8s.io/v1")
+	u.SetKind("VolumeSnapshotContent")
+	return u
+}
+
+// kindOf names obj's kind, for messages.
+func kindOf(obj client.Object) string {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return u.GetKind()
+	}
+	return strings.TrimPrefix(fmt.Sprintf("%T", obj), "*")
+}
+
+// podSummary is a pod's phase and its container's state, for messages.
+func podSummary(p *corev1.Pod) string {
+	out := string(p.Status.Phase)
+	for _, cs := range p.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil {
+			out += fmt.Sprintf(", %s waiting: %s %s", cs.Name, w.Reason, w.Message)
+		}
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Status != corev1.ConditionTrue && c.Message != "" {
+			out += fmt.Sprintf(", %s: %s", c.Type, c.Message)
+		}
+	}
+	return out
+}
