@@ -29,7 +29,7 @@ var upstreamCI = []string{
 	`Generic Ephemeral-volume \(default fs\) \(late-binding\)\] ephemeral should create read/write inline ephemeral volume`,
 	`Generic Ephemeral-volume \(block volmode\) \(late-binding\)\] ephemeral should support two pods which have the same volume definition`,
 	`read-write-once-pod should block a second pod from using an in-use ReadWriteOncePod volume on the same node`,
-	`\(default fs\)\] volume-modify should recover from invalid target VAC by updating PVC to new valid VAC`,
+	`\(default fs\)\] volume-modify .*should recover from invalid target VAC by updating PVC to new valid VAC`,
 }
 
 // upstreamCIThin is the thin driver's share of the subset: what differs
@@ -45,7 +45,7 @@ var upstreamCIThin = []string{
 	`Ephemeral Snapshot \((delete|retain) policy\)\] snapshottable.*check deletion \(ephemeral\)`,
 	`\(default fs\)\] provisioning should provision storage with snapshot data source \[`,
 	`Generic Ephemeral-volume \(default fs\) \(late-binding\)\] ephemeral should create read-only inline ephemeral volume`,
-	`\(block volmode\)\] volume-modify should create a volume with VAC`,
+	`\(block volmode\)\] volume-modify .*should create a volume with VAC`,
 }
 
 // upstreamSkip: the specs that cannot work on this cluster, whatever the
