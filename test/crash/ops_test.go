@@ -169,37 +169,37 @@ func deleteSnapshotOp(kind string, params map[string]string) op {
 // stageOp: NodeStage formats a blank volume and mounts it. A crash after
 // mkfs must not lead to a second mkfs.
 func stageOp() op {
-	return op{name: "NodeStageVolume", method: "NodeStageVolume", prepare: func(e *env) (func() error, func()) {
-		id := e.volume("vol", thick)
-		must(e.t, e.handle(id).Attach(context.Background(), node))
-		return func() error {
-			return retry(e.alive, func() error { return e.handle(id).Stage(context.Background(), e.path("staging")) })
-		}, nil
-	}, atCrash: func(e *env) func() {
-		before := fsUUID("vol")
-		return func() {
-			if after := fsUUID("vol"); before != "" && after != before {
-				e.t.Errorf("filesystem made twice: UUID %s after the crash, %s after the retry", before, after)
-			}
-		}
-	}}
+	return firstStageOp("NodeStageVolume", thick, nil, "filesystem made twice")
 }
 
 // encryptedStageOp: NodeStage of a blank encrypted volume runs luksFormat,
 // open, mkfs and mount. A crash after luksFormat must not lead to a second
 // one (its LUKS UUID stays), nor one after open to a stuck mapping.
 func encryptedStageOp() op {
-	return op{name: "NodeStageVolume/encrypted", method: "NodeStageVolume", prepare: func(e *env) (func() error, func()) {
-		id := e.volume("vol", encrypted)
-		must(e.t, e.encHandle(id).Attach(context.Background(), node))
+	return firstStageOp("NodeStageVolume/encrypted", encrypted, encSecrets, "LUKS2 formatted twice")
+}
+
+// firstStageOp is the first NodeStage of a blank volume made with params
+// (staged with secrets): the UUID blkid reads on the LV (the filesystem's,
+// or LUKS2's on an encrypted volume) after a crash must be the one after
+// the retry, or the retry formatted it again (twice says what that means).
+func firstStageOp(name string, params, secrets map[string]string, twice string) op {
+	return op{name: name, method: "NodeStageVolume", prepare: func(e *env) (func() error, func()) {
+		id := e.volume("vol", params)
+		handle := func() *csiflow.Volume {
+			v := e.handle(id)
+			v.StageSecrets = secrets
+			return v
+		}
+		must(e.t, handle().Attach(context.Background(), node))
 		return func() error {
-			return retry(e.alive, func() error { return e.encHandle(id).Stage(context.Background(), e.path("staging")) })
+			return retry(e.alive, func() error { return handle().Stage(context.Background(), e.path("staging")) })
 		}, nil
 	}, atCrash: func(e *env) func() {
 		before := fsUUID("vol")
 		return func() {
 			if after := fsUUID("vol"); before != "" && after != before {
-				e.t.Errorf("LUKS2 formatted twice: UUID %s after the crash, %s after the retry", before, after)
+				e.t.Errorf("%s: UUID %s after the crash, %s after the retry", twice, before, after)
 			}
 		}
 	}}
