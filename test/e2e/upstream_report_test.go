@@ -39,7 +39,9 @@ const sampleJUnit = `<?xml version="1.0" encoding="UTF-8"?>
 </testsuites>
 `
 
-func TestReadJUnitCountsSpecsByEndState(t *testing.T) {
+// readSample reads sampleJUnit as e2e.test's report.
+func readSample(t *testing.T) *upstreamResult {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "junit_01.xml")
 	if err := os.WriteFile(path, []byte(sampleJUnit), 0o644); err != nil {
 		t.Fatal(err)
@@ -48,6 +50,11 @@ func TestReadJUnitCountsSpecsByEndState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return r
+}
+
+func TestReadJUnitCountsSpecsByEndState(t *testing.T) {
+	r := readSample(t)
 	want := &upstreamResult{
 		passed: 1, // the suite's own nodes that passed are not specs
 		// Only the spec that skipped itself; the focus left out the others.
@@ -57,6 +64,14 @@ func TestReadJUnitCountsSpecsByEndState(t *testing.T) {
 			"failed: [It] External Storage [Driver: lvm.carve.dev] [Testpattern: Dynamic PV (ext4)] volumes should store data",
 			"failed: [SynchronizedAfterSuite]", // a suite node counts when it fails
 			"interrupted: [It] External Storage [Driver: lvm.carve.dev] [Testpattern: Dynamic PV (default fs)] read-write-once-pod should block",
+		},
+		// What the focus selected, whatever its end: not the suite's
+		// nodes, not what the focus left out.
+		ran: []string{
+			"[It] External Storage [Driver: lvm.carve.dev] [Testpattern: Dynamic PV (default fs)] volume-modify should modify",
+			"[It] External Storage [Driver: lvm.carve.dev] [Testpattern: Dynamic PV (default fs)] capacity provides storage capacity information",
+			"[It] External Storage [Driver: lvm.carve.dev] [Testpattern: Dynamic PV (ext4)] volumes should store data",
+			"[It] External Storage [Driver: lvm.carve.dev] [Testpattern: Dynamic PV (default fs)] read-write-once-pod should block",
 		},
 	}
 	if !reflect.DeepEqual(r, want) {
@@ -77,5 +92,29 @@ func TestReadJUnitRefusesWhatIsNoReport(t *testing.T) {
 		if r, err := readJUnit(p); err == nil {
 			t.Errorf("readJUnit(%s) = %+v, want an error", filepath.Base(p), r)
 		}
+	}
+}
+
+// A selection entry that selected no spec is reported, whatever the other
+// entries did; one that selected a spec that then failed or skipped itself
+// is not (those have their own reports).
+func TestUnmatchedSelectionEntries(t *testing.T) {
+	r := readSample(t)
+	entries := []string{
+		`capacity provides storage capacity information`,
+		`\(ext4\)\] volumes should store data$`,         // failed: selected all the same
+		`volume-modify should modify`,                   // skipped itself
+		`\(ntfs\)\] volumes should store data`,          // left out by the focus
+		`volume-modify should create a volume with VAC`, // no such spec
+		`DNS should work`,                               // not an External Storage spec
+		`(`,                                             // no regexp
+	}
+	got := r.unmatched(entries)
+	want := []string{entries[3], entries[4], entries[5], "( (error parsing regexp: missing closing ): `External.Storage.*(()`)"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("unmatched = %q\nwant %q", got, want)
+	}
+	if got := r.unmatched(entries[:3]); got != nil {
+		t.Errorf("unmatched of entries that all selected a spec = %q", got)
 	}
 }

@@ -62,6 +62,10 @@ func TestUpstreamStorageSuite(t *testing.T) {
 				t.Errorf("%d specs of the subset skipped themselves (log: %s):\n  %s", len(r.skipped), d.log(h.logs),
 					strings.Join(r.skipped, "\n  "))
 			}
+			if miss := r.unmatched(d.focus); sel == "subset" && len(miss) > 0 {
+				t.Errorf("%d entries of the subset selected no spec (log: %s):\n  %s", len(miss), d.log(h.logs),
+					strings.Join(miss, "\n  "))
+			}
 			if r.passed == 0 {
 				t.Errorf("no upstream spec passed (log: %s)", d.log(h.logs))
 			}
