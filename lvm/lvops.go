@@ -102,7 +102,7 @@ func (c *Client) ExtendLV(ctx context.Context, vg, name string, size uint64) err
 // activation-skip flag that thin snapshots carry: the caller asked for
 // this very LV.
 func (c *Client) Activate(ctx context.Context, vg, name string) error {
-	return c.lvchange(ctx, "activate", vg, name, "-ay", "-K")
+	return c.activate(ctx, "activate", vg, name, "-ay", "-K")
 }
 
 // MakeNodes makes the /dev nodes of vg's active LVs that are missing, and
@@ -180,11 +180,10 @@ func (c *Client) RetagAndActivate(ctx context.Context, vg, name string, add, rem
 	for _, t := range remove {
 		args = append(args, "--deltag", t)
 	}
-	what, flag := "tags, deactivate", "-an"
 	if active {
-		what, flag = "tags, activate", "-ay"
+		return c.activate(ctx, "tags, activate", vg, name, append(args, "-ay")...)
 	}
-	return c.lvchange(ctx, what, vg, name, append(args, flag)...)
+	return c.lvchange(ctx, "tags, deactivate", vg, name, append(args, "-an")...)
 }
 
 func (c *Client) changeTags(ctx context.Context, flag, vg, name string, tags []string) error {
