@@ -433,3 +433,41 @@ func TestFailedSnapshotCopyIsReportedThenRetried(t *testing.T) {
 		t.Errorf("copies %+v, want one resumed at 4 MiB", copied)
 	}
 }
+
+// A thick snapshot is ready only once inactive: its copy deactivates it
+// before it drops the copying tag, so an end cut short in between (here, a
+// failed deactivation) leaves a snapshot still copying, which the next call
+// finishes. The one lvchange that did both committed the tag first: the
+// soak's kill inside it left a ready snapshot active for good.
+func TestAReadySnapshotIsInactive(t *testing.T) {
+	m, f, src := standaloneWithSource(t, 200*mib)
+	// Published, the source stays active after the copy: the one
+	// deactivation is the snapshot's.
+	if _, err := m.PublishVolume(ctx, src.ID, node); err != nil {
+		t.Fatal(err)
+	}
+	f.Fail = func(call string) error {
+		if call == "Deactivate" {
+			return errors.New("killed")
+		}
+		return nil
+	}
+	snap, err := m.CreateSnapshot(ctx, "snap-1", src.ID)
+	if err == nil && snap.Ready {
+		t.Fatalf("snapshot ready though its deactivation failed: %+v", snap)
+	}
+	lv, ok := f.LV(vg, volume.SnapshotLVName("snap-1"))
+	if !ok || !lv.HasTag("carve.dev/copying") {
+		t.Fatalf("snapshot LV after a failed deactivation: %+v (found %v); want it still copying", lv, ok)
+	}
+	f.Fail = nil
+	if snap, err = snapshotReady(t, m, src.ID); err != nil || !snap.Ready {
+		t.Fatalf("snapshot after the failure: %+v, %v; want it ready", snap, err)
+	}
+	if lv, _ = f.LV(vg, snap.ID.LV); lv.Active || lv.HasTag("carve.dev/copying") {
+		t.Errorf("ready snapshot LV: %+v; want it inactive, its copying tag gone", lv)
+	}
+	if lv, _ = f.LV(vg, src.ID.LV); !lv.Active {
+		t.Error("published source deactivated by its snapshot")
+	}
+}

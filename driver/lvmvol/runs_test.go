@@ -276,7 +276,7 @@ func TestLVMRunsPerOperation(t *testing.T) {
 		// point, the snapshot LV (read back: creation time); the copy
 		// job: the frozen point before and after, its removal, the
 		// source's release (lvs, -an, --deltag), the snapshot settled
-		// (--deltag copying, -an in one).
+		// (-an, then --deltag copying: see finishSnapshotCopy for why two).
 		{"CreateSnapshot thick, copied", func() error {
 			s, err := m.CreateSnapshot(ctx, "snap-thick", thickVol.ID)
 			thickSnap = s
@@ -284,7 +284,7 @@ func TestLVMRunsPerOperation(t *testing.T) {
 				err = fmt.Errorf("thick snapshot of 8 MiB not ready in the first call")
 			}
 			return err
-		}, "lvchange=4 lvcreate=2 lvremove=1 lvs=5 vgs=1", "lvchange=7 lvcreate=2 lvremove=1 lvs=15 vgs=1"},
+		}, "lvchange=5 lvcreate=2 lvremove=1 lvs=5 vgs=1", "lvchange=7 lvcreate=2 lvremove=1 lvs=15 vgs=1"},
 		// A CO's repeat of the call: the source and the snapshot in one
 		// lvs.
 		{"CreateSnapshot thick again", func() error {

@@ -36,8 +36,9 @@ import (
 //     volume; a copy interrupted by a crash or its deadline resumes from
 //     the frozen point, which still exists, where its progress record says
 //     (see progress.go);
-//  4. the frozen point is dropped, then the copying tag: a snapshot LV with
-//     the copying tag and no frozen point has therefore been copied fully.
+//  4. the frozen point is dropped, the snapshot LV deactivated, then the
+//     copying tag dropped: a snapshot LV with the copying tag and no frozen
+//     point has therefore been copied fully, and a ready one is inactive.
 //     If the frozen point overflowed, the snapshot LV is deleted instead and
 //     the next call starts over from a new frozen point.
 
@@ -238,11 +239,17 @@ func (m *Manager) finishSnapshotCopy(ctx context.Context, lv lvm.LV, mt *meter) 
 	default:
 		return err
 	}
-	// One lvchange: the copying tag goes, then the snapshot is
-	// deactivated (lvm.RetagAndActivate's order). A crash in between
-	// leaves a ready snapshot that is active, which is harmless: nothing
-	// writes to a snapshot, and a restore or delete uses it as it is.
-	if err := m.lvm.RetagAndActivate(ctx, lv.VGName, lv.Name, nil, []string{tagCopying}, false); err != nil {
+	// Deactivate, then drop the copying tag: two lvchanges, because the
+	// one lvchange that does both (lvm.RetagAndActivate) commits the tag
+	// first, and a crash before its deactivation left a ready snapshot
+	// active for good: no later call of a ready snapshot deactivates it,
+	// and its device stayed open to writes (the soak found it). In this
+	// order a crash in between leaves the copying tag on an inactive LV
+	// with no frozen point, which the next call finishes here.
+	if err := m.lvm.Deactivate(ctx, lv.VGName, lv.Name); err != nil {
+		return fmt.Errorf("deactivate snapshot %s/%s after its copy: %w", lv.VGName, lv.Name, err)
+	}
+	if err := m.lvm.RemoveTags(ctx, lv.VGName, lv.Name, tagCopying); err != nil {
 		return err
 	}
 	klog.InfoS("Thick snapshot ready", "lv", lv.VGName+"/"+lv.Name, "bytes", lv.Size)
