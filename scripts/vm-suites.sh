@@ -15,14 +15,48 @@ declare -A disk2=([lvm]=/dev/vdd [lifecycle]=/dev/vde [sanity]=/dev/vdd [nodesaf
 # A raw disk no suite touches but nodesafety, which checks it stays so.
 declare -A raw=([nodesafety]=/dev/vdf)
 cd "$(dirname "$0")/.." || exit 1
+
+# watch_stall LOG: while a suite runs, whenever LOG (its output) has not
+# grown for $CARVE_STALL_REPORT seconds, print what the kernel holds up:
+# device-mapper devices (a suspended one, attr "s", blocks all its I/O),
+# processes in uninterruptible sleep and their kernel stacks. A suite stuck
+# in the kernel otherwise sits idle until its timeout and says nothing of
+# why. Printing changes nothing: the suite goes on or times out as before.
+watch_stall() {
+	local log=$1 last=-1 quiet=0 size
+	while sleep 30; do
+		size=$(stat -c %s "$log" 2>/dev/null || echo 0)
+		if [ "$size" != "$last" ]; then
+			last=$size quiet=0
+			continue
+		fi
+		quiet=$((quiet + 30))
+		[ "$quiet" -ge "${CARVE_STALL_REPORT:-240}" ] || continue
+		quiet=0
+		echo "== stall: no output for ${CARVE_STALL_REPORT:-240} s; the kernel's state:"
+		dmsetup info -c -o name,attr,open,segments 2>&1 | sed 's/^/== stall: /'
+		dmsetup table 2>&1 | sed 's/^/== stall: table /'
+		ps -eo pid,stat,wchan:32,etimes,args | awk 'NR == 1 || $2 ~ /^D/' | sed 's/^/== stall: /'
+		for pid in $(ps -eo pid,stat | awk '$2 ~ /^D/ {print $1}'); do
+			sed "s/^/== stall: $pid /" "/proc/$pid/stack" 2>/dev/null
+		done
+		# The kernel's own list of blocked tasks, with their stacks.
+		echo w >/proc/sysrq-trigger 2>/dev/null &&
+			dmesg | awk '/sysrq: Show Blocked State/ {n = NR} {l[NR] = $0} END {for (i = n; n && i <= NR && i < n + 150; i++) print l[i]}' |
+			sed 's/^/== stall: dmesg /'
+	done
+}
 failed=()
 for run in $CARVE_SUITES; do
 	bin=${run%%:*} pattern=
 	[ "$bin" != "$run" ] && pattern=${run#*:}
-	echo "== suite $run (disk ${disk[$bin]})"
+	echo "== suite $run (disk ${disk[$bin]:-none})"
 	start=$(date +%s)
-	CARVE_TEST_DISK=${disk[$bin]} CARVE_TEST_DISK2=${disk2[$bin]:-} CARVE_TEST_RAW=${raw[$bin]:-} "$out/$bin.test" -test.v -test.timeout 45m ${pattern:+-test.run "$pattern"} "$@" 2>&1
-	rc=$?
+	log=$(mktemp)
+	watch_stall "$log" & watcher=$!
+	CARVE_TEST_DISK=${disk[$bin]:-} CARVE_TEST_DISK2=${disk2[$bin]:-} CARVE_TEST_RAW=${raw[$bin]:-} "$out/$bin.test" -test.v -test.timeout 45m ${pattern:+-test.run "$pattern"} "$@" 2>&1 | tee "$log"
+	rc=${PIPESTATUS[0]}
+	kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null; rm -f "$log"
 	echo "== suite $run: exit $rc after $(( $(date +%s) - start )) s"
 	[ "$rc" = 0 ] || failed+=("$run")
 done
