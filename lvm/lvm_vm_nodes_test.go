@@ -13,9 +13,15 @@ import (
 // whose /dev nodes are gone (lvm2 makes them at the end of an activation
 // where no udev runs, and a killed lvchange -ay never gets there) is
 // openable again after MakeNodes, and an inactive LV gets none.
+//
+// An active thin pool beside them (an LV with no node of its own, active
+// in every soak) must not make MakeNodes fail or skip the others.
 func TestVMMakeNodesAfterAnActivationCutShort(t *testing.T) {
 	c, _ := vmClient(t)
 	ctx := context.Background()
+	if _, err := c.CreateThinPool(ctx, vmVG, "pool", 16<<20); err != nil {
+		t.Fatal(err)
+	}
 	made := map[string]LV{}
 	for _, name := range []string{"cut", "idle"} {
 		l, err := c.CreateLV(ctx, CreateLVOptions{VG: vmVG, Name: name, Size: 4 << 20})

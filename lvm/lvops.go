@@ -105,22 +105,6 @@ func (c *Client) Activate(ctx context.Context, vg, name string) error {
 	return c.activate(ctx, "activate", vg, name, "-ay", "-K")
 }
 
-// MakeNodes makes the /dev nodes of vg's active LVs that are missing, and
-// removes those of LVs no longer active (`vgmknodes`). Where no udev runs
-// (Carve's container), lvm2 makes the nodes itself at the end of an
-// activation: an lvchange -ay killed before that end (a SIGKILLed carve
-// takes its lvm2 children along) leaves the LV active in the kernel, so
-// reported active, with no /dev/VG/LV to open.
-func (c *Client) MakeNodes(ctx context.Context, vg string) error {
-	if err := ValidateVGName(vg); err != nil {
-		return err
-	}
-	if _, err := c.run(ctx, "vgmknodes", vg); err != nil {
-		return fmt.Errorf("vgmknodes %s: %w", vg, err)
-	}
-	return nil
-}
-
 // Deactivate deactivates an LV, removing its device node; ErrBusy while the
 // device is open (mounted, or held by a process).
 func (c *Client) Deactivate(ctx context.Context, vg, name string) error {
