@@ -50,6 +50,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -146,6 +147,13 @@ func TestSoak(t *testing.T) {
 	t.Log(s.stats.report(cfg, time.Since(start)))
 	if s.stats.leaked() != 0 {
 		t.Errorf("%d leaked objects", s.stats.leaked())
+	}
+	// Once more, last: a failure is reported as it happens, minutes of log
+	// before the end, where a CI excerpt of the end does not reach.
+	if s.hasFailed() {
+		s.stopMu.Lock()
+		defer s.stopMu.Unlock()
+		t.Logf("soak failures (seed %d):\n\t%s", cfg.seed, strings.Join(s.failed, "\n\t"))
 	}
 }
 
