@@ -1,8 +1,11 @@
 package keylock
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestTryLockRefusesBusyKey(t *testing.T) {
@@ -55,5 +58,49 @@ func TestTryLockConcurrentOnlyOneWins(t *testing.T) {
 	wg.Wait()
 	if wins != 1 {
 		t.Fatalf("%d goroutines took the same key, want 1", wins)
+	}
+}
+
+// Lock waits for the holder's release, on that key only, and gives up
+// when its context ends.
+func TestLockWaitsForTheRelease(t *testing.T) {
+	var s Set
+	release, err := s.Lock(context.Background(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := s.Lock(context.Background(), "b")
+	if err != nil {
+		t.Fatalf("another key: %v", err)
+	}
+	other()
+	got := make(chan func(), 1)
+	go func() {
+		r, err := s.Lock(context.Background(), "a")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- r
+	}()
+	select {
+	case <-got:
+		t.Fatal("a second Lock of a held key returned before the release")
+	case <-time.After(50 * time.Millisecond):
+	}
+	if _, ok := s.TryLock("a"); ok {
+		t.Fatal("TryLock of a held key succeeded")
+	}
+	release()
+	second := <-got
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := s.Lock(ctx, "a"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Lock of a held key past its deadline: %v", err)
+	}
+	second()
+	if r, ok := s.TryLock("a"); !ok {
+		t.Error("key still busy after both releases")
+	} else {
+		r()
 	}
 }
