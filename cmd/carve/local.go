@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"carve.dev/carve/driver/crypt"
 	"carve.dev/carve/driver/csi"
 	"carve.dev/carve/driver/healthz"
+	"carve.dev/carve/driver/iolimit"
 	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/metrics"
 	"carve.dev/carve/driver/nodefs"
@@ -41,6 +43,7 @@ type localFlags struct {
 	pathRoot     string
 	root         nodepath.Root
 	pbkdf        crypt.PBKDF
+	cgroupRoot   string
 }
 
 func (f *localFlags) register(fs *flag.FlagSet, defaultEndpoint string) {
@@ -60,6 +63,9 @@ func (f *localFlags) register(fs *flag.FlagSet, defaultEndpoint string) {
 		"thin volumes may promise this many times a thin pool's free space (>= 1)")
 	fs.StringVar(&f.pathRoot, "path-root", nodepath.DefaultRoot,
 		"the CO's directory: every staging and target path must lie inside it, or the node call is refused (kubelet: its root directory)")
+	fs.StringVar(&f.cgroupRoot, "cgroup-root", iolimit.DefaultRoot,
+		"the host's cgroup v2 hierarchy, where kubelet keeps its pods' cgroups: volumes' IO limits go into their io.max "+
+			"(in a container: the host's /sys/fs/cgroup mounted in; empty: this node applies no IO limits, and refuses volumes that have some)")
 	fs.IntVar(&f.pbkdf.MemoryKiB, "luks-pbkdf-memory", crypt.DefaultPBKDF.MemoryKiB,
 		"encrypted volumes: argon2id's memory cost in KiB for new LUKS2 keyslots (every open of the volume needs this much memory)")
 	fs.IntVar(&f.pbkdf.Iterations, "luks-pbkdf-iterations", crypt.DefaultPBKDF.Iterations,
@@ -81,6 +87,9 @@ func (f *localFlags) validate() error {
 	}
 	if err := f.pbkdf.Validate(); err != nil {
 		return fmt.Errorf("--luks-pbkdf-memory, --luks-pbkdf-iterations: %w", err)
+	}
+	if f.cgroupRoot != "" && !filepath.IsAbs(f.cgroupRoot) {
+		return fmt.Errorf("--cgroup-root %q: must be an absolute path", f.cgroupRoot)
 	}
 	root, err := nodepath.NewRoot(f.pathRoot)
 	if err != nil {
@@ -117,8 +126,13 @@ func (f *localFlags) build() (*lvmvol.Manager, *csi.Node) {
 	vols.LimitPublished(int(f.maxVolumes))
 	vols.SetOverprovision(f.overprov)
 	vols.RepairDeviceNodes(context.Background())
-	node := csi.NewNode(csi.NodeConfig{NodeID: f.nodeID, MaxVolumes: f.maxVolumes, DeviceWait: f.deviceWait,
-		PathRoot: f.root, Crypt: crypt.New(run, f.pbkdf)}, vols, nodefs.New(run.AsExecInterface()))
+	cfg := csi.NodeConfig{NodeID: f.nodeID, MaxVolumes: f.maxVolumes, DeviceWait: f.deviceWait,
+		PathRoot: f.root, Crypt: crypt.New(run, f.pbkdf)}
+	if f.cgroupRoot != "" {
+		cfg.Cgroups = &iolimit.Cgroups{Root: f.cgroupRoot}
+	}
+	node := csi.NewNode(cfg, vols, nodefs.New(run.AsExecInterface()))
+	vols.SetLimitsApplier(node.ApplyLimits)
 	return vols, node
 }
 

@@ -101,7 +101,7 @@ func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	}
 	vol, err := c.backend.CreateVolume(ctx, volume.CreateRequest{
 		Name: req.GetName(), Node: node, VG: vg, RequiredBytes: required, LimitBytes: limit, Type: params.Type, Source: source,
-		ParamsDigest: paramsDigest(req.GetParameters(), fsType), Encrypted: params.Encrypted,
+		ParamsDigest: paramsDigest(req.GetParameters(), fsType), Encrypted: params.Encrypted, Limits: params.Limits,
 	})
 	if err != nil {
 		return nil, err

@@ -57,6 +57,9 @@ func FuzzParseMutable(f *testing.F) {
 	f.Add("mirrors", "0", "volumeGroup", "vg0")
 	f.Add("XXX_FakeKey", "XXX_FakeValue", "", "")
 	f.Add("mirrors", "+1", "stripes", "2")
+	f.Add("writeBytesPerSecond", "10Mi", "writeBytesPerSecond", "10Mi")
+	f.Add("readIOPS", "0", "readIOPS", "0")
+	f.Add("readBytesPerSecond", "4611686018427387905", "", "")
 	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string) {
 		in := map[string]string{k1: v1, k2: v2}
 		m, err := parseMutable(in)
@@ -66,7 +69,22 @@ func FuzzParseMutable(f *testing.F) {
 			}
 			return
 		}
-		if len(in) != 1 || m.Mirrors == nil || *m.Mirrors < 0 || *m.Mirrors > maxMirrors {
+		if len(in) != 1 || m.IsZero() {
+			t.Fatalf("accepted %v as %+v", in, m)
+		}
+		if m.ChangesLimits() {
+			// A limit: within bounds, and a new volume made with it has it.
+			l := m.Limits(volume.IOLimits{})
+			if m.Mirrors != nil || max(l.ReadBPS, l.WriteBPS, l.ReadIOPS, l.WriteIOPS) > maxLimit {
+				t.Fatalf("accepted %v as %+v", in, l)
+			}
+			p, err := parseParams(withMutable(map[string]string{ParamWriteBPS: "7"}, m), []string{"vg0"})
+			if err != nil || p.Limits != m.Limits(volume.IOLimits{WriteBPS: 7}) {
+				t.Fatalf("a volume made with mutable %v: %+v, %v", in, p.Limits, err)
+			}
+			return
+		}
+		if m.Mirrors == nil || *m.Mirrors < 0 || *m.Mirrors > maxMirrors {
 			t.Fatalf("accepted %v as %+v", in, m)
 		}
 		p, err := parseParams(withMutable(map[string]string{ParamStripes: "2"}, m), []string{"vg0"})

@@ -8,6 +8,8 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
 	"carve.dev/carve/driver/crypt"
+	"carve.dev/carve/driver/internal/keylock"
+	"carve.dev/carve/driver/iolimit"
 	"carve.dev/carve/driver/nodefs"
 	"carve.dev/carve/driver/nodepath"
 	"carve.dev/carve/driver/volume"
@@ -34,6 +36,10 @@ type NodeConfig struct {
 	// Crypt opens and closes encrypted volumes; nil on a node that cannot
 	// (an encrypted volume is then FAILED_PRECONDITION there).
 	Crypt *crypt.Cryptsetup
+	// Cgroups is the host's cgroup v2 hierarchy, where kubelet keeps its
+	// pods' cgroups; nil on a node that applies no IO limits (a volume
+	// with limits is then FAILED_PRECONDITION there).
+	Cgroups *iolimit.Cgroups
 }
 
 // Node is the CSI Node service.
@@ -46,6 +52,9 @@ type Node struct {
 	// waitDevice waits for a device node and returns its device number
 	// (nodefs.Mounter.WaitForDevice; unit tests give their own).
 	waitDevice func(ctx context.Context, path string) (uint64, error)
+	// limitLocks: one application of a volume's IO limits at a time
+	// (node_limits.go).
+	limitLocks keylock.Set
 }
 
 // NewNode serves the node calls for cfg.NodeID.

@@ -48,6 +48,14 @@ func (n *Node) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolume
 		}
 	}
 	readOnly := req.GetReadonly() || readOnlyMode(vc)
+	release, err := n.limitLocks.Lock(ctx, dev.ID.String())
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if err := n.limitPublish(ctx, dev.ID, dev.Rdev, target); err != nil {
+		return nil, err
+	}
 	if err := n.fs.BindMount(source, target, readOnly, options); err != nil {
 		return nil, err
 	}

@@ -20,6 +20,12 @@ const (
 	ParamStripeSize  = "stripeSize"
 	ParamMirrors     = "mirrors"
 	ParamEncryption  = "encryption"
+	// IO limits for the pods using the volume (volume.IOLimits): bytes
+	// per second ("10Mi") and operations per second, 0 for none.
+	ParamReadBPS   = "readBytesPerSecond"
+	ParamWriteBPS  = "writeBytesPerSecond"
+	ParamReadIOPS  = "readIOPS"
+	ParamWriteIOPS = "writeIOPS"
 )
 
 // Values of ParamEncryption: LUKS2 on the LV, or none (the default).
@@ -28,14 +34,15 @@ const (
 	EncryptionNone  = "none"
 )
 
-var knownParams = []string{ParamVolumeGroup, ParamFsType, ParamThinPool, ParamStripes, ParamStripeSize, ParamMirrors, ParamEncryption}
+var knownParams = []string{ParamVolumeGroup, ParamFsType, ParamThinPool, ParamStripes, ParamStripeSize, ParamMirrors, ParamEncryption,
+	ParamReadBPS, ParamWriteBPS, ParamReadIOPS, ParamWriteIOPS}
 
 // mutableParams may also come as mutable parameters (CreateVolume's and
 // ControllerModifyVolume's mutable_parameters; a VolumeAttributesClass in
 // Kubernetes), and ControllerModifyVolume changes them on a live volume.
 // As StorageClass parameters they are fixed at creation; CSI has mutable
 // parameters take precedence over those.
-var mutableParams = []string{ParamMirrors}
+var mutableParams = []string{ParamMirrors, ParamReadBPS, ParamWriteBPS, ParamReadIOPS, ParamWriteIOPS}
 
 // volumeParams are the parsed CreateVolume / GetCapacity parameters.
 type volumeParams struct {
@@ -47,6 +54,8 @@ type volumeParams struct {
 	vgGiven bool
 	// Encrypted: encryption=luks2.
 	Encrypted bool
+	// Limits: the IO limit parameters.
+	Limits volume.IOLimits
 }
 
 // parseParams validates params; an unknown key is an error (a typo in a
@@ -80,7 +89,56 @@ func parseParams(params map[string]string, vgs []string) (volumeParams, error) {
 	if p.Encrypted, err = parseEncryption(params[ParamEncryption]); err != nil {
 		return volumeParams{}, err
 	}
+	var m volume.Mutable
+	if err := parseLimits(params, &m); err != nil {
+		return volumeParams{}, err
+	}
+	p.Limits = m.Limits(volume.IOLimits{})
 	return p, nil
+}
+
+// limitParams are the IO limit parameters and where each goes in a
+// Mutable.
+func limitParams(m *volume.Mutable) []struct {
+	key   string
+	bytes bool // bytes per second, with Ki/Mi/Gi; otherwise a count
+	to    **uint64
+} {
+	return []struct {
+		key   string
+		bytes bool
+		to    **uint64
+	}{{ParamReadBPS, true, &m.ReadBPS}, {ParamWriteBPS, true, &m.WriteBPS}, {ParamReadIOPS, false, &m.ReadIOPS}, {ParamWriteIOPS, false, &m.WriteIOPS}}
+}
+
+// maxLimit bounds an IO limit: the kernel reads io.max's values as 64-bit
+// numbers with the largest meaning no limit; nothing real comes near 2^62.
+const maxLimit = 1 << 62
+
+// parseLimits reads the IO limit parameters present in params into m.
+func parseLimits(params map[string]string, m *volume.Mutable) error {
+	for _, p := range limitParams(m) {
+		s, ok := params[p.key]
+		if !ok {
+			continue
+		}
+		var n uint64
+		var err error
+		if p.bytes {
+			n, err = parseSize(s)
+		} else {
+			n, err = strconv.ParseUint(s, 10, 64)
+		}
+		if err != nil || n > maxLimit {
+			want := "a count of operations per second, such as 500"
+			if p.bytes {
+				want = "bytes per second, such as 10485760 or 10Mi"
+			}
+			return invalidArgument("parameter %s=%q: want %s (0: no limit)", p.key, s, want)
+		}
+		*p.to = &n
+	}
+	return nil
 }
 
 // parseEncryption reads the encryption parameter: luks2, or none (also
@@ -210,11 +268,15 @@ func parseMutable(params map[string]string) (volume.Mutable, error) {
 		}
 		m.Mirrors = &n
 	}
+	if err := parseLimits(params, &m); err != nil {
+		return m, err
+	}
 	return m, nil
 }
 
 // withMutable is params with the mutable parameters m in place of theirs:
-// what shapes a new volume. A mirrors of 0 removes the key (linear).
+// what shapes a new volume. A 0 (mirrors: linear; a limit: none) removes
+// the key.
 func withMutable(params map[string]string, m volume.Mutable) map[string]string {
 	if m.IsZero() {
 		return params
@@ -223,9 +285,20 @@ func withMutable(params map[string]string, m volume.Mutable) map[string]string {
 	for k, v := range params {
 		out[k] = v
 	}
-	delete(out, ParamMirrors)
-	if *m.Mirrors > 0 {
-		out[ParamMirrors] = strconv.Itoa(*m.Mirrors)
+	if m.Mirrors != nil {
+		delete(out, ParamMirrors)
+		if *m.Mirrors > 0 {
+			out[ParamMirrors] = strconv.Itoa(*m.Mirrors)
+		}
+	}
+	for _, p := range limitParams(&m) {
+		if *p.to == nil {
+			continue
+		}
+		delete(out, p.key)
+		if n := **p.to; n > 0 {
+			out[p.key] = strconv.FormatUint(n, 10)
+		}
 	}
 	return out
 }

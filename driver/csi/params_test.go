@@ -184,3 +184,27 @@ func TestWithMutable(t *testing.T) {
 		t.Errorf("withMutable changed its argument: %v", sc)
 	}
 }
+
+// TestLimitParams: IO limits read as bytes per second (with Ki/Mi/Gi) or
+// operations per second, in a StorageClass and as mutable parameters, 0
+// for none; anything else is INVALID_ARGUMENT; a mutable 0 lifts the
+// StorageClass's limit and leaves the others.
+func TestLimitParams(t *testing.T) {
+	p, err := parseParams(map[string]string{ParamReadBPS: "10Mi", ParamWriteBPS: "1048576", ParamReadIOPS: "300", ParamWriteIOPS: "0"}, []string{"vg0"})
+	if err != nil || p.Limits != (volume.IOLimits{ReadBPS: 10 << 20, WriteBPS: 1 << 20, ReadIOPS: 300}) {
+		t.Errorf("limits: %+v, %v", p.Limits, err)
+	}
+	for k, v := range map[string]string{ParamReadBPS: "-1", ParamWriteBPS: "1.5Mi", ParamReadIOPS: "10Ki", ParamWriteIOPS: "4611686018427387905", ParamReadBPS + " ": "1"} {
+		if _, err := parseMutable(map[string]string{k: v}); !errors.Is(err, volume.ErrInvalidArgument) {
+			t.Errorf("mutable %s=%q: %v, want INVALID_ARGUMENT", k, v, err)
+		}
+	}
+	m, err := parseMutable(map[string]string{ParamWriteBPS: "0", ParamReadIOPS: "50"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := withMutable(map[string]string{ParamWriteBPS: "1Mi", ParamReadBPS: "2Mi"}, m)
+	if _, ok := got[ParamWriteBPS]; ok || got[ParamReadBPS] != "2Mi" || got[ParamReadIOPS] != "50" {
+		t.Errorf("withMutable: %v", got)
+	}
+}

@@ -73,6 +73,9 @@ type Manager struct {
 	// how often long data work records its progress (see progress.go).
 	wipeChunk     int64
 	progressEvery time.Duration
+	// applyLimits is the node's, when this process has one
+	// (SetLimitsApplier).
+	applyLimits LimitsApplier
 }
 
 // LimitPublished makes PublishVolume refuse a volume beyond n published at

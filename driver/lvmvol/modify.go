@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -71,6 +72,11 @@ func (m *Manager) ModifyVolume(ctx context.Context, id volume.ID, want volume.Mu
 	if err != nil {
 		return volume.Volume{}, err
 	}
+	if want.ChangesLimits() {
+		if lv, err = m.changeLimits(ctx, lv, want); err != nil {
+			return volume.Volume{}, fmt.Errorf("modify %s: %w", id, err)
+		}
+	}
 	if want.Mirrors == nil {
 		return m.volumeOf(lv), nil
 	}
@@ -79,6 +85,57 @@ func (m *Manager) ModifyVolume(ctx context.Context, id volume.ID, want volume.Mu
 		return volume.Volume{}, fmt.Errorf("modify %s: %w", id, err)
 	}
 	return m.volumeOf(lv), nil
+}
+
+// LimitsApplier puts a published volume's IO limits, as its LV records
+// them now, on every pod of this node that uses it (the node's side of
+// ModifyVolume: csi.Node.ApplyLimits).
+type LimitsApplier func(ctx context.Context, id volume.ID) error
+
+// SetLimitsApplier gives ModifyVolume the node's LimitsApplier; without
+// one (no node on this process) a change of limits is recorded only, and
+// the node applies it when it next publishes the volume.
+func (m *Manager) SetLimitsApplier(a LimitsApplier) { m.applyLimits = a }
+
+// changeLimits records the IO limits want names on lv (its tags, see
+// limitTags) and has the node apply them to the pods using the volume
+// now; pods it is published to later read the tags. The tags go first: a
+// crash after them and before the node applied them leaves the new
+// limits recorded, and the retry, finding the tags right, applies them
+// all the same. Applying is idempotent (io.max takes the same line
+// again), so it runs on every call that names a limit.
+func (m *Manager) changeLimits(ctx context.Context, lv lvm.LV, want volume.Mutable) (lvm.LV, error) {
+	have := limitTags(limitsOf(lv))
+	next := limitTags(want.Limits(limitsOf(lv)))
+	add, remove := missingFrom(next, have), missingFrom(have, next)
+	if len(add)+len(remove) > 0 {
+		if err := m.lvm.ChangeTags(ctx, lv.VGName, lv.Name, add, remove); err != nil {
+			return lv, fmt.Errorf("record IO limits: %w", err)
+		}
+		fresh, err := m.lvm.GetLV(ctx, lv.VGName, lv.Name)
+		if err != nil {
+			return lv, err
+		}
+		lv = fresh
+		klog.InfoS("Recorded IO limits", "lv", lv.VGName+"/"+lv.Name, "limits", next)
+	}
+	if m.applyLimits != nil && isPublished(lv) {
+		if err := m.applyLimits(ctx, m.volumeOf(lv).ID); err != nil {
+			return lv, fmt.Errorf("apply IO limits: %w", err)
+		}
+	}
+	return lv, nil
+}
+
+// missingFrom is the strings of a that b lacks.
+func missingFrom(a, b []string) []string {
+	var out []string
+	for _, s := range a {
+		if !slices.Contains(b, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // changeMirrors gives lv want extra raid1 legs (see ModifyVolume) and

@@ -200,3 +200,55 @@ func TestModifyWaitsForSync(t *testing.T) {
 		t.Errorf("retry once in sync: %v, changes %v", err, changes(f, n))
 	}
 }
+
+func u64(n uint64) *uint64 { return &n }
+
+// TestModifyLimits: IO limits are recorded in the LV's tags, the ones
+// named replacing theirs and the others kept; the node's applier runs for
+// a published volume only, also when the tags were already right (a
+// retry after a crash between the two); the volume reads them back; 0
+// lifts a limit and drops its tag; a volume made with limits has them.
+func TestModifyLimits(t *testing.T) {
+	m, f := newManager(t)
+	var applied []volume.ID
+	m.SetLimitsApplier(func(_ context.Context, id volume.ID) error { applied = append(applied, id); return nil })
+	r := req("pvc-1", 8*mib)
+	r.Limits = volume.IOLimits{ReadIOPS: 100}
+	v, err := m.CreateVolume(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Limits != r.Limits {
+		t.Fatalf("created with %+v, reads %+v", r.Limits, v.Limits)
+	}
+	if v, err = m.ModifyVolume(ctx, v.ID, volume.Mutable{WriteBPS: u64(1 << 20)}); err != nil {
+		t.Fatal(err)
+	}
+	if want := (volume.IOLimits{WriteBPS: 1 << 20, ReadIOPS: 100}); v.Limits != want || len(applied) != 0 {
+		t.Errorf("unpublished: limits %+v, applied to %v; want %+v, applied to none", v.Limits, applied, want)
+	}
+	if _, err := m.PublishVolume(ctx, v.ID, v.ID.Node); err != nil {
+		t.Fatal(err)
+	}
+	n := len(f.Calls)
+	for range 2 {
+		if v, err = m.ModifyVolume(ctx, v.ID, volume.Mutable{WriteBPS: u64(2 << 20), ReadIOPS: u64(0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lv, _ := f.LV(vg, "pvc-1")
+	if want := (volume.IOLimits{WriteBPS: 2 << 20}); v.Limits != want || !lv.HasTag("carve.dev/wbps=2097152") ||
+		lv.HasTag("carve.dev/wbps=1048576") || slices.ContainsFunc(lv.Tags, func(t string) bool { return strings.HasPrefix(t, "carve.dev/riops=") }) {
+		t.Errorf("published: limits %+v, tags %v; want %+v", v.Limits, lv.Tags, want)
+	}
+	if got := changes(f, n); !slices.Equal(got, []string{"ChangeTags"}) {
+		t.Errorf("changes of the same modify twice: %v, want one ChangeTags", got)
+	}
+	if len(applied) != 2 || applied[0] != v.ID {
+		t.Errorf("applied to %v, want %v twice", applied, v.ID)
+	}
+	m.SetLimitsApplier(func(context.Context, volume.ID) error { return errors.New("no cgroup") })
+	if _, err := m.ModifyVolume(ctx, v.ID, volume.Mutable{WriteBPS: u64(2 << 20)}); err == nil || !strings.Contains(err.Error(), "no cgroup") {
+		t.Errorf("modify with a failing applier: %v", err)
+	}
+}

@@ -33,7 +33,47 @@ const (
 	// they open with the source's key, and the node must never take them
 	// for a blank device.
 	tagEncrypted = "carve.dev/encrypted"
+	// tagReadBPSPrefix and the like + a number record the volume's IO
+	// limits (volume.IOLimits), each only when set: the node reads them
+	// when it publishes the volume into a pod, and ModifyVolume changes
+	// them. They are the limits' one record, on the LV itself, so that
+	// every node call sees the limits the LV has now.
+	tagReadBPSPrefix   = "carve.dev/rbps="
+	tagWriteBPSPrefix  = "carve.dev/wbps="
+	tagReadIOPSPrefix  = "carve.dev/riops="
+	tagWriteIOPSPrefix = "carve.dev/wiops="
 )
+
+// limitTags are the tags that record l: none for no limit.
+func limitTags(l volume.IOLimits) []string {
+	var tags []string
+	for _, f := range limitFields(&l) {
+		if *f.value > 0 {
+			tags = append(tags, f.prefix+strconv.FormatUint(*f.value, 10))
+		}
+	}
+	return tags
+}
+
+// limitsOf reads a volume's IO limits from its LV's tags; a tag that does
+// not read as a number (only lvm2 by hand makes one) limits nothing.
+func limitsOf(lv lvm.LV) volume.IOLimits {
+	var l volume.IOLimits
+	for _, f := range limitFields(&l) {
+		*f.value, _ = strconv.ParseUint(tagValue(lv, f.prefix), 10, 64)
+	}
+	return l
+}
+
+func limitFields(l *volume.IOLimits) []struct {
+	prefix string
+	value  *uint64
+} {
+	return []struct {
+		prefix string
+		value  *uint64
+	}{{tagReadBPSPrefix, &l.ReadBPS}, {tagWriteBPSPrefix, &l.WriteBPS}, {tagReadIOPSPrefix, &l.ReadIOPS}, {tagWriteIOPSPrefix, &l.WriteIOPS}}
+}
 
 // createTags are the tags lvcreate sets, atomically with the LV itself,
 // when creation takes more steps (see finishCreate): settledTags and
@@ -57,7 +97,7 @@ func settledTags(req volume.CreateRequest) []string {
 	if req.Encrypted {
 		tags = append(tags, tagEncrypted)
 	}
-	return tags
+	return append(tags, limitTags(req.Limits)...)
 }
 
 // typeOf reads a volume's type back from its LV.

@@ -74,6 +74,7 @@ func (m *Manager) volumeOf(lv lvm.LV) volume.Volume {
 		Health:      healthOf(lv),
 		Source:      m.contentSourceOf(lv),
 		Encrypted:   lv.HasTag(tagEncrypted),
+		Limits:      limitsOf(lv),
 	}
 }
 

@@ -28,6 +28,8 @@ type CreateRequest struct {
 	// encrypted source is encrypted whatever this says: its data is the
 	// source's ciphertext, under the source's key.
 	Encrypted bool
+	// Limits are the volume's first IO limits.
+	Limits IOLimits
 }
 
 // Source kinds, as recorded in the carve.dev/source tag of a volume.

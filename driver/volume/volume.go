@@ -19,6 +19,8 @@ type Volume struct {
 	// Encrypted: the volume's data is LUKS2 on its LV (encryption at
 	// rest); the node opens it with the node-stage secret's key.
 	Encrypted bool
+	// Limits are the IO limits the node puts on the pods using it.
+	Limits IOLimits
 }
 
 // Problem is one adverse health condition of a volume, as LVM reports it.
