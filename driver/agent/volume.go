@@ -137,12 +137,26 @@ func (r *VolumeReconciler) apply(ctx context.Context, lv *v1alpha1.LogicalVolume
 // pod waits for no raid1 sync; an unpublished LV is held for it and left
 // unpublished (lvmvol.ModifyVolume). A sync that runs on is reported
 // Syncing and looked at again, as copies are.
+//
+// IO limits go the same way (status.ioLimits): lvmvol records them on the
+// LV and has this node's CSI service put them on the pods using the
+// volume (lvmvol.SetLimitsApplier).
 func (r *VolumeReconciler) modify(ctx context.Context, lv *v1alpha1.LogicalVolume, vol volume.Volume) (volume.Volume, error) {
-	want := lv.Spec.Type.Mirrors
-	if lv.Status.VolumeID == "" || lv.Status.Mirrors == want {
+	if lv.Status.VolumeID == "" {
 		return vol, nil
 	}
-	return r.Volumes.ModifyVolume(ctx, vol.ID, volume.Mutable{Mirrors: &want})
+	var m volume.Mutable
+	if want := lv.Spec.Type.Mirrors; lv.Status.Mirrors != want {
+		m.Mirrors = &want
+	}
+	if lv.Status.IOLimits != lv.Spec.IOLimits {
+		l := lv.Spec.IOLimits.Volume()
+		m.ReadBPS, m.WriteBPS, m.ReadIOPS, m.WriteIOPS = &l.ReadBPS, &l.WriteBPS, &l.ReadIOPS, &l.WriteIOPS
+	}
+	if m.IsZero() {
+		return vol, nil
+	}
+	return r.Volumes.ModifyVolume(ctx, vol.ID, m)
 }
 
 // carve creates the LV, or finds it, and grows it to the spec's size.
@@ -199,7 +213,7 @@ func (r *VolumeReconciler) publish(ctx context.Context, lv *v1alpha1.LogicalVolu
 func createRequest(s v1alpha1.LogicalVolumeSpec) (volume.CreateRequest, error) {
 	req := volume.CreateRequest{
 		Name: s.Name, VG: s.VolumeGroup, RequiredBytes: s.RequiredBytes, LimitBytes: s.LimitBytes,
-		ParamsDigest: s.ParamsDigest, Encrypted: s.Encrypted,
+		ParamsDigest: s.ParamsDigest, Encrypted: s.Encrypted, Limits: s.IOLimits.Volume(),
 		Type: volume.Type{ThinPool: s.Type.ThinPool, Stripes: s.Type.Stripes,
 			StripeSize: uint64(max(s.Type.StripeSize, 0)), Mirrors: s.Type.Mirrors},
 	}
@@ -233,6 +247,7 @@ func (r *VolumeReconciler) report(ctx context.Context, lv *v1alpha1.LogicalVolum
 		st.Phase, st.Error = v1alpha1.PhaseReady, nil
 		st.VolumeID, st.SizeBytes, st.Published = vol.ID.String(), vol.SizeBytes, vol.Published
 		st.Mirrors = lv.Spec.Type.Mirrors // apply converted the LV where it differed
+		st.IOLimits = lv.Spec.IOLimits    // and applied these
 		st.Encrypted = vol.Encrypted
 		st.DevicePath = ""
 		if vol.Published {
@@ -279,6 +294,8 @@ func (r *VolumeReconciler) events(lv *v1alpha1.LogicalVolume, before v1alpha1.Lo
 		emit(r.Events, lv, "Normal", ReasonExpanded, "Expand", "expanded LV %s from %d to %d bytes", st.VolumeID, before.SizeBytes, st.SizeBytes)
 	case st.Mirrors != before.Mirrors:
 		emit(r.Events, lv, "Normal", ReasonModified, "Modify", "LV %s has %d raid1 legs beyond the first, had %d", st.VolumeID, st.Mirrors, before.Mirrors)
+	case st.IOLimits != before.IOLimits:
+		emit(r.Events, lv, "Normal", ReasonModified, "Modify", "LV %s has IO limits %+v, had %+v", st.VolumeID, st.IOLimits, before.IOLimits)
 	}
 	switch {
 	case st.Published && !before.Published:

@@ -120,6 +120,7 @@ func resourceFor(req volume.CreateRequest) *v1alpha1.LogicalVolume {
 			RequiredBytes: req.RequiredBytes, LimitBytes: req.LimitBytes, ParamsDigest: req.ParamsDigest, Encrypted: req.Encrypted,
 			Type: v1alpha1.VolumeType{ThinPool: req.Type.ThinPool, Stripes: req.Type.Stripes,
 				StripeSize: int64(req.Type.StripeSize), Mirrors: req.Type.Mirrors},
+			IOLimits: v1alpha1.LimitsOf(req.Limits),
 		},
 	}
 	if req.Source != nil {

@@ -1,6 +1,8 @@
 package backend
 
 import (
+	"context"
+	"fmt"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -62,4 +64,60 @@ func TestModifyThroughResources(t *testing.T) {
 	if err := b.Client.Get(ctx, client.ObjectKey{Name: "pvc-thin"}, &lv); err != nil || lv.Spec.Type.Mirrors != 0 {
 		t.Errorf("refused modify changed the spec: %+v (%v)", lv.Spec.Type, err)
 	}
+}
+
+// TestModifyLimitsThroughResources: a volume created with IO limits has
+// them in its spec, its status and its LV's tags; ModifyVolume changes the
+// ones it names (spec.ioLimits), and returns once the agent recorded them
+// (status.ioLimits) and had the node apply them; the same call again
+// changes no resource; a node that cannot apply them answers its code.
+func TestModifyLimitsThroughResources(t *testing.T) {
+	var applied []volume.ID
+	fail := false
+	b, f := clusterWith(t, func(m *lvmvol.Manager, _ *lvmfake.LVM) {
+		m.SetLimitsApplier(func(_ context.Context, id volume.ID) error {
+			if fail {
+				return fmt.Errorf("%w: no cgroup of the pod", volume.ErrFailedPrecondition)
+			}
+			applied = append(applied, id)
+			return nil
+		})
+	})
+	ctx := within(t)
+	r := req("pvc-1", 8*mib)
+	r.Limits = volume.IOLimits{ReadIOPS: 100}
+	vol, err := b.CreateVolume(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.PublishVolume(ctx, vol.ID, vol.ID.Node); err != nil {
+		t.Fatal(err)
+	}
+	wbps := uint64(4 << 20)
+	if _, err := b.ModifyVolume(ctx, vol.ID, volume.Mutable{WriteBPS: &wbps}); err != nil {
+		t.Fatal(err)
+	}
+	var lv v1alpha1.LogicalVolume
+	if err := b.Client.Get(ctx, client.ObjectKey{Name: "pvc-1"}, &lv); err != nil {
+		t.Fatal(err)
+	}
+	want := v1alpha1.IOLimits{ReadIOPS: 100, WriteBytesPerSecond: 4 << 20}
+	got, _ := f.LV("vg0", "pvc-1")
+	if lv.Spec.IOLimits != want || lv.Status.IOLimits != want || !got.HasTag("carve.dev/riops=100") || !got.HasTag("carve.dev/wbps=4194304") {
+		t.Errorf("after modify: spec %+v, status %+v, tags %v; want %+v", lv.Spec.IOLimits, lv.Status.IOLimits, got.Tags, want)
+	}
+	if len(applied) != 1 || applied[0] != vol.ID {
+		t.Errorf("applied to %v, want %v once", applied, vol.ID)
+	}
+	gen := lv.Generation
+	if _, err := b.ModifyVolume(ctx, vol.ID, volume.Mutable{WriteBPS: &wbps}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Client.Get(ctx, client.ObjectKey{Name: "pvc-1"}, &lv); err != nil || lv.Generation != gen {
+		t.Errorf("the same modify again changed the resource: generation %d, was %d (%v)", lv.Generation, gen, err)
+	}
+	fail = true
+	zero := uint64(0)
+	_, err = b.ModifyVolume(ctx, vol.ID, volume.Mutable{WriteBPS: &zero})
+	wantCode(t, "limits the node cannot apply", volume.Status(err), codes.FailedPrecondition)
 }

@@ -130,29 +130,34 @@ func sortVolumes(vs []volume.Volume) {
 }
 
 // ModifyVolume writes the mutable parameters into the volume's spec
-// (spec.type.mirrors) and waits for the agent to bring the LV there
-// (status.mirrors), as ExpandVolume waits for the size. What a volume's
-// type cannot take is refused here, before the resource changes, as
-// standalone mode refuses it (thin and striped volumes take no legs);
-// what the node cannot place the agent reports, and the wait returns its
-// code. An empty change only looks the volume up.
+// (spec.type.mirrors, spec.ioLimits) and waits for the agent to bring the
+// LV there (status.mirrors, status.ioLimits), as ExpandVolume waits for
+// the size. What a volume's type cannot take is refused here, before the
+// resource changes, as standalone mode refuses it (thin and striped
+// volumes take no legs); what the node cannot place or apply the agent
+// reports, and the wait returns its code. An empty change only looks the
+// volume up.
 func (b *Backend) ModifyVolume(ctx context.Context, id volume.ID, m volume.Mutable) (volume.Volume, error) {
-	if m.Mirrors == nil {
+	if m.IsZero() {
 		return b.GetVolume(ctx, id)
 	}
-	want := *m.Mirrors
 	fits := func(lv *v1alpha1.LogicalVolume) error {
-		if want > 0 && (lv.Spec.Type.ThinPool != "" || lv.Spec.Type.Stripes > 1) {
+		if m.Mirrors != nil && *m.Mirrors > 0 && (lv.Spec.Type.ThinPool != "" || lv.Spec.Type.Stripes > 1) {
 			return fmt.Errorf("%w: volume %s is thin or striped and cannot have raid1 legs (mirrors=%d); only thick linear and raid1 volumes can",
-				volume.ErrInvalidArgument, id, want)
+				volume.ErrInvalidArgument, id, *m.Mirrors)
 		}
 		return nil
 	}
 	return b.change(ctx, id, fits,
 		func(s *v1alpha1.LogicalVolumeSpec) bool {
-			changed := s.Type.Mirrors != want
-			s.Type.Mirrors = want
-			return changed
+			before := *s
+			if m.Mirrors != nil {
+				s.Type.Mirrors = *m.Mirrors
+			}
+			s.IOLimits = v1alpha1.LimitsOf(m.Limits(s.IOLimits.Volume()))
+			return s.Type != before.Type || s.IOLimits != before.IOLimits
 		},
-		func(lv *v1alpha1.LogicalVolume) bool { return lv.Status.VolumeID != "" && lv.Status.Mirrors == want })
+		func(lv *v1alpha1.LogicalVolume) bool {
+			return lv.Status.VolumeID != "" && lv.Status.Mirrors == lv.Spec.Type.Mirrors && lv.Status.IOLimits == lv.Spec.IOLimits
+		})
 }

@@ -35,6 +35,29 @@ type LogicalVolumeSpec struct {
 	// node: the agent then keeps the LV active, and inactive otherwise.
 	// +optional
 	PublishedNode string `json:"publishedNode,omitempty"`
+	// IOLimits cap the IO of the pods using the volume. They are mutable
+	// (ControllerModifyVolume): the agent records them on the LV and puts
+	// them on the pods of its node that have the volume published, and
+	// status.ioLimits follows once that is done.
+	// +optional
+	IOLimits IOLimits `json:"ioLimits,omitempty"`
+}
+
+// IOLimits are per-second caps on a pod's IO on the volume's device; 0 or
+// absent is no limit.
+type IOLimits struct {
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ReadBytesPerSecond int64 `json:"readBytesPerSecond,omitempty"`
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	WriteBytesPerSecond int64 `json:"writeBytesPerSecond,omitempty"`
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ReadIOPS int64 `json:"readIOPS,omitempty"`
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	WriteIOPS int64 `json:"writeIOPS,omitempty"`
 }
 
 // VolumeType selects the kind of LV: at most one field is set.
@@ -87,6 +110,10 @@ type LogicalVolumeStatus struct {
 	// Encrypted is true when the LV holds LUKS2 (encryption at rest).
 	// +optional
 	Encrypted bool `json:"encrypted,omitempty"`
+	// IOLimits are the limits the LV records and the node has put on the
+	// pods using it: spec.ioLimits, once a change of them is done.
+	// +optional
+	IOLimits IOLimits `json:"ioLimits,omitempty"`
 	// Health lists adverse conditions, empty when healthy.
 	// +optional
 	Health []HealthProblem `json:"health,omitempty"`
