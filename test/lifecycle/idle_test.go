@@ -22,12 +22,9 @@ import (
 // own carve_commands_total; and every change Carve makes shows in the very
 // next query. Health RPCs, unlike queries, read lvm2 afresh.
 func TestQueriesAtIdleRunNoLVM(t *testing.T) {
-	disks := []string{testenv.Disk(t, "CARVE_TEST_DISK")}
-	l := testenv.PrivateLVM(t)
-	testenv.NewVG(t, l, vg, disks...)
 	metricsAddr := testenv.FreeLoopbackAddr(t)
-	c := dial(t, testenv.StartCarve(t, "--volume-groups="+vg, "--node-id="+node, "--health-address="+metricsAddr))
-	e := &env{t: t, lvm: l, c: c, dir: t.TempDir(), disks: disks}
+	e := newEnv(t, []string{testenv.Disk(t, "CARVE_TEST_DISK")}, t.TempDir(), "--health-address="+metricsAddr)
+	c := e.c
 	ctx := context.Background()
 	e.addPool(64 * mib)
 

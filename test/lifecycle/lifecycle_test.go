@@ -50,9 +50,17 @@ func setup(t *testing.T) *env {
 	if d := os.Getenv("CARVE_TEST_DISK2"); d != "" {
 		disks = append(disks, d) // raid1 and stripes need a second PV
 	}
+	return newEnv(t, disks, t.TempDir())
+}
+
+// newEnv makes the VG on disks and starts carve on it with args beside
+// the VG and node; dir holds the test's paths.
+func newEnv(t *testing.T, disks []string, dir string, args ...string) *env {
+	t.Helper()
 	l := testenv.PrivateLVM(t)
 	testenv.NewVG(t, l, vg, disks...)
-	return &env{t: t, lvm: l, c: start(t), dir: t.TempDir(), disks: disks}
+	c := dial(t, testenv.StartCarve(t, append([]string{"--volume-groups=" + vg, "--node-id=" + node}, args...)...))
+	return &env{t: t, lvm: l, c: c, dir: dir, disks: disks}
 }
 
 func start(t *testing.T) *csiflow.Client {

@@ -143,6 +143,8 @@ func (e *env) controllerMalformed() []misuse {
 		create("unknown mutable parameter", codes.InvalidArgument, mutable("XXX_FakeKey", "XXX_FakeValue")),
 		create("immutable parameter as mutable", codes.InvalidArgument, mutable("volumeGroup", vg)),
 		create("mutable mirrors of 10 KiB", codes.InvalidArgument, mutable("mirrors", oversized)),
+		create("negative write limit", codes.InvalidArgument, mutable("writeBytesPerSecond", "-1")),
+		create("IOPS limit with a size suffix", codes.InvalidArgument, param("readIOPS", "10Mi")),
 		create("mutable mirrors and stripes", codes.InvalidArgument, func(r *csi.CreateVolumeRequest) {
 			r.Parameters, r.MutableParameters = map[string]string{"stripes": "2"}, map[string]string{"mirrors": "1"}
 		}),
@@ -253,6 +255,8 @@ func (e *env) controllerMalformed() []misuse {
 		modify("mirrors beyond lvm2's", codes.InvalidArgument, map[string]string{"mirrors": "64"}),
 		modify("negative mirrors", codes.InvalidArgument, map[string]string{"mirrors": "-1"}),
 		modify("mirrors with shell characters", codes.InvalidArgument, map[string]string{"mirrors": "1;" + shellName}),
+		modify("a read limit beyond 2^62", codes.InvalidArgument, map[string]string{"readBytesPerSecond": "8Ei"}),
+		modify("a write limit with shell characters", codes.InvalidArgument, map[string]string{"writeIOPS": "1;" + shellName}),
 		// The VG has one PV: a second leg has nowhere to go, and lvconvert
 		// is never asked.
 		modify("a leg the VG cannot place", codes.ResourceExhausted, map[string]string{"mirrors": "1"}),

@@ -24,25 +24,7 @@ const cgroupRoot = "/sys/fs/cgroup"
 // timeout.
 func SlowCgroup(t *testing.T, bytesPerSec int64, disks ...string) string {
 	t.Helper()
-	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); errors.Is(err, os.ErrNotExist) {
-		if err := unix.Mount("cgroup2", cgroupRoot, "cgroup2", 0, ""); err != nil {
-			t.Fatalf("mount cgroup2 on %s: %v", cgroupRoot, err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(cgroupRoot, "cgroup.subtree_control"), []byte("+io"), 0); err != nil {
-		t.Fatalf("enable the io controller: %v", err)
-	}
-	dir := filepath.Join(cgroupRoot, "carve-"+sanitize(t.Name()))
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatalf("create cgroup: %v", err)
-	}
-	// Registered before the processes that join it, so it runs after their
-	// cleanups (LIFO): a cgroup with members cannot be removed.
-	t.Cleanup(func() {
-		if err := os.Remove(dir); err != nil {
-			t.Errorf("remove cgroup %s: %v", dir, err)
-		}
-	})
+	dir := ioCgroup(t, "carve-"+sanitize(t.Name()))
 	for _, d := range disks {
 		var st unix.Stat_t
 		if err := unix.Stat(d, &st); err != nil {
@@ -54,4 +36,56 @@ func SlowCgroup(t *testing.T, bytesPerSec int64, disks ...string) string {
 		}
 	}
 	return dir
+}
+
+// PodCgroup makes the cgroup v2 of pod uid where kubelet's cgroupfs driver
+// puts a Burstable pod's (kubepods/burstable/pod<uid>), with the io
+// controller on down to it, and removes it when the test ends.
+func PodCgroup(t *testing.T, uid string) string {
+	t.Helper()
+	parent := ioCgroup(t, "kubepods")
+	qos := filepath.Join(parent, "burstable")
+	mkCgroup(t, qos)
+	enableIO(t, parent)
+	enableIO(t, qos)
+	dir := filepath.Join(qos, "pod"+uid)
+	mkCgroup(t, dir)
+	return dir
+}
+
+// ioCgroup makes cgroup v2 directory name under the root, with the io
+// controller on for it (cgroup2 mounted where the VM has not).
+func ioCgroup(t *testing.T, name string) string {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); errors.Is(err, os.ErrNotExist) {
+		if err := unix.Mount("cgroup2", cgroupRoot, "cgroup2", 0, ""); err != nil {
+			t.Fatalf("mount cgroup2 on %s: %v", cgroupRoot, err)
+		}
+	}
+	enableIO(t, cgroupRoot)
+	dir := filepath.Join(cgroupRoot, name)
+	mkCgroup(t, dir)
+	return dir
+}
+
+func enableIO(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+io"), 0); err != nil {
+		t.Fatalf("enable the io controller below %s: %v", dir, err)
+	}
+}
+
+// mkCgroup makes a cgroup and removes it when the test ends. Registered
+// before the processes that join it, the removal runs after their
+// cleanups (LIFO): a cgroup with members cannot be removed.
+func mkCgroup(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatalf("create cgroup: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := os.Remove(dir); err != nil {
+			t.Errorf("remove cgroup %s: %v", dir, err)
+		}
+	})
 }
