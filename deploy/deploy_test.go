@@ -219,6 +219,13 @@ func TestExamples(t *testing.T) {
 			t.Errorf("VolumeAttributesClass %s: mirrors %q, want %q", name, c.Parameters["mirrors"], mirrors)
 		}
 	}
+	for name, write := range map[string]string{"carve-throttled": "50Mi", "carve-unthrottled": "0"} {
+		var c storagev1.VolumeAttributesClass
+		strict(t, mustFind(t, objs, "VolumeAttributesClass", name), &c)
+		if c.Parameters["writeBytesPerSecond"] != write || len(c.Parameters) != 3 {
+			t.Errorf("VolumeAttributesClass %s: %v, want writeBytesPerSecond %q and two other limits", name, c.Parameters, write)
+		}
+	}
 	checkEncryptedExample(t, objs)
 }
 

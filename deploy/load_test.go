@@ -246,7 +246,8 @@ func decodeAll(t *testing.T, objs []object) {
 
 // Carve's StorageClass parameters (driver/csi/params.go); the CO's
 // csi.storage.k8s.io/ ones are passed through.
-var carveParams = []string{"volumeGroup", "fsType", "thinPool", "stripes", "stripeSize", "mirrors", "encryption"}
+var carveParams = []string{"volumeGroup", "fsType", "thinPool", "stripes", "stripeSize", "mirrors", "encryption",
+	"readBytesPerSecond", "writeBytesPerSecond", "readIOPS", "writeIOPS"}
 
 func checkStorageClass(t *testing.T, o object, sc *storagev1.StorageClass) {
 	t.Helper()
@@ -268,7 +269,7 @@ func checkStorageClass(t *testing.T, o object, sc *storagev1.StorageClass) {
 
 // Carve's mutable parameters (driver/csi/params.go): the only keys a
 // VolumeAttributesClass may hold.
-var carveMutableParams = []string{"mirrors"}
+var carveMutableParams = []string{"mirrors", "readBytesPerSecond", "writeBytesPerSecond", "readIOPS", "writeIOPS"}
 
 func checkAttributesClass(t *testing.T, o object, c *storagev1.VolumeAttributesClass) {
 	t.Helper()
