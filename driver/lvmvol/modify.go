@@ -105,8 +105,8 @@ func (m *Manager) SetLimitsApplier(a LimitsApplier) { m.applyLimits = a }
 // all the same. Applying is idempotent (io.max takes the same line
 // again), so it runs on every call that names a limit.
 func (m *Manager) changeLimits(ctx context.Context, lv lvm.LV, want volume.Mutable) (lvm.LV, error) {
-	have := limitTags(limitsOf(lv))
-	next := limitTags(want.Limits(limitsOf(lv)))
+	limits := want.Limits(limitsOf(lv))
+	have, next := limitTags(limitsOf(lv)), limitTags(limits)
 	add, remove := missingFrom(next, have), missingFrom(have, next)
 	if len(add)+len(remove) > 0 {
 		if err := m.lvm.ChangeTags(ctx, lv.VGName, lv.Name, add, remove); err != nil {
@@ -117,7 +117,7 @@ func (m *Manager) changeLimits(ctx context.Context, lv lvm.LV, want volume.Mutab
 			return lv, err
 		}
 		lv = fresh
-		klog.InfoS("Recorded IO limits", "lv", lv.VGName+"/"+lv.Name, "limits", next)
+		klog.InfoS("Recorded IO limits", "lv", lv.VGName+"/"+lv.Name, "limits", limits)
 	}
 	if m.applyLimits != nil && isPublished(lv) {
 		if err := m.applyLimits(ctx, m.volumeOf(lv).ID); err != nil {
