@@ -67,7 +67,7 @@ func (x *harness) startHostNode() error {
 	if err != nil {
 		return err
 	}
-	cfg := kubeletConfig(filepath.Join(x.work, "cluster/pki/ca.crt"), "unix://"+sock, "127.0.0.1", hostKubeletPort)
+	cfg := kubeletConfig(filepath.Join(x.work, "cluster/pki/ca.crt"), "unix://"+sock, "127.0.0.1", hostKubeletPort, false)
 	if err := os.WriteFile(filepath.Join(dir, "kubelet.yaml"), []byte(cfg), 0o644); err != nil {
 		return err
 	}

@@ -70,8 +70,13 @@ func vmCPUs() string {
 }
 
 // kubeletConfig is the KubeletConfiguration of both nodes' kubelets.
-func kubeletConfig(caFile, criEndpoint, address string, port int) string {
-	return fmt.Sprintf(kubeletConfigTemplate, address, port, caFile, criEndpoint)
+// perQOS gives each pod a cgroup of its own, under kubelet's QoS
+// hierarchy (kubepods/...): the VM node's, on cgroup v2, where Carve puts
+// a volume's IO limits (io.max of the pod's cgroup). The host node, on
+// cgroup v1 without systemd, has none: containers' cgroups go straight
+// under the runtime's, with no hierarchy kubelet would have to manage.
+func kubeletConfig(caFile, criEndpoint, address string, port int, perQOS bool) string {
+	return fmt.Sprintf(kubeletConfigTemplate, address, port, caFile, perQOS, criEndpoint)
 }
 
 const kubeletConfigTemplate = `apiVersion: kubelet.config.k8s.io/v1beta1
@@ -85,9 +90,7 @@ authentication:
   x509: {clientCAFile: %q}
 authorization: {mode: AlwaysAllow}
 cgroupDriver: cgroupfs
-# No systemd: containers' cgroups go straight under the runtime's, with no
-# QoS hierarchy kubelet would have to manage.
-cgroupsPerQOS: false
+cgroupsPerQOS: %t
 enforceNodeAllocatable: []
 failSwapOn: false
 failCgroupV1: false
@@ -123,7 +126,7 @@ func (x *harness) startVM() error {
 	// arrives at the guest's NIC, and nothing but that forward reaches it
 	// (run.sh's network is restrict=on).
 	cfg := kubeletConfig(filepath.Join(x.work, "cluster/pki/ca.crt"), "unix:///run/carve-containerd/containerd.sock",
-		"0.0.0.0", vmKubeletPort)
+		"0.0.0.0", vmKubeletPort, true)
 	if err := os.WriteFile(filepath.Join(x.work, "kubelet.yaml"), []byte(cfg), 0o644); err != nil {
 		return err
 	}
