@@ -28,6 +28,7 @@ var layers = map[string]int{
 	"driver/nodefs":           3,
 	"driver/crypt":            3,
 	"driver/nodepath":         3,
+	"driver/iolimit":          3,
 	"driver/api/v1alpha1":     3,
 	"driver/nodeloss":         4,
 	"driver/csi":              5,
