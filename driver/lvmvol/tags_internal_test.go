@@ -27,7 +27,7 @@ func FuzzTags(f *testing.F) {
 				kinds++
 			}
 		}
-		if strings.Trim(digest, "0123456789abcdef") != "" || digest == "" || stripes < 0 || stripes > 128 || mirrors < 0 || mirrors > 63 ||
+		if strings.Trim(digest, "0123456789abcdef") != "" || digest == "" || len(digest) > 64 || stripes < 0 || stripes > 128 || mirrors < 0 || mirrors > 63 ||
 			kinds > 1 || (pool != "" && lvm.ValidateLVName(pool) != nil) {
 			return // the CSI layer sends none of these (FuzzParseType)
 		}
