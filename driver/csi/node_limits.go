@@ -39,8 +39,7 @@ func (n *Node) limitPublish(ctx context.Context, id volume.ID, rdev uint64, targ
 	uid, ok := iolimit.PodOfTarget(n.cfg.PathRoot.Dir(), target)
 	switch {
 	case n.cfg.Cgroups == nil && !l.IsZero():
-		return fmt.Errorf("%w: volume %s has IO limits, and this node applies none (carve node runs without --cgroup-root)",
-			volume.ErrFailedPrecondition, id)
+		return errNoCgroups(id)
 	case n.cfg.Cgroups == nil:
 		return nil
 	case !ok && !l.IsZero():
@@ -50,6 +49,12 @@ func (n *Node) limitPublish(ctx context.Context, id volume.ID, rdev uint64, targ
 		return nil
 	}
 	return n.limitPod(uid, rdev, l)
+}
+
+// errNoCgroups refuses volume id's limits on a node that applies none.
+func errNoCgroups(id volume.ID) error {
+	return fmt.Errorf("%w: volume %s has IO limits, and this node applies none (carve node runs without --cgroup-root)",
+		volume.ErrFailedPrecondition, id)
 }
 
 // limitPod writes l for rdev into pod uid's cgroup.
@@ -95,8 +100,7 @@ func (n *Node) ApplyLimits(ctx context.Context, id volume.ID) error {
 		return err
 	}
 	if n.cfg.Cgroups == nil && !dev.Limits.IsZero() {
-		return fmt.Errorf("%w: volume %s has IO limits, and this node applies none (carve node runs without --cgroup-root)",
-			volume.ErrFailedPrecondition, id)
+		return errNoCgroups(id)
 	}
 	var errs []error
 	for _, m := range mounts {
