@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 )
 
@@ -28,7 +29,7 @@ devices {
 	obtain_device_list_from_udev = 0
 	external_device_info_source = "none"
 	use_devicesfile = 0
-}
+{{filter}}}
 backup {
 	backup = 1
 	backup_dir = "{{dir}}/backup"
@@ -46,19 +47,29 @@ log {
 // returns the environment that makes lvm2 use it instead of /etc/lvm; pass it
 // to runner.New. dir must be absolute, since lvm2 reads it from the
 // environment of commands that may run elsewhere.
-func WritePrivateConfig(dir string) ([]string, error) {
+//
+// With only, lvm2 sees those devices and no other (a global_filter). A test
+// on a machine's own kernel needs it: lvm2 scans every block device there,
+// and a VG of the same name on someone else's loop device (another run's,
+// left attached when it was killed) makes vgcreate refuse and every later
+// call ambiguous.
+func WritePrivateConfig(dir string, only ...string) ([]string, error) {
 	if !filepath.IsAbs(dir) {
 		return nil, fmt.Errorf("lvm private config: %q is not an absolute path", dir)
 	}
 	if strings.ContainsAny(dir, "\"\\\n") {
 		return nil, fmt.Errorf("lvm private config: %q cannot be quoted in lvm.conf", dir)
 	}
+	filter, err := deviceFilter(only)
+	if err != nil {
+		return nil, err
+	}
 	for _, sub := range []string{"lock", "backup", "archive"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
 			return nil, fmt.Errorf("lvm private config: %w", err)
 		}
 	}
-	conf := strings.ReplaceAll(privateConfig, "{{dir}}", dir)
+	conf := strings.NewReplacer("{{dir}}", dir, "{{filter}}", filter).Replace(privateConfig)
 	if err := os.WriteFile(filepath.Join(dir, "lvm.conf"), []byte(conf), 0o600); err != nil {
 		return nil, fmt.Errorf("lvm private config: %w", err)
 	}
@@ -69,4 +80,27 @@ func WritePrivateConfig(dir string) ([]string, error) {
 		// lvm2 from warning about descriptors a test harness leaked to us.
 		"LVM_SUPPRESS_FD_WARNINGS=1",
 	}, nil
+}
+
+// devicePathRE is what deviceFilter takes: a path with no character that
+// is special in a regular expression or in an lvm.conf string, so that it
+// goes into the filter as it is.
+var devicePathRE = regexp.MustCompile(`^/dev(/[A-Za-z0-9_-]+)+$`)
+
+// deviceFilter is the global_filter line accepting exactly devs and
+// rejecting everything else, or "" for no devs (lvm2's default: all).
+func deviceFilter(devs []string) (string, error) {
+	if len(devs) == 0 {
+		return "", nil
+	}
+	var b strings.Builder
+	b.WriteString("\tglobal_filter = [ ")
+	for _, d := range devs {
+		if !devicePathRE.MatchString(d) {
+			return "", fmt.Errorf("lvm private config: device %q is not a plain /dev path", d)
+		}
+		fmt.Fprintf(&b, `"a|^%s$|", `, d)
+	}
+	b.WriteString(`"r|.*|" ]` + "\n")
+	return b.String(), nil
 }

@@ -68,3 +68,110 @@ func TestWritePrivateConfigRefusesBadDirs(t *testing.T) {
 		}
 	}
 }
+
+func TestWritePrivateConfigFilter(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := WritePrivateConfig(dir, "/dev/loop3", "/dev/mapper/vg-lv_1"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "lvm.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `global_filter = [ "a|^/dev/loop3$|", "a|^/dev/mapper/vg-lv_1$|", "r|.*|" ]`
+	if !strings.Contains(string(b), want) {
+		t.Errorf("lvm.conf lacks %s:\n%s", want, b)
+	}
+	for _, bad := range []string{"loop3", "/dev/loop.*", "/dev/a|b", `/dev/a"b`, "/dev/", "/etc/passwd", "/dev/../etc/x", "/dev/a b"} {
+		sub := t.TempDir()
+		if _, err := WritePrivateConfig(sub, bad); err == nil {
+			t.Errorf("WritePrivateConfig with device %q succeeded", bad)
+		}
+		if _, err := os.Stat(filepath.Join(sub, "lvm.conf")); err == nil {
+			t.Errorf("device %q refused, but lvm.conf was written", bad)
+		}
+	}
+}
+
+// Two VGs of one name, each on its own loop device, each seen through a
+// config filtered to its device: neither sees the other. This is the e2e
+// host node's case, where another run's loop device with a VG "e2e" left
+// attached made its vgcreate fail. Needs root, losetup and lvm2 (pvcreate
+// and vgcreate need no device-mapper).
+func TestPrivateConfigSeesOnlyItsDevices(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: needs root for loop devices")
+	}
+	for _, tool := range []string{"losetup", "lvm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("skipping: %s not installed", tool)
+		}
+	}
+	a, b := hostLoop(t), hostLoop(t)
+	envA, envB := filteredEnv(t, a), filteredEnv(t, b)
+	unfiltered := filteredEnv(t)
+	for _, c := range []struct {
+		dev string
+		env []string
+	}{{a, envA}, {b, envB}} {
+		lvmCmd(t, c.env, "pvcreate", "-q", c.dev)
+		lvmCmd(t, c.env, "vgcreate", "-q", "carve-twin", c.dev)
+		t.Cleanup(func() { _ = runLVM(c.env, "vgremove", "-q", "-f", "carve-twin") })
+	}
+	if got := lvmCmd(t, envA, "pvs", "--noheadings", "-o", "pv_name", "-S", "vg_name=carve-twin"); strings.TrimSpace(got) != a {
+		t.Errorf("filtered to %s, pvs shows %q", a, got)
+	}
+	if got := lvmCmd(t, envB, "pvs", "--noheadings", "-o", "pv_name", "-S", "vg_name=carve-twin"); strings.TrimSpace(got) != b {
+		t.Errorf("filtered to %s, pvs shows %q", b, got)
+	}
+	// Without the filter both are there: the test is not vacuous.
+	got, _ := runLVMOut(unfiltered, "pvs", "--noheadings", "-o", "pv_name")
+	if !strings.Contains(got, a) || !strings.Contains(got, b) {
+		t.Errorf("unfiltered pvs does not show both %s and %s: %q", a, b, got)
+	}
+}
+
+func hostLoop(t *testing.T) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "pv.img")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(file, 16<<20); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("losetup", "--find", "--show", file).CombinedOutput()
+	if err != nil {
+		t.Skipf("skipping: losetup: %v: %s", err, out)
+	}
+	dev := strings.TrimSpace(string(out))
+	t.Cleanup(func() { _ = exec.Command("losetup", "-d", dev).Run() })
+	return dev
+}
+
+func filteredEnv(t *testing.T, only ...string) []string {
+	t.Helper()
+	env, err := WritePrivateConfig(t.TempDir(), only...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+func lvmCmd(t *testing.T, env []string, args ...string) string {
+	t.Helper()
+	out, err := runLVMOut(env, args...)
+	if err != nil {
+		t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func runLVM(env []string, args ...string) error { _, err := runLVMOut(env, args...); return err }
+
+func runLVMOut(env []string, args ...string) (string, error) {
+	cmd := exec.Command("lvm", args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}

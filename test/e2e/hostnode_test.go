@@ -52,12 +52,7 @@ func (x *harness) startHostNode() error {
 	if err := x.hostMounts(dir); err != nil {
 		return err
 	}
-	lvmEnv, err := lvm.WritePrivateConfig("/etc/lvm")
-	if err != nil {
-		return err
-	}
-	x.hostLVMEnv = lvmEnv
-	if err := x.hostVG(dir, lvmEnv); err != nil {
+	if err := x.hostVG(dir); err != nil {
 		return err
 	}
 	if err := x.startServiceProxy(); err != nil {
@@ -218,8 +213,12 @@ func importImages(sock, dir string) error {
 	return nil
 }
 
-// hostVG makes VG e2e on a loop device of hostVGSize.
-func (x *harness) hostVG(dir string, lvmEnv []string) error {
+// hostVG makes VG e2e on a loop device of hostVGSize, with the host node's
+// LVM configuration (/etc/lvm in the test's mount namespace, which carve's
+// node pod mounts) filtered to that device: lvm2 scans every block device of
+// the machine's kernel, and another run's loop device with a VG "e2e", left
+// attached when that run was killed, made vgcreate fail here.
+func (x *harness) hostVG(dir string) error {
 	img := filepath.Join(dir, "pv.img")
 	if err := os.WriteFile(img, nil, 0o600); err != nil {
 		return err
@@ -232,6 +231,11 @@ func (x *harness) hostVG(dir string, lvmEnv []string) error {
 		return fmt.Errorf("losetup: %w", errText(err))
 	}
 	x.loop = strings.TrimSpace(string(out))
+	lvmEnv, err := lvm.WritePrivateConfig("/etc/lvm", x.loop)
+	if err != nil {
+		return err
+	}
+	x.hostLVMEnv = lvmEnv
 	for _, argv := range [][]string{{"pvcreate", "-q", x.loop}, {"vgcreate", "-q", "e2e", x.loop}} {
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Env = append(os.Environ(), lvmEnv...)
