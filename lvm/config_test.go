@@ -1,11 +1,17 @@
 package lvm
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"carve.dev/carve/lvm/runner"
 )
 
 func TestWritePrivateConfig(t *testing.T) {
@@ -99,14 +105,7 @@ func TestWritePrivateConfigFilter(t *testing.T) {
 // attached made its vgcreate fail. Needs root, losetup and lvm2 (pvcreate
 // and vgcreate need no device-mapper).
 func TestPrivateConfigSeesOnlyItsDevices(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: needs root for loop devices")
-	}
-	for _, tool := range []string{"losetup", "lvm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("skipping: %s not installed", tool)
-		}
-	}
+	requireHostLVM(t)
 	a, b := hostLoop(t), hostLoop(t)
 	envA, envB := filteredEnv(t, a), filteredEnv(t, b)
 	unfiltered := filteredEnv(t)
@@ -131,13 +130,31 @@ func TestPrivateConfigSeesOnlyItsDevices(t *testing.T) {
 	}
 }
 
+// requireHostLVM skips a test of lvm2 on this machine's own loop devices
+// where it cannot run: not root, or no losetup or lvm2.
+func requireHostLVM(t *testing.T) {
+	t.Helper()
+	var missing []string
+	for _, tool := range []string{"losetup", "lvm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			missing = append(missing, tool)
+		}
+	}
+	switch {
+	case os.Geteuid() != 0:
+		t.Skip("skipping: needs root for loop devices")
+	case len(missing) > 0:
+		t.Skipf("skipping: %v not installed", missing)
+	}
+}
+
 func hostLoop(t *testing.T) string {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "pv.img")
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Truncate(file, 16<<20); err != nil {
+	if err := os.Truncate(file, 64<<20); err != nil {
 		t.Fatal(err)
 	}
 	out, err := exec.Command("losetup", "--find", "--show", file).CombinedOutput()
@@ -174,4 +191,60 @@ func runLVMOut(env []string, args ...string) (string, error) {
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// A VG whose metadata area is full refuses new LVs and new tags with data
+// space to spare: the client says so as ErrMetadataFull (a kind of
+// ErrNoSpace, so RESOURCE_EXHAUSTED), and reports how much of the area is
+// left. Real lvm2 on a loop device: lvcreate needs no device-mapper with
+// activation off, lvchange --addtag on an inactive LV none at all. The
+// area here is lvm2's default and smallest (1 MiB, half of it for a new
+// version of the metadata), which 1066 LVs with Carve's tags filled.
+func TestMetadataFullIsNoSpace(t *testing.T) {
+	requireHostLVM(t)
+	dev := hostLoop(t)
+	env := filteredEnv(t, dev)
+	lvmCmd(t, env, "pvcreate", "-q", dev)
+	lvmCmd(t, env, "vgcreate", "-q", "-s", "1m", "carve-mdfull", dev)
+	t.Cleanup(func() { _ = runLVM(env, "vgremove", "-q", "-f", "--config", "global{activation=0}", "carve-mdfull") })
+	c := New(runner.New(time.Minute, env...))
+	ctx := context.Background()
+	if _, err := c.run(ctx, "lvcreate", "--config", "global{activation=0}", "-q", "-an", "-Zn", "-y", "-l", "1",
+		"-n", "lv0", "carve-mdfull"); err != nil {
+		t.Fatal(err)
+	}
+	// Long tags fill the area in a few commands where LVs would take a
+	// thousand: 100 tags of 1000 characters a command.
+	var err error
+	made := 0
+	for ; made < 20 && err == nil; made++ {
+		var tags []string
+		for i := range 100 {
+			tags = append(tags, fmt.Sprintf("fill-%02d-%03d-%s", made, i, strings.Repeat("x", 990)))
+		}
+		err = c.ChangeTags(ctx, "carve-mdfull", "lv0", tags, nil)
+	}
+	if err == nil {
+		t.Fatalf("%d commands of 100 KB of tags and the metadata area never filled", made)
+	}
+	if !errors.Is(err, ErrMetadataFull) || !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("lvchange --addtag on a full metadata area: %v, want ErrMetadataFull and ErrNoSpace", err)
+	}
+	args := []string{"lvcreate", "--config", "global{activation=0}", "-q", "-an", "-Zn", "-y", "-l", "1", "-n", "lv1"}
+	for i := range 30 { // more than the last command's 100 KB can have left
+		args = append(args, "--addtag", fmt.Sprintf("new-%02d-%s", i, strings.Repeat("y", 990)))
+	}
+	_, err = c.run(ctx, append(args, "carve-mdfull")...)
+	if !errors.Is(err, ErrMetadataFull) {
+		t.Errorf("lvcreate on a full metadata area: %v, want ErrMetadataFull", err)
+	}
+	vg, err := c.GetVG(ctx, "carve-mdfull")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vg.MetadataSize == 0 || vg.MetadataFree >= 100_000 || vg.Free < 2*vg.ExtentSize {
+		t.Errorf("after %d commands: metadata %d of %d free, data %d free: want a full area and data to spare",
+			made, vg.MetadataFree, vg.MetadataSize, vg.Free)
+	}
+	t.Logf("%d commands of tags filled a %d-byte metadata area (%d bytes left); %d bytes of data space free", made, vg.MetadataSize, vg.MetadataFree, vg.Free)
 }

@@ -2,6 +2,7 @@ package lvm
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 
 	"carve.dev/carve/lvm/runner"
@@ -24,6 +25,11 @@ var (
 	// missing (`Cannot change VG vg while PVs are missing.`), until the
 	// disk is back or an administrator removes it from the VG.
 	ErrPVMissing = errors.New("physical volume missing")
+	// ErrMetadataFull is a VG whose metadata area has no room for the
+	// change (lvm2: "exceeds maximum metadata size"). It is a lack of
+	// space (errors.Is ErrNoSpace): more data space does not help, a PV
+	// with a larger metadata area (pvcreate --metadatasize) does.
+	ErrMetadataFull = fmt.Errorf("VG metadata area full, a PV with a larger metadata area (pvcreate --metadatasize) makes room: %w", ErrNoSpace)
 )
 
 // classified joins a sentinel to the error it was read from.
@@ -45,6 +51,9 @@ type stderrRule struct {
 }
 
 var stderrRules = []stderrRule{
+	// `VG vg 1068 metadata on /dev/sdb (521650 bytes) exceeds maximum
+	// metadata size (521472 bytes)`, then `Failed to write VG vg.`
+	{"exceeds maximum metadata size", ErrMetadataFull},
 	{"insufficient free space", ErrNoSpace},           // lvcreate, lvextend
 	{"insufficient suitable allocatable", ErrNoSpace}, // striped/raid/thin pool allocation
 	// `Number of stripes (3) must not exceed number of physical volumes (2)`:

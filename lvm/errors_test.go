@@ -93,6 +93,9 @@ func TestClassifyCapturedStderr(t *testing.T) {
 		"err-raid1-legs":         ErrNoSpace,
 		"err-stripes-pvs":        ErrNoSpace,
 		"err-busy-extend-origin": ErrBusy,
+		// Taken on a loop device (no VM needed): 1066 LVs with Carve's
+		// tags filled the default metadata area (TestMetadataFullIsNoSpace).
+		"err-metadata-full": ErrMetadataFull,
 	}
 	files, _ := filepath.Glob("testdata/err-*.stderr")
 	seen := map[string]bool{}

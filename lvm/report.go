@@ -23,7 +23,7 @@ import (
 const (
 	pvFields = "pv_name,vg_name,pv_uuid,pv_size,pv_free,pv_missing,pv_attr"
 	vgFields = "vg_name,vg_uuid,vg_size,vg_free,vg_extent_size,vg_extent_count,vg_free_count," +
-		"pv_count,vg_missing_pv_count,lv_count,vg_attr,vg_tags"
+		"pv_count,vg_missing_pv_count,lv_count,vg_attr,vg_tags,vg_mda_size,vg_mda_free"
 	lvFields = "lv_name,vg_name,lv_uuid,lv_path,lv_dm_path,lv_size,lv_attr,lv_tags,lv_layout,lv_role," +
 		"lv_active,lv_device_open,pool_lv,origin,data_percent,metadata_percent,lv_health_status," +
 		"copy_percent,vg_extent_size,raid_sync_action,raid_mismatch_count,lv_when_full," +

@@ -202,6 +202,19 @@ func TestParseVGs(t *testing.T) {
 	}
 }
 
+// A VG whose metadata area 1066 LVs filled (lvm2 2.03.16, default area):
+// the fields that tell it, whatever the data space.
+func TestParseVGMetadataArea(t *testing.T) {
+	vgs, err := parseVGs(fixture(t, "mdafull-vg.json"))
+	if err != nil || len(vgs) != 1 {
+		t.Fatalf("parseVGs = %v, %v", vgs, err)
+	}
+	vg := vgs[0]
+	if vg.MetadataSize != 1044480 || vg.MetadataFree != 0 || vg.LVCount != 1066 || vg.Free != 981*4*mib {
+		t.Errorf("vg = %+v", vg)
+	}
+}
+
 func TestParseEmpty(t *testing.T) {
 	lvs, err := parseLVs(fixture(t, "empty-lvs.json"))
 	if err != nil || len(lvs) != 0 {

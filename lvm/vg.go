@@ -15,6 +15,12 @@ type VG struct {
 	Partial                             bool // a PV is missing (vg_attr bit 4)
 	Attr                                string
 	Tags                                []string
+	// MetadataSize and MetadataFree are the VG's metadata area and the
+	// part of it a new version of the metadata can still take (lvm2 keeps
+	// the last version beside the new one, so a new one gets about half
+	// the area): every LV takes some, and once it is full lvm2 refuses
+	// new LVs however much data space is free (ErrMetadataFull).
+	MetadataSize, MetadataFree uint64
 }
 
 type rawVG struct {
@@ -30,6 +36,8 @@ type rawVG struct {
 	LVCount        string `json:"lv_count"`
 	Attr           string `json:"vg_attr"`
 	Tags           string `json:"vg_tags"`
+	MDASize        string `json:"vg_mda_size"`
+	MDAFree        string `json:"vg_mda_free"`
 }
 
 func parseVGs(out []byte) ([]VG, error) {
@@ -51,6 +59,8 @@ func parseVGs(out []byte) ([]VG, error) {
 			MissingPVCount: p.int("vg_missing_pv_count", r.MissingPVCount),
 			LVCount:        p.int("lv_count", r.LVCount),
 			Partial:        attrAt(r.Attr, 3) == 'p',
+			MetadataSize:   p.uint("vg_mda_size", r.MDASize),
+			MetadataFree:   p.uint("vg_mda_free", r.MDAFree),
 		}
 		if p.err != nil {
 			return nil, fmt.Errorf("vg %s: %w", r.Name, p.err)

@@ -89,6 +89,7 @@ func (s *StorageReporter) Report(ctx context.Context) error {
 	}
 	for _, vg := range space {
 		metrics.VolumeGroup(s.Node, vg.Name, vg.Size, vg.Free)
+		metrics.VolumeGroupMetadata(s.Node, vg.Name, vg.MetadataSize, vg.MetadataFree)
 		for _, p := range vg.Pools {
 			metrics.ThinPool(s.Node, vg.Name, p.Name, p.DataPercent, p.MetadataPercent)
 		}
@@ -266,7 +267,7 @@ func vgStatuses(space []volume.VGSpace) []v1alpha1.VolumeGroupStatus {
 	out := make([]v1alpha1.VolumeGroupStatus, 0, len(space))
 	for _, vg := range space {
 		st := v1alpha1.VolumeGroupStatus{Name: vg.Name, SizeBytes: int64(vg.Size), FreeBytes: int64(vg.Free),
-			ExtentSize: int64(vg.ExtentSize)}
+			ExtentSize: int64(vg.ExtentSize), MetadataSizeBytes: int64(vg.MetadataSize), MetadataFreeBytes: int64(vg.MetadataFree)}
 		for _, f := range vg.PVFree {
 			st.PVFreeBytes = append(st.PVFreeBytes, int64(f))
 		}

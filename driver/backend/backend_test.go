@@ -250,6 +250,20 @@ func TestCapacityFromNodeStorage(t *testing.T) {
 	if direct, err := m.Capacity(ctx, "node-a", "vg0", volume.Type{ThinPool: "pool"}); err != nil || direct.AvailableBytes != 40*mib {
 		t.Errorf("standalone answer %+v, %v differs from the cluster one", direct, err)
 	}
+	// A VG whose metadata area is full takes no volume of any type, with
+	// data space to spare: in both modes, through the agent's report.
+	f.SetMetadataArea("vg0", 1<<20, volume.MetadataReserve-1)
+	if err := rep.Report(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, typ := range []volume.Type{{}, {ThinPool: "pool"}} {
+		if got, err := b.Capacity(ctx, "node-a", "vg0", typ); err != nil || got != (volume.Capacity{}) {
+			t.Errorf("metadata full: Capacity(%+v) = %+v, %v; want none", typ, got, err)
+		}
+		if got, err := m.Capacity(ctx, "node-a", "vg0", typ); err != nil || got != (volume.Capacity{}) {
+			t.Errorf("metadata full, standalone: Capacity(%+v) = %+v, %v; want none", typ, got, err)
+		}
+	}
 }
 
 // thinSnapshot makes a thin volume in a new pool and snapshots it.

@@ -41,7 +41,8 @@ func (b *Backend) Capacity(ctx context.Context, node, vg string, t volume.Type) 
 }
 
 func spaceOf(st v1alpha1.VolumeGroupStatus) volume.VGSpace {
-	s := volume.VGSpace{Name: st.Name, Size: uint64(st.SizeBytes), Free: uint64(st.FreeBytes), ExtentSize: uint64(st.ExtentSize)}
+	s := volume.VGSpace{Name: st.Name, Size: uint64(st.SizeBytes), Free: uint64(st.FreeBytes), ExtentSize: uint64(st.ExtentSize),
+		MetadataSize: uint64(st.MetadataSizeBytes), MetadataFree: uint64(st.MetadataFreeBytes)}
 	for _, f := range st.PVFreeBytes {
 		s.PVFree = append(s.PVFree, uint64(f))
 	}

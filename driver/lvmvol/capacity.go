@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"k8s.io/klog/v2"
+
 	"carve.dev/carve/driver/volume"
 )
 
@@ -28,6 +30,10 @@ func (m *Manager) Capacity(ctx context.Context, node, vg string, t volume.Type) 
 	space, err := m.vgSpace(ctx, vg)
 	if err != nil {
 		return volume.Capacity{}, fmt.Errorf("capacity of %s: %w", vg, err)
+	}
+	if space.MetadataFull() {
+		klog.InfoS("Warning: VG metadata area full, capacity reported as 0: a PV with a larger metadata area (pvcreate --metadatasize) makes room",
+			"vg", vg, "metadataFree", space.MetadataFree, "metadataSize", space.MetadataSize)
 	}
 	return volume.CapacityOf(space, t, m.overprovision), nil
 }

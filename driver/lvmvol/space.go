@@ -27,7 +27,8 @@ func (m *Manager) vgSpace(ctx context.Context, name string) (volume.VGSpace, err
 	if err != nil {
 		return volume.VGSpace{}, err
 	}
-	s := volume.VGSpace{Name: name, Size: vg.Size, Free: vg.Free, ExtentSize: vg.ExtentSize}
+	s := volume.VGSpace{Name: name, Size: vg.Size, Free: vg.Free, ExtentSize: vg.ExtentSize,
+		MetadataSize: vg.MetadataSize, MetadataFree: vg.MetadataFree}
 	pvs, err := m.lvm.ListVGPVs(ctx, name)
 	if err != nil {
 		return volume.VGSpace{}, err

@@ -28,7 +28,7 @@ var (
 	}, []string{"method"})
 	vgBytes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "carve_volume_group_bytes",
-		Help: "Size and free space of a served volume group (kind=size|free).",
+		Help: "Size and free space of a served volume group (kind=size|free), and of its metadata area (kind=metadata_size|metadata_free: with under 16 KiB free the node takes no new volume).",
 	}, []string{"node", "vg", "kind"})
 	commands = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "carve_commands_total",
@@ -90,6 +90,16 @@ func Command(name string, args []string, d time.Duration, err error) {
 func VolumeGroup(node, vg string, size, free uint64) {
 	vgBytes.WithLabelValues(node, vg, "size").Set(float64(size))
 	vgBytes.WithLabelValues(node, vg, "free").Set(float64(free))
+}
+
+// VolumeGroupMetadata records a VG's metadata area and what is left of it
+// (lvm.VG); nothing for an area not reported (size 0).
+func VolumeGroupMetadata(node, vg string, size, free uint64) {
+	if size == 0 {
+		return
+	}
+	vgBytes.WithLabelValues(node, vg, "metadata_size").Set(float64(size))
+	vgBytes.WithLabelValues(node, vg, "metadata_free").Set(float64(free))
 }
 
 // ThinPool records a thin pool's data and metadata use.

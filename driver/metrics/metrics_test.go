@@ -37,6 +37,8 @@ func TestInterceptorCountsByCode(t *testing.T) {
 
 func TestStorageGauges(t *testing.T) {
 	VolumeGroup("n1", "vg0", 100, 40)
+	VolumeGroupMetadata("n1", "vg0", 1<<20, 300)
+	VolumeGroupMetadata("n1", "vg-unreported", 0, 0)
 	ThinPool("n1", "vg0", "pool", 12.5, 3)
 	out, err := testutil.GatherAndLint(Registry(), "carve_volume_group_bytes", "carve_thin_pool_used_percent")
 	if err != nil || len(out) != 0 {
@@ -44,6 +46,12 @@ func TestStorageGauges(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(vgBytes.WithLabelValues("n1", "vg0", "free")); got != 40 {
 		t.Errorf("free %v", got)
+	}
+	if got := testutil.ToFloat64(vgBytes.WithLabelValues("n1", "vg0", "metadata_free")); got != 300 {
+		t.Errorf("metadata_free %v", got)
+	}
+	if n := testutil.CollectAndCount(vgBytes); n != 4 {
+		t.Errorf("%d VG series, want 4 (none for an unreported metadata area)", n)
 	}
 	exp := `
 # HELP carve_thin_pool_used_percent Used data and metadata of a thin pool (kind=data|metadata), in percent.

@@ -21,10 +21,15 @@ type Capacity struct {
 //   - striped over N PVs: N times the N-th largest PV's free space.
 //   - thin: the pool's free data space times the over-provisioning ratio
 //     (nothing from a pool that is not reported).
+//   - none of any type from a VG whose metadata area is (nearly) full:
+//     lvm2 refuses every new LV there, whatever data space is free.
 //
 // Standalone mode applies it to what it reads from LVM; the controller in
 // cluster mode to what the node agents report.
 func CapacityOf(vg VGSpace, t Type, overprovision float64) Capacity {
+	if vg.MetadataFull() {
+		return Capacity{}
+	}
 	if t.IsThin() {
 		for _, p := range vg.Pools {
 			if p.Name == t.ThinPool {
@@ -60,6 +65,24 @@ type VGSpace struct {
 	// PVFree is each allocatable PV's free space.
 	PVFree []uint64
 	Pools  []PoolSpace
+	// MetadataSize and MetadataFree are the VG's metadata area and what
+	// is left of it for the next version (lvm.VG); a size of 0 is not
+	// reported (an agent from before the field).
+	MetadataSize, MetadataFree uint64
+}
+
+// MetadataReserve is the metadata room below which a VG counts as full.
+// One of Carve's volumes takes about 480 bytes of it (a thick linear one
+// with its tags; a raid1 one a few times that, for its hidden images),
+// so it is room for a few dozen: the scheduler stops sending volumes
+// before lvm2 starts refusing them, with room left for the snapshots and
+// changes of the volumes already there.
+const MetadataReserve = 16 << 10
+
+// MetadataFull tells a VG whose metadata area has less than
+// MetadataReserve left.
+func (vg VGSpace) MetadataFull() bool {
+	return vg.MetadataSize > 0 && vg.MetadataFree < MetadataReserve
 }
 
 // PoolSpace is a thin pool's data space.

@@ -53,6 +53,9 @@ var codeTable = []struct {
 	// it does any failed NodeStage; the code tells the operator to fix the
 	// Secret, not the StorageClass or the claim.
 	{ErrWrongKey, codes.PermissionDenied},
+	// A full metadata area is a lack of space like any other (it wraps
+	// ErrNoSpace): the CO places the volume on another node.
+	{lvm.ErrMetadataFull, codes.ResourceExhausted},
 	{lvm.ErrNoSpace, codes.ResourceExhausted},
 	{lvm.ErrInvalidName, codes.InvalidArgument},
 	{lvm.ErrInvalidArgument, codes.InvalidArgument},

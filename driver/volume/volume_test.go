@@ -80,6 +80,17 @@ func TestCapacityOf(t *testing.T) {
 		if c.AvailableBytes != tc.avail || c.MaximumVolumeBytes != tc.max {
 			t.Errorf("%s: %+v, want available %d, max %d", tc.name, c, tc.avail, tc.max)
 		}
+		// The same with a metadata area reported: room enough changes
+		// nothing, a (nearly) full one leaves no capacity of any type.
+		roomy, full := vg, vg
+		roomy.MetadataSize, roomy.MetadataFree = 1<<20, volume.MetadataReserve
+		full.MetadataSize, full.MetadataFree = 1<<20, volume.MetadataReserve-1
+		if c := volume.CapacityOf(roomy, tc.t, tc.ratio); c.AvailableBytes != tc.avail || c.MaximumVolumeBytes != tc.max {
+			t.Errorf("%s, metadata room: %+v, want available %d, max %d", tc.name, c, tc.avail, tc.max)
+		}
+		if c := volume.CapacityOf(full, tc.t, tc.ratio); c != (volume.Capacity{}) {
+			t.Errorf("%s, metadata full: %+v, want none", tc.name, c)
+		}
 	}
 }
 

@@ -33,6 +33,14 @@ func (f *LVM) SetMissingPVs(vg string, n int) {
 	f.vgs[vg].MissingPVCount, f.vgs[vg].Partial = n, n > 0
 }
 
+// SetMetadataArea sets what a VG reports of its metadata area: its size
+// and what is left of it (lvm.VG's MetadataSize, MetadataFree).
+func (f *LVM) SetMetadataArea(vg string, size, free uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.vgs[vg].MetadataSize, f.vgs[vg].MetadataFree = size, free
+}
+
 func (f *LVM) ExtendLV(_ context.Context, vg, name string, size uint64) error {
 	return f.change("ExtendLV", vg, name, func(lv *lvm.LV) error {
 		target := lvm.RoundUp(size, ExtentSize)

@@ -43,6 +43,13 @@ type VolumeGroupStatus struct {
 	ThinPools []ThinPoolStatus `json:"thinPools,omitempty"`
 	// +optional
 	Health []HealthProblem `json:"health,omitempty"`
+	// MetadataSizeBytes and MetadataFreeBytes are the VG's metadata area
+	// and what is left of it for new LVs; with less than 16 KiB left the
+	// node reports no capacity (lvm2 would refuse new volumes).
+	// +optional
+	MetadataSizeBytes int64 `json:"metadataSizeBytes,omitempty"`
+	// +optional
+	MetadataFreeBytes int64 `json:"metadataFreeBytes,omitempty"`
 }
 
 // ThinPoolStatus is one thin pool's space.
