@@ -96,6 +96,21 @@ func (x *Cache) ConvertMirrors(ctx context.Context, vg, name string, mirrors int
 	return x.changing(vg, func() error { return x.c.ConvertMirrors(ctx, vg, name, mirrors) })
 }
 
+// CreateCacheVol is Client.CreateCacheVol.
+func (x *Cache) CreateCacheVol(ctx context.Context, vg, name string, size, extent uint64, refs, tags []string) error {
+	return x.changing(vg, func() error { return x.c.CreateCacheVol(ctx, vg, name, size, extent, refs, tags) })
+}
+
+// AttachWriteCache is Client.AttachWriteCache.
+func (x *Cache) AttachWriteCache(ctx context.Context, vg, name, cachevol string) error {
+	return x.changing(vg, func() error { return x.c.AttachWriteCache(ctx, vg, name, cachevol) })
+}
+
+// SplitCache is Client.SplitCache.
+func (x *Cache) SplitCache(ctx context.Context, vg, name string) error {
+	return x.changing(vg, func() error { return x.c.SplitCache(ctx, vg, name) })
+}
+
 // ChangeTags is Client.ChangeTags.
 func (x *Cache) ChangeTags(ctx context.Context, vg, name string, add, remove []string) error {
 	return x.changing(vg, func() error { return x.c.ChangeTags(ctx, vg, name, add, remove) })

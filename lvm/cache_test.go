@@ -159,7 +159,12 @@ func TestEveryChangeInvalidatesItsVG(t *testing.T) {
 		"RetagAndActivate": func(x *Cache) error {
 			return x.RetagAndActivate(ctx, "carve-thin", "thin1", []string{"a"}, nil, true)
 		},
-		"Invalidate": func(x *Cache) error { x.Invalidate("carve-thin"); return nil },
+		"CreateCacheVol": func(x *Cache) error {
+			return x.CreateCacheVol(ctx, "carve-thin", "thin1_wcache", 1<<20, 1<<20, []string{"@fast"}, nil)
+		},
+		"AttachWriteCache": func(x *Cache) error { return x.AttachWriteCache(ctx, "carve-thin", "thin1", "thin1_wcache") },
+		"SplitCache":       func(x *Cache) error { return x.SplitCache(ctx, "carve-thin", "thin1") },
+		"Invalidate":       func(x *Cache) error { x.Invalidate("carve-thin"); return nil },
 	}
 	for name, change := range changes {
 		t.Run(name, func(t *testing.T) {

@@ -64,6 +64,11 @@ type LV struct {
 	// has none (inactive). They tell whether a device node is this LV's,
 	// whatever path led to it.
 	KernelMajor, KernelMinor int
+	// CacheVol is the cachevol attached to the LV (see writecache.go), by
+	// the name it had before lvm2 attached it. lvm2 reports a cachevol as
+	// the LV's pool_lv ("[name_cvol]"); it is kept apart from PoolLV,
+	// which tells a thin LV everywhere else.
+	CacheVol string
 }
 
 // HasTag reports whether the LV carries tag t.
@@ -168,6 +173,9 @@ func convertLV(r rawLV) (LV, error) {
 		CreationTime:    p.unixTime("lv_time", r.Time),
 		KernelMajor:     p.deviceNumber("lv_kernel_major", r.KernelMajor),
 		KernelMinor:     p.deviceNumber("lv_kernel_minor", r.KernelMinor),
+	}
+	if strings.HasSuffix(pool, cvolSuffix) {
+		lv.CacheVol, lv.PoolLV = strings.TrimSuffix(pool, cvolSuffix), ""
 	}
 	return lv, p.err
 }

@@ -141,6 +141,10 @@ func (b *Backend) ModifyVolume(ctx context.Context, id volume.ID, m volume.Mutab
 	if m.IsZero() {
 		return b.GetVolume(ctx, id)
 	}
+	if m.WriteCache != nil {
+		return volume.Volume{}, fmt.Errorf("%w: a write cache (writeCache) is attached in standalone mode only so far; cluster mode does not carry it to the node yet",
+			volume.ErrInvalidArgument)
+	}
 	fits := func(lv *v1alpha1.LogicalVolume) error {
 		if m.Mirrors != nil && *m.Mirrors > 0 && (lv.Spec.Type.ThinPool != "" || lv.Spec.Type.Stripes > 1) {
 			return fmt.Errorf("%w: volume %s is thin or striped and cannot have raid1 legs (mirrors=%d); only thick linear and raid1 volumes can",

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
 	"k8s.io/klog/v2"
 
 	"carve.dev/carve/driver/volume"
@@ -76,6 +77,9 @@ func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	if err != nil {
 		return nil, err
 	}
+	if params.WriteCache != nil && !c.canModify() {
+		return nil, invalidArgument("parameter %s given, and this driver cannot attach caches", ParamWriteCache)
+	}
 	fsType, err := chooseFsType(req.GetVolumeCapabilities(), params.FsType)
 	if err != nil {
 		return nil, err
@@ -106,6 +110,9 @@ func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	if err != nil {
 		return nil, err
 	}
+	if vol, err = c.withWriteCache(ctx, vol, params.WriteCache); err != nil {
+		return nil, err
+	}
 	return &csi.CreateVolumeResponse{Volume: &csi.Volume{
 		VolumeId:           vol.ID.String(),
 		CapacityBytes:      vol.SizeBytes,
@@ -113,6 +120,31 @@ func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 		AccessibleTopology: []*csi.Topology{nodeTopology(vol.ID.Node)},
 		ContentSource:      csiContentSource(vol.Source),
 	}}, nil
+}
+
+// withWriteCache gives a new volume the write cache its parameters ask
+// for (ModifyVolume's step, after the LV exists: lvm2 attaches a cache to
+// an LV). A retried CreateVolume finds the volume and runs it again, a
+// no-op once the cache is there. A cache that cannot be had (no room on
+// its PVs, PVs not in the VG) undoes the creation, so that the CO's
+// placement elsewhere leaves nothing behind; a refusal that may pass
+// (ABORTED, UNAVAILABLE, a deadline) leaves the volume for the retry.
+func (c *Controller) withWriteCache(ctx context.Context, vol volume.Volume, wc *volume.WriteCache) (volume.Volume, error) {
+	if wc == nil {
+		return vol, nil
+	}
+	cached, err := c.backend.(Modifier).ModifyVolume(ctx, vol.ID, volume.Mutable{WriteCache: wc})
+	if err == nil {
+		return cached, nil
+	}
+	switch volume.CodeOf(err) {
+	case codes.Aborted, codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		return vol, err
+	}
+	if derr := c.backend.DeleteVolume(context.WithoutCancel(ctx), vol.ID); derr != nil {
+		return vol, fmt.Errorf("%w (and undoing the creation: %s)", err, derr.Error())
+	}
+	return vol, err
 }
 
 // volumeContext is what NodeStage learns of a new volume: its VG, its

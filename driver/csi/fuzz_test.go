@@ -60,6 +60,9 @@ func FuzzParseMutable(f *testing.F) {
 	f.Add("writeBytesPerSecond", "10Mi", "writeBytesPerSecond", "10Mi")
 	f.Add("readIOPS", "0", "readIOPS", "0")
 	f.Add("readBytesPerSecond", "4611686018427387905", "", "")
+	f.Add("writeCache", "1Gi", "writeCachePVs", "@fast,/dev/nvme1n1")
+	f.Add("writeCache", "0", "writeCache", "0")
+	f.Add("writeCachePVs", "@fast", "", "")
 	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string) {
 		in := map[string]string{k1: v1, k2: v2}
 		m, err := parseMutable(in)
@@ -67,6 +70,10 @@ func FuzzParseMutable(f *testing.F) {
 			if !errors.Is(err, volume.ErrInvalidArgument) {
 				t.Fatalf("error %v is not INVALID_ARGUMENT", err)
 			}
+			return
+		}
+		if m.WriteCache != nil {
+			checkWriteCache(t, in, m)
 			return
 		}
 		if len(in) != 1 || m.IsZero() {
@@ -92,6 +99,25 @@ func FuzzParseMutable(f *testing.F) {
 			t.Fatalf("stripes with mutable %+v: %+v, %v", *m.Mirrors, p, err)
 		}
 	})
+}
+
+// checkWriteCache: an accepted write cache is a size within bounds and,
+// for a cache, PVs lvm2 reads as such; a volume made with it asks for it.
+func checkWriteCache(t *testing.T, in map[string]string, m volume.Mutable) {
+	c := m.WriteCache
+	if _, ok := in[ParamWriteCache]; !ok || c.Size > maxLimit || m.Mirrors != nil || m.ChangesLimits() {
+		t.Fatalf("accepted %v as %+v", in, c)
+	}
+	if c.Size == 0 {
+		return
+	}
+	if err := lvm.ValidatePVRefs(c.On); err != nil {
+		t.Fatalf("accepted %v with PVs %q: %v", in, c.On, err)
+	}
+	p, err := parseParams(withMutable(map[string]string{}, m), []string{"vg0"})
+	if err != nil || p.WriteCache == nil || p.WriteCache.Size != c.Size || !slices.Equal(p.WriteCache.On, c.On) {
+		t.Fatalf("a volume made with mutable %v: %+v, %v", in, p.WriteCache, err)
+	}
 }
 
 // FuzzSizeRange: any capacity range is refused as INVALID_ARGUMENT only

@@ -26,6 +26,11 @@ const (
 	ParamWriteBPS  = "writeBytesPerSecond"
 	ParamReadIOPS  = "readIOPS"
 	ParamWriteIOPS = "writeIOPS"
+	// A write cache (volume.WriteCache): its size ("1Gi"; 0 for none)
+	// and the fast PVs of the volume's VG it goes on, comma-separated
+	// paths or "@tag" for the PVs with an lvm2 tag.
+	ParamWriteCache    = "writeCache"
+	ParamWriteCachePVs = "writeCachePVs"
 )
 
 // Values of ParamEncryption: LUKS2 on the LV, or none (the default).
@@ -35,14 +40,14 @@ const (
 )
 
 var knownParams = []string{ParamVolumeGroup, ParamFsType, ParamThinPool, ParamStripes, ParamStripeSize, ParamMirrors, ParamEncryption,
-	ParamReadBPS, ParamWriteBPS, ParamReadIOPS, ParamWriteIOPS}
+	ParamReadBPS, ParamWriteBPS, ParamReadIOPS, ParamWriteIOPS, ParamWriteCache, ParamWriteCachePVs}
 
 // mutableParams may also come as mutable parameters (CreateVolume's and
 // ControllerModifyVolume's mutable_parameters; a VolumeAttributesClass in
 // Kubernetes), and ControllerModifyVolume changes them on a live volume.
 // As StorageClass parameters they are fixed at creation; CSI has mutable
 // parameters take precedence over those.
-var mutableParams = []string{ParamMirrors, ParamReadBPS, ParamWriteBPS, ParamReadIOPS, ParamWriteIOPS}
+var mutableParams = []string{ParamMirrors, ParamReadBPS, ParamWriteBPS, ParamReadIOPS, ParamWriteIOPS, ParamWriteCache, ParamWriteCachePVs}
 
 // volumeParams are the parsed CreateVolume / GetCapacity parameters.
 type volumeParams struct {
@@ -56,6 +61,8 @@ type volumeParams struct {
 	Encrypted bool
 	// Limits: the IO limit parameters.
 	Limits volume.IOLimits
+	// WriteCache: the write cache parameters, nil for none.
+	WriteCache *volume.WriteCache
 }
 
 // parseParams validates params; an unknown key is an error (a typo in a
@@ -94,7 +101,49 @@ func parseParams(params map[string]string, vgs []string) (volumeParams, error) {
 		return volumeParams{}, err
 	}
 	p.Limits = m.Limits(volume.IOLimits{})
+	if err := parseWriteCache(params, &m); err != nil {
+		return volumeParams{}, err
+	}
+	if m.WriteCache != nil && m.WriteCache.Size > 0 {
+		p.WriteCache = m.WriteCache
+		if p.Type.IsThin() || p.Type.Mirrors > 0 {
+			return volumeParams{}, invalidArgument("parameter %s: only thick volumes without raid1 legs can have a write cache", ParamWriteCache)
+		}
+	}
 	return p, nil
+}
+
+// parseWriteCache reads the write cache parameters present in params into
+// m: a size (bytes, or Ki/Mi/Gi; 0 for no cache) and, for a cache, the
+// PVs it goes on. PVs without a size name no cache: refused, as a class
+// that seems to ask for one and gets none would be.
+func parseWriteCache(params map[string]string, m *volume.Mutable) error {
+	s, ok := params[ParamWriteCache]
+	pvs, pvsOK := params[ParamWriteCachePVs]
+	if !ok {
+		if pvsOK {
+			return invalidArgument("parameter %s given without %s (the cache's size)", ParamWriteCachePVs, ParamWriteCache)
+		}
+		return nil
+	}
+	size, err := parseSize(s)
+	if err != nil || size > maxLimit {
+		return invalidArgument("parameter %s=%q: want the cache's size in bytes, such as 1073741824 or 1Gi (0: no cache)", ParamWriteCache, s)
+	}
+	c := volume.WriteCache{Size: size}
+	if size > 0 {
+		for _, r := range strings.Split(pvs, ",") {
+			if r = strings.TrimSpace(r); r != "" {
+				c.On = append(c.On, r)
+			}
+		}
+		if err := lvm.ValidatePVRefs(c.On); err != nil {
+			return invalidArgument("parameter %s=%q: want the fast PVs of the volume's VG, comma-separated: paths (/dev/nvme1n1) or @tag for the PVs with an lvm2 tag: %v",
+				ParamWriteCachePVs, pvs, err)
+		}
+	}
+	m.WriteCache = &c
+	return nil
 }
 
 // limitParams are the IO limit parameters and where each goes in a
@@ -271,6 +320,9 @@ func parseMutable(params map[string]string) (volume.Mutable, error) {
 	if err := parseLimits(params, &m); err != nil {
 		return m, err
 	}
+	if err := parseWriteCache(params, &m); err != nil {
+		return m, err
+	}
 	return m, nil
 }
 
@@ -298,6 +350,14 @@ func withMutable(params map[string]string, m volume.Mutable) map[string]string {
 		delete(out, p.key)
 		if n := **p.to; n > 0 {
 			out[p.key] = strconv.FormatUint(n, 10)
+		}
+	}
+	if c := m.WriteCache; c != nil {
+		delete(out, ParamWriteCache)
+		delete(out, ParamWriteCachePVs)
+		if c.Size > 0 {
+			out[ParamWriteCache] = strconv.FormatUint(c.Size, 10)
+			out[ParamWriteCachePVs] = strings.Join(c.On, ",")
 		}
 	}
 	return out

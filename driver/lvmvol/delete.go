@@ -133,6 +133,12 @@ func (m *Manager) finishDelete(ctx context.Context, lv lvm.LV, activated bool, m
 		}
 	}
 	if lv.PoolLV == "" {
+		// A write cache goes first, written back (writecache.go): the
+		// wipe must reach the volume's own PVs, and the cachevol's
+		// copies of its data must be wiped too.
+		if err := m.dropCache(ctx, lv); err != nil {
+			return err
+		}
 		if err := m.wipe(ctx, lv, activated, mt); err != nil {
 			return err
 		}

@@ -29,6 +29,17 @@ func newManager(t *testing.T) (*lvmvol.Manager, *lvmfake.LVM) {
 	return lvmvol.NewManager(f, f, node, []string{vg}), f
 }
 
+func mustCreate(t *testing.T, m *lvmvol.Manager, name string, size int64) volume.Volume {
+	t.Helper()
+	v, err := m.CreateVolume(ctx, req(name, size))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func vgFree(f *lvmfake.LVM) uint64 { g, _ := f.GetVG(ctx, vg); return g.Free }
+
 func req(name string, size int64) volume.CreateRequest {
 	return volume.CreateRequest{Name: name, VG: vg, RequiredBytes: size, ParamsDigest: "p1"}
 }

@@ -35,6 +35,9 @@ type LVM interface {
 	ChangeTags(ctx context.Context, vg, name string, add, remove []string) error
 	ConvertMirrors(ctx context.Context, vg, name string, mirrors int) error
 	CheckConversion(ctx context.Context, vg lvm.VG, lv lvm.LV, have, want int) error
+	CreateCacheVol(ctx context.Context, vg, name string, size, extent uint64, refs, tags []string) error
+	AttachWriteCache(ctx context.Context, vg, name, cachevol string) error
+	SplitCache(ctx context.Context, vg, name string) error
 	// The variants that save lvm2 runs (see their use for why each is
 	// safe where it is used).
 	CreateSnapshotOf(ctx context.Context, origin lvm.LV, name string, o lvm.SnapshotOptions) (lvm.LV, error)
@@ -305,4 +308,14 @@ func (m *Manager) RepairDeviceNodes(ctx context.Context) {
 			klog.ErrorS(err, "Could not make the device nodes of the volume group's active LVs", "vg", vg)
 		}
 	}
+}
+
+// findLV reads LV name of vg, which may well not exist: found is false
+// with a nil error then, and with the error of a failed read.
+func (m *Manager) findLV(ctx context.Context, vg, name string) (lv lvm.LV, found bool, err error) {
+	lv, err = m.lvm.GetLV(ctx, vg, name)
+	if errors.Is(err, lvm.ErrNotFound) {
+		return lv, false, nil
+	}
+	return lv, err == nil, err
 }

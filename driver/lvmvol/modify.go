@@ -77,14 +77,37 @@ func (m *Manager) ModifyVolume(ctx context.Context, id volume.ID, want volume.Mu
 			return volume.Volume{}, fmt.Errorf("modify %s: %w", id, err)
 		}
 	}
-	if want.Mirrors == nil {
-		return m.volumeOf(lv), nil
+	// A cached volume's legs cannot change (lvm2 refuses): a cache going
+	// away goes first, a cache coming comes onto the new layout.
+	steps := []func() error{
+		func() error { return m.modifyMirrors(ctx, &lv, want.Mirrors) },
+		func() error { return m.modifyWriteCache(ctx, &lv, want.WriteCache) },
 	}
-	lv, err = m.changeMirrors(ctx, lv, *want.Mirrors)
-	if err != nil {
-		return volume.Volume{}, fmt.Errorf("modify %s: %w", id, err)
+	if want.WriteCache != nil && want.WriteCache.Size == 0 {
+		steps[0], steps[1] = steps[1], steps[0]
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return volume.Volume{}, fmt.Errorf("modify %s: %w", id, err)
+		}
 	}
 	return m.volumeOf(lv), nil
+}
+
+// modifyMirrors and modifyWriteCache are ModifyVolume's steps: each
+// changes *lv as want asks, nothing for nil.
+func (m *Manager) modifyMirrors(ctx context.Context, lv *lvm.LV, want *int) (err error) {
+	if want != nil {
+		*lv, err = m.changeMirrors(ctx, *lv, *want)
+	}
+	return err
+}
+
+func (m *Manager) modifyWriteCache(ctx context.Context, lv *lvm.LV, want *volume.WriteCache) (err error) {
+	if want != nil {
+		*lv, err = m.changeWriteCache(ctx, *lv, *want)
+	}
+	return err
 }
 
 // LimitsApplier puts a published volume's IO limits, as its LV records
@@ -155,6 +178,10 @@ func (m *Manager) changeMirrors(ctx context.Context, lv lvm.LV, want int) (lvm.L
 	}
 	if lv.HasTag(tagCopying) {
 		return lv, fmt.Errorf("its data is still being copied in, change it when that is done: %w", volume.ErrOperationPending)
+	}
+	if lv.HasWriteCache() && want != t.Mirrors {
+		return lv, fmt.Errorf("%w: a volume with a write cache cannot change its raid1 legs (mirrors=%d): detach the cache first (writeCache=0)",
+			volume.ErrInvalidArgument, want)
 	}
 	if lv.HasCOWSnapshots() {
 		return lv, fmt.Errorf("a copy reads it through a frozen point, change it when that is done: %w", volume.ErrOperationPending)

@@ -346,11 +346,8 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, id volume.ID) error {
 // dropFrozen removes the frozen point of target, if there is one, and
 // releases the volume it froze.
 func (m *Manager) dropFrozen(ctx context.Context, vg, target string) error {
-	frozen, err := m.lvm.GetLV(ctx, vg, frozenName(target))
-	if errors.Is(err, lvm.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
+	frozen, found, err := m.findLV(ctx, vg, frozenName(target))
+	if !found {
 		return err
 	}
 	return m.dropFrozenLV(ctx, frozen)

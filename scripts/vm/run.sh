@@ -155,7 +155,7 @@ vm_env+=(DM_DISABLE_UDEV=1)
 vm_cwd=$cwd
 vm_argv=("$@")
 vm_moddir=$kdir/tree/lib/modules/$kver
-vm_modules=${CARVE_VM_MODULES-dm_snapshot dm_thin_pool dm_mirror raid1 dm_raid dm_crypt loop}
+vm_modules=${CARVE_VM_MODULES-dm_snapshot dm_thin_pool dm_mirror raid1 dm_raid dm_crypt dm_writecache loop}
 vm_net=0
 [[ ${#forwards[@]} -eq 0 && ${#exposes[@]} -eq 0 ]] || vm_net=1
 declare -p vm_cwd vm_argv vm_env vm_shares vm_overlays vm_moddir vm_modules vm_net >"$job/share/config.sh"

@@ -67,8 +67,58 @@ func ops() []op {
 		}},
 		stageOp(), nodeExpandOp(), unstageOp(), encryptedStageOp(), encryptedUnstageOp(),
 		modifyOp("raid1", thick, "1"), modifyOp("linear", raid1, "0"),
+		writeCacheOp("ControllerModifyVolume/writecache", false), writeCacheOp("ControllerModifyVolume/no-writecache", true),
+		cachedDeleteOp(),
 	}
 	return out
+}
+
+// cacheOn is the mutable parameters of an 8 MiB write cache on the
+// second PV.
+func cacheOn(e *env) map[string]string {
+	return map[string]string{"writeCache": "8Mi", "writeCachePVs": e.disks[1]}
+}
+
+// writeCacheOp attaches a write cache to an unpublished, written thick
+// volume, or, detach, takes the one it was given away (written back,
+// wiped, removed).
+func writeCacheOp(name string, detach bool) op {
+	return op{name: name, method: "ControllerModifyVolume", twoPVs: true, prepare: func(e *env) (func() error, func()) {
+		id := e.volume("vol", thick)
+		want := e.write(id)
+		params := cacheOn(e)
+		if detach {
+			must(e.t, e.modify(id, params))
+			params = map[string]string{"writeCache": "0"}
+		}
+		return func() error { return retry(e.alive, func() error { return e.modify(id, params) }) }, func() {
+			if e.read(id) != want {
+				e.t.Errorf("data changed by the modification")
+			}
+		}
+	}}
+}
+
+// cachedDeleteOp deletes a thick volume with a write cache: the cache is
+// written back, split off, wiped and removed before the volume's wipe.
+func cachedDeleteOp() op {
+	return op{name: "DeleteVolume/writecache", method: "DeleteVolume", twoPVs: true, prepare: func(e *env) (func() error, func()) {
+		id := e.volume("vol", thick)
+		e.write(id)
+		must(e.t, e.modify(id, cacheOn(e)))
+		return func() error {
+			return retry(e.alive, func() error {
+				_, err := e.c.Controller.DeleteVolume(context.Background(), &csi.DeleteVolumeRequest{VolumeId: id})
+				return err
+			})
+		}, nil
+	}}
+}
+
+func (e *env) modify(id string, params map[string]string) error {
+	_, err := e.c.Controller.ControllerModifyVolume(context.Background(), &csi.ControllerModifyVolumeRequest{
+		VolumeId: id, MutableParameters: params})
+	return err
 }
 
 // modifyOp changes an unpublished volume's mirrors: to raid1, lvm2 needs
@@ -79,11 +129,7 @@ func modifyOp(kind string, params map[string]string, mirrors string) op {
 		id := e.volume("vol", params)
 		want := e.write(id)
 		return func() error {
-				return retry(e.alive, func() error {
-					_, err := e.c.Controller.ControllerModifyVolume(context.Background(), &csi.ControllerModifyVolumeRequest{
-						VolumeId: id, MutableParameters: map[string]string{"mirrors": mirrors}})
-					return err
-				})
+				return retry(e.alive, func() error { return e.modify(id, map[string]string{"mirrors": mirrors}) })
 			}, func() {
 				if e.read(id) != want {
 					e.t.Errorf("data changed by the modification")

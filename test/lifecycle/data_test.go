@@ -8,8 +8,6 @@ import (
 	"crypto/sha256"
 	"os"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -211,53 +209,36 @@ func TestExpandOnlineUnderWrites(t *testing.T) {
 
 // writer appends to a file until stopped, fsyncing as it goes.
 type writer struct {
-	t       *testing.T
-	stopped atomic.Bool
-	wg      sync.WaitGroup
-	n       int64
-	h       [32]byte
-	err     error
+	background
+	n int64
+	h [32]byte
 }
 
 func startWriter(t *testing.T, path string) *writer {
-	w := &writer{t: t}
-	f, err := os.Create(path)
-	must(t, err)
-	w.wg.Add(1)
-	go func() {
-		defer w.wg.Done()
-		defer func() { _ = f.Close() }()
+	w := &writer{background: background{t: t}}
+	w.run(path, func(f *os.File) error {
 		h := sha256.New()
 		chunk := bytes.Repeat([]byte("carve"), 1638) // ~8 KiB
 		for !w.stopped.Load() {
 			if _, err := f.Write(chunk); err != nil {
-				w.err = err
-				return
+				return err
 			}
 			h.Write(chunk)
 			w.n += int64(len(chunk))
 			if w.n%(1<<20) < int64(len(chunk)) {
 				if err := f.Sync(); err != nil {
-					w.err = err
-					return
+					return err
 				}
 			}
 		}
-		w.err = f.Sync()
 		copy(w.h[:], h.Sum(nil))
-	}()
+		return f.Sync()
+	})
 	return w
 }
 
 func (w *writer) stop() (int64, [32]byte) {
-	w.stopped.Store(true)
-	w.wg.Wait()
-	if w.err != nil {
-		w.t.Fatalf("write during expansion failed: %v", w.err)
-	}
-	if w.n == 0 {
-		w.t.Fatal("writer wrote nothing")
-	}
+	w.halt(func() bool { return w.n == 0 }, "during expansion")
 	return w.n, w.h
 }
 

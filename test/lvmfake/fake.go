@@ -40,6 +40,9 @@ type LVM struct {
 	// raid1 LV, by vg/name.
 	pvs    map[string]int
 	images map[string]int
+	// cachevols: the cachevol attached to an LV, by vg/name, out of lvs
+	// while attached (lvm2 hides it).
+	cachevols map[string]*lvm.LV
 	// ConvertSync, when set, is how far new legs of a conversion are in
 	// sync when ConvertMirrors returns (else at once: 100).
 	ConvertSync float64
@@ -273,6 +276,7 @@ func (f *LVM) remove(call, vg, name string) error {
 			f.vgs[vg].Free += lv.Size * uint64(max(f.images[vg+"/"+name], 1))
 		}
 		delete(f.images, vg+"/"+name)
+		f.dropCache(vg, name)
 		if o, ok := f.lvs[vg][lv.Origin]; ok && lv.IsCOWSnapshot() {
 			o.Attr = ""
 		}

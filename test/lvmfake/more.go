@@ -179,6 +179,7 @@ func (f *LVM) ListAllLVs(ctx context.Context, vg string) ([]lvm.LV, error) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	lvs = append(lvs, f.cacheRows(vg)...)
 	for _, lv := range lvs {
 		if n := f.images[vg+"/"+lv.Name]; n > 0 {
 			for i := range n {
