@@ -138,6 +138,8 @@ func (r *VolumeReconciler) apply(ctx context.Context, lv *v1alpha1.LogicalVolume
 // unpublished (lvmvol.ModifyVolume). A sync that runs on is reported
 // Syncing and looked at again, as copies are.
 //
+// A write cache goes the same way (status.writeCache), after the legs.
+//
 // IO limits go the same way (status.ioLimits): lvmvol records them on the
 // LV and has this node's CSI service put them on the pods using the
 // volume (lvmvol.SetLimitsApplier).
@@ -152,6 +154,9 @@ func (r *VolumeReconciler) modify(ctx context.Context, lv *v1alpha1.LogicalVolum
 	if lv.Status.IOLimits != lv.Spec.IOLimits {
 		l := lv.Spec.IOLimits.Volume()
 		m.ReadBPS, m.WriteBPS, m.ReadIOPS, m.WriteIOPS = &l.ReadBPS, &l.WriteBPS, &l.ReadIOPS, &l.WriteIOPS
+	}
+	if !lv.Status.WriteCache.Same(lv.Spec.WriteCache) {
+		m.WriteCache = lv.Spec.WriteCache.Volume()
 	}
 	if m.IsZero() {
 		return vol, nil
@@ -248,6 +253,7 @@ func (r *VolumeReconciler) report(ctx context.Context, lv *v1alpha1.LogicalVolum
 		st.VolumeID, st.SizeBytes, st.Published = vol.ID.String(), vol.SizeBytes, vol.Published
 		st.Mirrors = lv.Spec.Type.Mirrors // apply converted the LV where it differed
 		st.IOLimits = lv.Spec.IOLimits    // and applied these
+		st.WriteCache = lv.Spec.WriteCache.DeepCopy()
 		st.Encrypted = vol.Encrypted
 		st.DevicePath = ""
 		if vol.Published {
@@ -296,6 +302,8 @@ func (r *VolumeReconciler) events(lv *v1alpha1.LogicalVolume, before v1alpha1.Lo
 		emit(r.Events, lv, "Normal", ReasonModified, "Modify", "LV %s has %d raid1 legs beyond the first, had %d", st.VolumeID, st.Mirrors, before.Mirrors)
 	case st.IOLimits != before.IOLimits:
 		emit(r.Events, lv, "Normal", ReasonModified, "Modify", "LV %s has IO limits %+v, had %+v", st.VolumeID, st.IOLimits, before.IOLimits)
+	case !st.WriteCache.Same(before.WriteCache):
+		emit(r.Events, lv, "Normal", ReasonModified, "Modify", "LV %s has a write cache of %d bytes (0: none)", st.VolumeID, st.WriteCache.Volume().Size)
 	}
 	switch {
 	case st.Published && !before.Published:

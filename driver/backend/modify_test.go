@@ -20,12 +20,8 @@ import (
 // answered without a change; legs the node cannot place come back with
 // the agent's code; a thin volume is refused before its resource changes.
 func TestModifyThroughResources(t *testing.T) {
-	b, f := clusterWith(t, func(_ *lvmvol.Manager, f *lvmfake.LVM) { f.SetPVCount("vg0", 2) })
-	ctx := within(t)
-	vol, err := b.CreateVolume(ctx, req("pvc-1", 8*mib))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, f, ctx, vol := twoPVVolume(t)
+	var err error
 	one, two := 1, 2
 	if _, err := b.ModifyVolume(ctx, vol.ID, volume.Mutable{Mirrors: &one}); err != nil {
 		t.Fatal(err)
@@ -52,13 +48,7 @@ func TestModifyThroughResources(t *testing.T) {
 	_, err = b.ModifyVolume(ctx, volume.ID{Node: "node-a", VG: "vg0", LV: "nope"}, volume.Mutable{})
 	wantCode(t, "unknown volume, no change", volume.Status(err), codes.NotFound)
 
-	f.PutThinPool("vg0", "pool", 40*mib, 0)
-	thinReq := req("pvc-thin", 4*mib)
-	thinReq.Type.ThinPool = "pool"
-	thin, err := b.CreateVolume(ctx, thinReq)
-	if err != nil {
-		t.Fatal(err)
-	}
+	thin := thinVolume(ctx, t, b, f)
 	_, err = b.ModifyVolume(ctx, thin.ID, volume.Mutable{Mirrors: &one})
 	wantCode(t, "legs for a thin volume", volume.Status(err), codes.InvalidArgument)
 	if err := b.Client.Get(ctx, client.ObjectKey{Name: "pvc-thin"}, &lv); err != nil || lv.Spec.Type.Mirrors != 0 {
@@ -120,4 +110,76 @@ func TestModifyLimitsThroughResources(t *testing.T) {
 	zero := uint64(0)
 	_, err = b.ModifyVolume(ctx, vol.ID, volume.Mutable{WriteBPS: &zero})
 	wantCode(t, "limits the node cannot apply", volume.Status(err), codes.FailedPrecondition)
+}
+
+// TestModifyWriteCacheThroughResources: ModifyVolume writes
+// spec.writeCache and returns once the agent attached the cache
+// (status.writeCache); size 0 detaches it; a thin volume, and legs for a
+// cached volume, are refused before the resource changes; a cache the
+// node cannot place comes back with the agent's code.
+func TestModifyWriteCacheThroughResources(t *testing.T) {
+	b, f, ctx, vol := twoPVVolume(t)
+	var err error
+	cache := &volume.WriteCache{Size: 4 * mib, On: []string{"@fast"}}
+	if _, err := b.ModifyVolume(ctx, vol.ID, volume.Mutable{WriteCache: cache}); err != nil {
+		t.Fatal(err)
+	}
+	get := func(name string) v1alpha1.LogicalVolume {
+		var lv v1alpha1.LogicalVolume
+		if err := b.Client.Get(ctx, client.ObjectKey{Name: name}, &lv); err != nil {
+			t.Fatal(err)
+		}
+		return lv
+	}
+	lv := get("pvc-1")
+	all, _ := f.ListAllLVs(ctx, "vg0")
+	want := &v1alpha1.WriteCache{SizeBytes: 4 * mib, PVs: []string{"@fast"}}
+	if cv, ok := lvm.AttachedCacheVol(all, "pvc-1"); !ok || cv.Size != 4*mib || !lv.Spec.WriteCache.Same(want) || !lv.Status.WriteCache.Same(want) {
+		t.Fatalf("after modify: cache %+v (%v), spec %+v, status %+v", cv, ok, lv.Spec.WriteCache, lv.Status.WriteCache)
+	}
+	one := 1
+	_, err = b.ModifyVolume(ctx, vol.ID, volume.Mutable{Mirrors: &one})
+	wantCode(t, "legs for a cached volume", volume.Status(err), codes.InvalidArgument)
+	if _, err := b.ModifyVolume(ctx, vol.ID, volume.Mutable{WriteCache: &volume.WriteCache{}}); err != nil {
+		t.Fatal(err)
+	}
+	lv = get("pvc-1")
+	all, _ = f.ListAllLVs(ctx, "vg0")
+	if _, ok := lvm.AttachedCacheVol(all, "pvc-1"); ok || lv.Spec.WriteCache != nil || lv.Status.WriteCache != nil {
+		t.Fatalf("after detach: attached %v, spec %+v, status %+v", ok, lv.Spec.WriteCache, lv.Status.WriteCache)
+	}
+	_, err = b.ModifyVolume(ctx, vol.ID, volume.Mutable{WriteCache: &volume.WriteCache{Size: 1 << 30, On: []string{"@fast"}}})
+	wantCode(t, "a cache larger than the VG", volume.Status(err), codes.ResourceExhausted)
+
+	thin := thinVolume(ctx, t, b, f)
+	_, err = b.ModifyVolume(ctx, thin.ID, volume.Mutable{WriteCache: cache})
+	wantCode(t, "a cache for a thin volume", volume.Status(err), codes.InvalidArgument)
+	if lv := get("pvc-thin"); lv.Spec.WriteCache != nil {
+		t.Errorf("refused modify changed the spec: %+v", lv.Spec.WriteCache)
+	}
+}
+
+// thinVolume creates pvc-thin in a new thin pool of vg0.
+func thinVolume(ctx context.Context, t *testing.T, b *Backend, f *lvmfake.LVM) volume.Volume {
+	t.Helper()
+	f.PutThinPool("vg0", "pool", 40*mib, 0)
+	r := req("pvc-thin", 4*mib)
+	r.Type.ThinPool = "pool"
+	thin, err := b.CreateVolume(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return thin
+}
+
+// twoPVVolume is a cluster on a VG of two PVs with pvc-1 of 8 MiB in it.
+func twoPVVolume(t *testing.T) (*Backend, *lvmfake.LVM, context.Context, volume.Volume) {
+	t.Helper()
+	b, f := clusterWith(t, func(_ *lvmvol.Manager, f *lvmfake.LVM) { f.SetPVCount("vg0", 2) })
+	ctx := within(t)
+	vol, err := b.CreateVolume(ctx, req("pvc-1", 8*mib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, f, ctx, vol
 }

@@ -141,16 +141,12 @@ func (b *Backend) ModifyVolume(ctx context.Context, id volume.ID, m volume.Mutab
 	if m.IsZero() {
 		return b.GetVolume(ctx, id)
 	}
-	if m.WriteCache != nil {
-		return volume.Volume{}, fmt.Errorf("%w: a write cache (writeCache) is attached in standalone mode only so far; cluster mode does not carry it to the node yet",
-			volume.ErrInvalidArgument)
-	}
 	fits := func(lv *v1alpha1.LogicalVolume) error {
 		if m.Mirrors != nil && *m.Mirrors > 0 && (lv.Spec.Type.ThinPool != "" || lv.Spec.Type.Stripes > 1) {
 			return fmt.Errorf("%w: volume %s is thin or striped and cannot have raid1 legs (mirrors=%d); only thick linear and raid1 volumes can",
 				volume.ErrInvalidArgument, id, *m.Mirrors)
 		}
-		return nil
+		return cacheFits(lv, m)
 	}
 	return b.change(ctx, id, fits,
 		func(s *v1alpha1.LogicalVolumeSpec) bool {
@@ -159,9 +155,34 @@ func (b *Backend) ModifyVolume(ctx context.Context, id volume.ID, m volume.Mutab
 				s.Type.Mirrors = *m.Mirrors
 			}
 			s.IOLimits = v1alpha1.LimitsOf(m.Limits(s.IOLimits.Volume()))
-			return s.Type != before.Type || s.IOLimits != before.IOLimits
+			if m.WriteCache != nil {
+				s.WriteCache = v1alpha1.WriteCacheOf(m.WriteCache)
+			}
+			return s.Type != before.Type || s.IOLimits != before.IOLimits || !s.WriteCache.Same(before.WriteCache)
 		},
 		func(lv *v1alpha1.LogicalVolume) bool {
-			return lv.Status.VolumeID != "" && lv.Status.Mirrors == lv.Spec.Type.Mirrors && lv.Status.IOLimits == lv.Spec.IOLimits
+			return lv.Status.VolumeID != "" && lv.Status.Mirrors == lv.Spec.Type.Mirrors && lv.Status.IOLimits == lv.Spec.IOLimits &&
+				lv.Status.WriteCache.Same(lv.Spec.WriteCache)
 		})
+}
+
+// cacheFits refuses, before the resource changes, the write cache a
+// volume's type cannot take, as standalone mode does (lvmvol.canCache):
+// thin volumes, and raid1 ones (with the legs m leaves it); and legs for
+// a volume that keeps a cache.
+func cacheFits(lv *v1alpha1.LogicalVolume, m volume.Mutable) error {
+	mirrors, cached := lv.Spec.Type.Mirrors, lv.Spec.WriteCache != nil
+	if m.Mirrors != nil {
+		mirrors = *m.Mirrors
+	}
+	if m.WriteCache != nil {
+		cached = m.WriteCache.Size > 0
+	}
+	switch {
+	case cached && lv.Spec.Type.ThinPool != "":
+		return fmt.Errorf("%w: a thin volume cannot have a write cache (writeCache); only thick volumes can", volume.ErrInvalidArgument)
+	case cached && mirrors > 0:
+		return fmt.Errorf("%w: a raid1 volume cannot have a write cache (writeCache): make it linear first (mirrors=0)", volume.ErrInvalidArgument)
+	}
+	return nil
 }

@@ -41,6 +41,12 @@ type LogicalVolumeSpec struct {
 	// status.ioLimits follows once that is done.
 	// +optional
 	IOLimits IOLimits `json:"ioLimits,omitempty"`
+	// WriteCache is a dm-writecache in front of the LV (thick volumes
+	// only), none when absent. It is mutable (ControllerModifyVolume): the
+	// agent attaches, replaces or detaches it, and status.writeCache
+	// follows once that is done.
+	// +optional
+	WriteCache *WriteCache `json:"writeCache,omitempty"`
 }
 
 // IOLimits are per-second caps on a pod's IO on the volume's device; 0 or
@@ -114,6 +120,10 @@ type LogicalVolumeStatus struct {
 	// pods using it: spec.ioLimits, once a change of them is done.
 	// +optional
 	IOLimits IOLimits `json:"ioLimits,omitempty"`
+	// WriteCache is the write cache the LV has been given:
+	// spec.writeCache, once a change of it is done.
+	// +optional
+	WriteCache *WriteCache `json:"writeCache,omitempty"`
 	// Health lists adverse conditions, empty when healthy.
 	// +optional
 	Health []HealthProblem `json:"health,omitempty"`
