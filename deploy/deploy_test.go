@@ -226,6 +226,13 @@ func TestExamples(t *testing.T) {
 			t.Errorf("VolumeAttributesClass %s: %v, want writeBytesPerSecond %q and two other limits", name, c.Parameters, write)
 		}
 	}
+	for name, size := range map[string]string{"carve-writecache": "256Mi", "carve-nocache": "0"} {
+		var c storagev1.VolumeAttributesClass
+		strict(t, mustFind(t, objs, "VolumeAttributesClass", name), &c)
+		if c.Parameters["writeCache"] != size || (size != "0") != (c.Parameters["writeCachePVs"] == "@carve-fast") {
+			t.Errorf("VolumeAttributesClass %s: %v, want writeCache %q (and, for a cache, its PVs @carve-fast)", name, c.Parameters, size)
+		}
+	}
 	checkEncryptedExample(t, objs)
 }
 

@@ -247,7 +247,7 @@ func decodeAll(t *testing.T, objs []object) {
 // Carve's StorageClass parameters (driver/csi/params.go); the CO's
 // csi.storage.k8s.io/ ones are passed through.
 var carveParams = []string{"volumeGroup", "fsType", "thinPool", "stripes", "stripeSize", "mirrors", "encryption",
-	"readBytesPerSecond", "writeBytesPerSecond", "readIOPS", "writeIOPS"}
+	"readBytesPerSecond", "writeBytesPerSecond", "readIOPS", "writeIOPS", "writeCache", "writeCachePVs"}
 
 func checkStorageClass(t *testing.T, o object, sc *storagev1.StorageClass) {
 	t.Helper()
@@ -269,7 +269,7 @@ func checkStorageClass(t *testing.T, o object, sc *storagev1.StorageClass) {
 
 // Carve's mutable parameters (driver/csi/params.go): the only keys a
 // VolumeAttributesClass may hold.
-var carveMutableParams = []string{"mirrors", "readBytesPerSecond", "writeBytesPerSecond", "readIOPS", "writeIOPS"}
+var carveMutableParams = []string{"mirrors", "readBytesPerSecond", "writeBytesPerSecond", "readIOPS", "writeIOPS", "writeCache", "writeCachePVs"}
 
 func checkAttributesClass(t *testing.T, o object, c *storagev1.VolumeAttributesClass) {
 	t.Helper()

@@ -16,7 +16,9 @@ import (
 // A claim's VolumeAttributesClass changed while its pod writes (issue 13,
 // ModifyVolume through csi-resizer): deploy/'s example classes
 // carve-linear and carve-raid1 turn the running volume into raid1 with a
-// leg on the VM node's other disk and back, online. After each change the
+// leg on the VM node's other disk and back, online; then carve-writecache
+// puts a dm-writecache on the disk tagged carve-fast in front of it and
+// carve-nocache takes it away, written back. After each change the
 // LV's layout is what the class says, the claim's status names the class,
 // and the writer's log, a sequence synced line by line, has no line lost,
 // then and in a new pod after the volume was torn down.
@@ -42,14 +44,18 @@ func TestModifyVolumeClass(t *testing.T) {
 	for _, step := range []struct {
 		class, segtype string
 		devices        int
-	}{{"carve-raid1", "raid1", 2}, {linear, "linear", 1}} {
+	}{{"carve-raid1", "raid1", 2}, {linear, "linear", 1}, {"carve-writecache", "writecache", 0}, {"carve-nocache", "linear", 1}} {
 		before := lines()
 		start := time.Now()
 		setClass(t, "morph", step.class)
 		waitClass(t, "morph", step.class)
 		t.Logf("%s: claim at %s after %s, the writer at line %d (%d before)",
 			pvName, step.class, time.Since(start).Round(time.Second), lines(), before)
-		checkLayout(t, pvName, step.segtype, step.devices)
+		if step.segtype == "writecache" {
+			checkCache(t, pvName, "/dev/vdb")
+		} else {
+			checkLayout(t, pvName, step.segtype, step.devices)
+		}
 		now := lines()
 		wait(t, "the writer still writing", time.Minute, func(context.Context) (bool, error) { return lines() > now, nil })
 	}
@@ -120,6 +126,26 @@ func checkLayout(t *testing.T, lvName, segtype string, pvCount int) {
 	if len(pvs) != pvCount {
 		t.Errorf("LV %s: data on PVs %v, want %d of them (lvs: %q)", lvName, pvs, pvCount, out)
 	}
+}
+
+// checkCache checks that the LV has a write cache, and that its cache
+// lies on pv (the PV the class names by its tag), as lvs on the VM node
+// reports them.
+func checkCache(t *testing.T, lvName, pv string) {
+	t.Helper()
+	if got := strings.TrimSpace(vmOut(t, "lvs", "--noheadings", "-o", "segtype", "e2e/"+lvName)); got != "writecache" {
+		t.Errorf("LV %s: segtype %q, want writecache", lvName, got)
+	}
+	out := vmOut(t, "lvs", "-a", "--noheadings", "-o", "lv_name,devices", "e2e")
+	for _, l := range nonEmptyLines(out) {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == "["+lvName+"_wcache_cvol]" {
+			if !strings.HasPrefix(f[1], pv+"(") {
+				t.Errorf("LV %s: cache on %s, want %s", lvName, f[1], pv)
+			}
+			return
+		}
+	}
+	t.Errorf("LV %s: no cache in lvs: %q", lvName, out)
 }
 
 func strOrNil(s *string) string {

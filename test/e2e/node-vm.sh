@@ -29,6 +29,8 @@ else
 	pvcreate -q /dev/vda /dev/vdb
 	vgcreate -q e2e /dev/vda /dev/vdb
 	lvcreate -q --type thin-pool --zero y -L 1G -n thinpool e2e
+	# The fast PV the carve-writecache class names (@carve-fast).
+	pvchange -q --addtag carve-fast /dev/vdb
 	step "VG e2e ready: $(vgs --noheadings -o vg_size,vg_free e2e)"
 fi
 
