@@ -248,3 +248,31 @@ func TestMetadataFullIsNoSpace(t *testing.T) {
 	}
 	t.Logf("%d commands of tags filled a %d-byte metadata area (%d bytes left); %d bytes of data space free", made, vg.MetadataSize, vg.MetadataFree, vg.Free)
 }
+
+// lvm2 given --deltag and --addtag of one tag drops it, in either order;
+// ChangeTags keeps a tag that is in both of its lists. Real lvm2 on a loop
+// device (tags change no device-mapper state).
+func TestChangeTagsKeepsATagBothAddedAndRemoved(t *testing.T) {
+	requireHostLVM(t)
+	dev := hostLoop(t)
+	env := filteredEnv(t, dev)
+	lvmCmd(t, env, "pvcreate", "-q", dev)
+	lvmCmd(t, env, "vgcreate", "-q", "-s", "1m", "carve-tags", dev)
+	t.Cleanup(func() { _ = runLVM(env, "vgremove", "-q", "-f", "--config", "global{activation=0}", "carve-tags") })
+	c := New(runner.New(time.Minute, env...))
+	ctx := context.Background()
+	if _, err := c.run(ctx, "lvcreate", "--config", "global{activation=0}", "-q", "-an", "-Zn", "-y", "-l", "1",
+		"-n", "lv0", "--addtag", "keep", "--addtag", "old", "carve-tags"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ChangeTags(ctx, "carve-tags", "lv0", []string{"keep", "new"}, []string{"keep", "old"}); err != nil {
+		t.Fatal(err)
+	}
+	lv, err := c.GetLV(ctx, "carve-tags", "lv0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !lv.HasTag("keep") || !lv.HasTag("new") || lv.HasTag("old") {
+		t.Errorf("tags %v, want keep and new", lv.Tags)
+	}
+}

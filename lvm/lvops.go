@@ -123,14 +123,19 @@ func (c *Client) RemoveTags(ctx context.Context, vg, name string, tags ...string
 
 // ChangeTags removes and adds tags in one lvchange, so one metadata
 // commit: a tag that records a value (name=value) is replaced without a
-// moment where the LV carries both values or none.
+// moment where the LV carries both values or none. A tag in both lists
+// ends on the LV: it is not removed (lvm2 given --deltag and --addtag of
+// one tag drops it, whatever their order; found by the crash matrix, where
+// a retry re-recorded the tag a crash had left in place).
 func (c *Client) ChangeTags(ctx context.Context, vg, name string, add, remove []string) error {
 	if err := validateTags(append(slices.Clone(add), remove...)); err != nil {
 		return err
 	}
 	args := make([]string, 0, 2*(len(add)+len(remove)))
 	for _, t := range remove {
-		args = append(args, "--deltag", t)
+		if !slices.Contains(add, t) {
+			args = append(args, "--deltag", t)
+		}
 	}
 	for _, t := range add {
 		args = append(args, "--addtag", t)
@@ -149,7 +154,8 @@ func (c *Client) ChangeTags(ctx context.Context, vg, name string, add, remove []
 // activation, in between leaves the tags changed and the activation as it
 // was; callers use it only where that order is the safe one. It cannot
 // override the activation-skip flag (-K belongs to the activation command
-// alone): callers activate such LVs with Activate.
+// alone): callers activate such LVs with Activate. A tag in both lists
+// ends on the LV, as with ChangeTags.
 func (c *Client) RetagAndActivate(ctx context.Context, vg, name string, add, remove []string, active bool) error {
 	if err := validateTags(add); err != nil {
 		return err
@@ -162,7 +168,9 @@ func (c *Client) RetagAndActivate(ctx context.Context, vg, name string, add, rem
 		args = append(args, "--addtag", t)
 	}
 	for _, t := range remove {
-		args = append(args, "--deltag", t)
+		if !slices.Contains(add, t) {
+			args = append(args, "--deltag", t)
+		}
 	}
 	if active {
 		return c.activate(ctx, "tags, activate", vg, name, append(args, "-ay")...)

@@ -129,12 +129,14 @@ func (m *Manager) canCache(lv lvm.LV, want volume.WriteCache) error {
 // (lv has no cache and no leftover cachevol).
 func (m *Manager) attachCache(ctx context.Context, lv lvm.LV, want volume.WriteCache, haveTag, wantTag string) error {
 	ref := lv.VGName + "/" + lv.Name
-	var remove []string
-	if haveTag != "" {
-		remove = []string{haveTag}
-	}
-	if err := m.lvm.ChangeTags(ctx, lv.VGName, lv.Name, []string{wantTag}, remove); err != nil {
-		return fmt.Errorf("record write cache of %s: %w", ref, err)
+	if haveTag != wantTag { // a retry after a crash may find it recorded
+		var remove []string
+		if haveTag != "" {
+			remove = []string{haveTag}
+		}
+		if err := m.lvm.ChangeTags(ctx, lv.VGName, lv.Name, []string{wantTag}, remove); err != nil {
+			return fmt.Errorf("record write cache of %s: %w", ref, err)
+		}
 	}
 	cvol := cacheVolName(lv.Name)
 	if err := m.lvm.CreateCacheVol(ctx, lv.VGName, cvol, want.Size, lv.ExtentSize, want.On,
