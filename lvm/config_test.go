@@ -201,18 +201,8 @@ func runLVMOut(env []string, args ...string) (string, error) {
 // area here is lvm2's default and smallest (1 MiB, half of it for a new
 // version of the metadata), which 1066 LVs with Carve's tags filled.
 func TestMetadataFullIsNoSpace(t *testing.T) {
-	requireHostLVM(t)
-	dev := hostLoop(t)
-	env := filteredEnv(t, dev)
-	lvmCmd(t, env, "pvcreate", "-q", dev)
-	lvmCmd(t, env, "vgcreate", "-q", "-s", "1m", "carve-mdfull", dev)
-	t.Cleanup(func() { _ = runLVM(env, "vgremove", "-q", "-f", "--config", "global{activation=0}", "carve-mdfull") })
-	c := New(runner.New(time.Minute, env...))
+	c := hostVGWithLV(t, "carve-mdfull")
 	ctx := context.Background()
-	if _, err := c.run(ctx, "lvcreate", "--config", "global{activation=0}", "-q", "-an", "-Zn", "-y", "-l", "1",
-		"-n", "lv0", "carve-mdfull"); err != nil {
-		t.Fatal(err)
-	}
 	// Long tags fill the area in a few commands where LVs would take a
 	// thousand: 100 tags of 1000 characters a command.
 	var err error
@@ -253,18 +243,8 @@ func TestMetadataFullIsNoSpace(t *testing.T) {
 // ChangeTags keeps a tag that is in both of its lists. Real lvm2 on a loop
 // device (tags change no device-mapper state).
 func TestChangeTagsKeepsATagBothAddedAndRemoved(t *testing.T) {
-	requireHostLVM(t)
-	dev := hostLoop(t)
-	env := filteredEnv(t, dev)
-	lvmCmd(t, env, "pvcreate", "-q", dev)
-	lvmCmd(t, env, "vgcreate", "-q", "-s", "1m", "carve-tags", dev)
-	t.Cleanup(func() { _ = runLVM(env, "vgremove", "-q", "-f", "--config", "global{activation=0}", "carve-tags") })
-	c := New(runner.New(time.Minute, env...))
+	c := hostVGWithLV(t, "carve-tags", "keep", "old")
 	ctx := context.Background()
-	if _, err := c.run(ctx, "lvcreate", "--config", "global{activation=0}", "-q", "-an", "-Zn", "-y", "-l", "1",
-		"-n", "lv0", "--addtag", "keep", "--addtag", "old", "carve-tags"); err != nil {
-		t.Fatal(err)
-	}
 	if err := c.ChangeTags(ctx, "carve-tags", "lv0", []string{"keep", "new"}, []string{"keep", "old"}); err != nil {
 		t.Fatal(err)
 	}
@@ -275,4 +255,26 @@ func TestChangeTagsKeepsATagBothAddedAndRemoved(t *testing.T) {
 	if !lv.HasTag("keep") || !lv.HasTag("new") || lv.HasTag("old") {
 		t.Errorf("tags %v, want keep and new", lv.Tags)
 	}
+}
+
+// hostVGWithLV makes VG vg on a loop device of this machine, with LV lv0
+// of one extent carrying tags, made without device-mapper (activation
+// off, not zeroed), and returns a client of the VG's private config.
+func hostVGWithLV(t *testing.T, vg string, tags ...string) *Client {
+	t.Helper()
+	requireHostLVM(t)
+	dev := hostLoop(t)
+	env := filteredEnv(t, dev)
+	lvmCmd(t, env, "pvcreate", "-q", dev)
+	lvmCmd(t, env, "vgcreate", "-q", "-s", "1m", vg, dev)
+	t.Cleanup(func() { _ = runLVM(env, "vgremove", "-q", "-f", "--config", "global{activation=0}", vg) })
+	args := []string{"lvcreate", "--config", "global{activation=0}", "-q", "-an", "-Zn", "-y", "-l", "1", "-n", "lv0"}
+	for _, tag := range tags {
+		args = append(args, "--addtag", tag)
+	}
+	c := New(runner.New(time.Minute, env...))
+	if _, err := c.run(context.Background(), append(args, vg)...); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
