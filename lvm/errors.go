@@ -29,6 +29,12 @@ var (
 	// change (lvm2: "exceeds maximum metadata size"). It is a lack of
 	// space (errors.Is ErrNoSpace): more data space does not help, a PV
 	// with a larger metadata area (pvcreate --metadatasize) does.
+	// ErrKernelTarget: the node's kernel lacks the device-mapper target an
+	// LV type needs (dm-writecache, dm-thin-pool, dm-raid...), which
+	// lvm2 could not load ("writecache target support missing from
+	// kernel?", "Required device-mapper target(s) not detected in your
+	// kernel"). A node matter: load the module on the host.
+	ErrKernelTarget = errors.New("device-mapper target missing from the node's kernel (load its module: modprobe dm-writecache, dm-thin-pool, dm-raid...)")
 	ErrMetadataFull = fmt.Errorf("VG metadata area full, a PV with a larger metadata area (pvcreate --metadatasize) makes room: %w", ErrNoSpace)
 )
 
@@ -54,6 +60,8 @@ var stderrRules = []stderrRule{
 	// `VG vg 1068 metadata on /dev/sdb (521650 bytes) exceeds maximum
 	// metadata size (521472 bytes)`, then `Failed to write VG vg.`
 	{"exceeds maximum metadata size", ErrMetadataFull},
+	{"target support missing from kernel", ErrKernelTarget},
+	{"not detected in your kernel", ErrKernelTarget},
 	{"insufficient free space", ErrNoSpace},           // lvcreate, lvextend
 	{"insufficient suitable allocatable", ErrNoSpace}, // striped/raid/thin pool allocation
 	// `Number of stripes (3) must not exceed number of physical volumes (2)`:

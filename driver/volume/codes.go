@@ -56,6 +56,9 @@ var codeTable = []struct {
 	// A full metadata area is a lack of space like any other (it wraps
 	// ErrNoSpace): the CO places the volume on another node.
 	{lvm.ErrMetadataFull, codes.ResourceExhausted},
+	// What the node's kernel cannot do is the node's state, not the
+	// request's: loading the module there makes the retry succeed.
+	{lvm.ErrKernelTarget, codes.FailedPrecondition},
 	{lvm.ErrNoSpace, codes.ResourceExhausted},
 	{lvm.ErrInvalidName, codes.InvalidArgument},
 	{lvm.ErrInvalidArgument, codes.InvalidArgument},
