@@ -81,7 +81,7 @@ test-vm: ## lvm package, CSI lifecycle and csi-sanity on real LVM inside a QEMU 
 	scripts/test-vm.sh $(TAG)
 	@echo "== $@ passed at $$(date -u +%T)"
 
-test-crash: ## the whole crash matrix on real LVM in the VM: carve killed after every command of every multi-step operation, 123 points, about 45 minutes (test-vm runs a bounded part)
+test-crash: ## the whole crash matrix on real LVM in the VM: carve killed after every command of every multi-step operation, 145 points, about an hour (test-vm runs a bounded part)
 	CARVE_SUITES=crash CARVE_CRASH_EVERY=1 CARVE_CRASH_OPS=. CARVE_VM_TIMEOUT=14400 scripts/test-vm.sh -test.timeout 230m
 	@echo "== $@ passed at $$(date -u +%T)"
 
