@@ -17,9 +17,13 @@ RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false \
       -ldflags "-s -w -X main.version=${VERSION}" -o /out/carve ./cmd/carve
 
 FROM debian:bookworm-slim
+# kmod: lvm2 loads the device-mapper target an LV type needs (dm-writecache,
+# dm-raid, dm-thin-pool) with modprobe, from the host's /lib/modules that
+# the node DaemonSet mounts; without it such an LV fails on a node that has
+# not loaded the module yet.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      lvm2 thin-provisioning-tools e2fsprogs xfsprogs btrfs-progs util-linux mount cryptsetup-bin \
+      lvm2 thin-provisioning-tools e2fsprogs xfsprogs btrfs-progs util-linux mount cryptsetup-bin kmod \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/apt /var/log/dpkg.log \
  # No udev in the container: let lvm2 create device nodes itself and never
  # wait for udev events that will not come.

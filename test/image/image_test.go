@@ -94,7 +94,7 @@ func TestPackages(t *testing.T) {
 	}
 	pkgs := packages(st.data)
 	t.Logf("%d packages installed", len(pkgs))
-	for _, p := range []string{"lvm2", "thin-provisioning-tools", "e2fsprogs", "xfsprogs", "btrfs-progs", "util-linux", "mount", "cryptsetup-bin"} {
+	for _, p := range []string{"lvm2", "thin-provisioning-tools", "e2fsprogs", "xfsprogs", "btrfs-progs", "util-linux", "mount", "cryptsetup-bin", "kmod"} {
 		if !pkgs[p] {
 			t.Errorf("package %s is not installed", p)
 		}
