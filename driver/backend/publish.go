@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -126,7 +124,7 @@ func (b *Backend) ExpandVolume(ctx context.Context, id volume.ID, requiredBytes,
 func anyVolume(*v1alpha1.LogicalVolume) error { return nil }
 
 func sortVolumes(vs []volume.Volume) {
-	slices.SortFunc(vs, func(a, b volume.Volume) int { return strings.Compare(a.ID.String(), b.ID.String()) })
+	volume.SortByID(vs, func(v volume.Volume) volume.ID { return v.ID })
 }
 
 // ModifyVolume writes the mutable parameters into the volume's spec

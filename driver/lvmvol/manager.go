@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -259,7 +258,7 @@ func (m *Manager) ListVolumes(ctx context.Context) ([]volume.Volume, error) {
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID.String() < out[j].ID.String() })
+	volume.SortByID(out, func(v volume.Volume) volume.ID { return v.ID })
 	return out, nil
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -298,7 +297,7 @@ func (m *Manager) ListSnapshots(ctx context.Context) ([]volume.Snapshot, error) 
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID.String() < out[j].ID.String() })
+	volume.SortByID(out, func(s volume.Snapshot) volume.ID { return s.ID })
 	return out, nil
 }
 

@@ -3,6 +3,7 @@ package volume
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -28,4 +29,23 @@ func ParseID(s string) (ID, error) {
 		return ID{}, fmt.Errorf("%q: want node/vg/lv: %w", s, ErrInvalidID)
 	}
 	return ID{Node: parts[0], VG: parts[1], LV: parts[2]}, nil
+}
+
+// SortByID sorts xs by the string form of each one's ID, the order list
+// calls page through. Each key is built once: sorting on ID.String in the
+// comparison built two strings per comparison, a fifth of a ListVolumes
+// of a thousand volumes (BenchmarkListVolumes1000OverGRPC).
+func SortByID[T any](xs []T, id func(T) ID) {
+	type keyed struct {
+		key string
+		x   T
+	}
+	ks := make([]keyed, len(xs))
+	for i, x := range xs {
+		ks[i] = keyed{id(x).String(), x}
+	}
+	slices.SortFunc(ks, func(a, b keyed) int { return strings.Compare(a.key, b.key) })
+	for i := range ks {
+		xs[i] = ks[i].x
+	}
 }
