@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
 	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/volume"
+	"carve.dev/carve/lvm"
 	"carve.dev/carve/test/lvmfake"
 )
 
@@ -469,5 +473,33 @@ func TestAReadySnapshotIsInactive(t *testing.T) {
 	}
 	if lv, _ = f.LV(vg, src.ID.LV); !lv.Active {
 		t.Error("published source deactivated by its snapshot")
+	}
+}
+
+// An lvcreate -s killed after it made the COW store as a plain LV (tagged
+// frozen, no origin, inactive) and before it turned it into the snapshot
+// leaves that LV under the frozen point's name. The retried snapshot must
+// not copy from it (a snapshot of zeroes): it is removed and the volume
+// frozen again. The standalone soak found a copy failing on one.
+func TestAnUnfinishedFrozenPointIsMadeAgain(t *testing.T) {
+	m, f, src := standaloneWithSource(t, 200*mib)
+	frz := volume.SnapshotLVName("snap-1") + "-frz"
+	f.Put(lvm.LV{Name: frz, VGName: vg, Size: 64 * mib, Layout: "linear", Tags: []string{"carve.dev/frozen"},
+		KernelMajor: -1, KernelMinor: -1})
+	snap, err := snapshotReady(t, m, src.ID)
+	if err != nil || !snap.Ready {
+		t.Fatalf("snapshot over an unfinished frozen point: %+v, %v; want it ready", snap, err)
+	}
+	i := slices.Index(f.Calls, "RemoveLVOf")
+	if i < 0 || !slices.Contains(f.Calls[i:], "CreateSnapshotOf") {
+		t.Errorf("the unfinished frozen point was not removed and made again: calls %v", f.Calls)
+	}
+	if _, ok := f.LV(vg, frz); ok {
+		t.Error("a frozen point outlived the copy")
+	}
+	// An LV of that name that is not Carve's frozen point is refused.
+	f.Put(lvm.LV{Name: volume.SnapshotLVName("snap-2") + "-frz", VGName: vg, Size: 4 * mib, Layout: "linear"})
+	if _, err := m.CreateSnapshot(ctx, "snap-2", src.ID); volume.CodeOf(err) != codes.FailedPrecondition {
+		t.Errorf("a foreign LV in the frozen point's way: %v, want FAILED_PRECONDITION", err)
 	}
 }

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	"k8s.io/klog/v2"
+
+	"carve.dev/carve/driver/volume"
 	"carve.dev/carve/lvm"
 )
 
@@ -84,8 +87,9 @@ func cowSizeFor(size uint64) uint64 {
 // copy (copyFrozen). So it is made from src's report without a lookup of
 // its name first and without a read-back: lvcreate fails on a frozen point
 // left by an interrupted call having changed nothing, and that one is
-// used. Holding src first is harmless then: it is what that earlier call
-// did too, and release undoes it after the copy.
+// used, once adoptFrozen has found it whole. Holding src first is harmless
+// then: it is what that earlier call did too, and release undoes it after
+// the copy.
 func (m *Manager) freeze(ctx context.Context, src lvm.LV, dst string) error {
 	name := frozenName(dst)
 	o := lvm.SnapshotOptions{Tags: []string{tagFrozen}, SkipReadBack: true}
@@ -98,12 +102,42 @@ func (m *Manager) freeze(ctx context.Context, src lvm.LV, dst string) error {
 		_, err = m.lvm.CreateSnapshotOf(ctx, src, name, o)
 	}
 	if errors.Is(err, lvm.ErrAlreadyExists) {
-		return nil
+		err = m.adoptFrozen(ctx, src, name, o)
 	}
 	if err != nil {
 		return fmt.Errorf("freeze %s/%s: %w", src.VGName, src.Name, err)
 	}
 	return nil
+}
+
+// adoptFrozen checks the LV of the frozen point's name that an earlier,
+// interrupted freeze left. A snapshot of src is that freeze's instant,
+// and is kept. lvm2's lvcreate -s makes a COW store as a plain LV first,
+// tags and all, zeroes its header, and only then turns it into the
+// snapshot: killed in between (measured in the VM: SIGKILL 0.25 s into a
+// 1 s lvcreate), it leaves an inactive plain LV of that name, tagged
+// frozen, holding no copy of anything. Copying from it would make a
+// snapshot of zeroes; the standalone soak found a copy failing to open
+// one. It is removed and the freeze made again: nothing was copied from
+// it, and the new instant is the one the retried call takes.
+func (m *Manager) adoptFrozen(ctx context.Context, src lvm.LV, name string, o lvm.SnapshotOptions) error {
+	lv, err := m.lvm.GetLV(ctx, src.VGName, name)
+	if err != nil {
+		return err
+	}
+	if lv.Origin == src.Name {
+		return nil
+	}
+	if !lv.HasTag(tagFrozen) || lv.HasTag(TagVolume) {
+		return fmt.Errorf("%w: LV %s/%s, in the way of a frozen point of %s, is not Carve's", volume.ErrFailedPrecondition, lv.VGName, lv.Name, src.Name)
+	}
+	klog.InfoS("Frozen point left unfinished by an interrupted lvcreate -s (no snapshot of its volume): removing it and freezing again",
+		"lv", lv.VGName+"/"+lv.Name, "volume", src.Name)
+	if err := m.lvm.RemoveLVOf(ctx, lv); err != nil {
+		return fmt.Errorf("remove the unfinished frozen point %s/%s: %w", lv.VGName, lv.Name, err)
+	}
+	_, err = m.lvm.CreateSnapshotOf(ctx, src, name, o)
+	return err
 }
 
 // copyLV copies size bytes of LV src into LV dst of the same VG, activating
