@@ -164,23 +164,19 @@ func (b *Backend) ModifyVolume(ctx context.Context, id volume.ID, m volume.Mutab
 		})
 }
 
-// cacheFits refuses, before the resource changes, the write cache a
-// volume's type cannot take, as standalone mode does (lvmvol.canCache):
-// thin volumes, and raid1 ones (with the legs m leaves it); and legs for
-// a volume that keeps a cache.
+// cacheFits refuses, before the resource changes, the write cache the
+// volume's type cannot take (volume.Type.CanCache, as standalone mode),
+// with the legs m leaves it: so legs for a volume that keeps a cache too.
 func cacheFits(lv *v1alpha1.LogicalVolume, m volume.Mutable) error {
-	mirrors, cached := lv.Spec.Type.Mirrors, lv.Spec.WriteCache != nil
+	t, cached := volume.Type{ThinPool: lv.Spec.Type.ThinPool, Mirrors: lv.Spec.Type.Mirrors}, lv.Spec.WriteCache != nil
 	if m.Mirrors != nil {
-		mirrors = *m.Mirrors
+		t.Mirrors = *m.Mirrors
 	}
 	if m.WriteCache != nil {
 		cached = m.WriteCache.Size > 0
 	}
-	switch {
-	case cached && lv.Spec.Type.ThinPool != "":
-		return fmt.Errorf("%w: a thin volume cannot have a write cache (writeCache); only thick volumes can", volume.ErrInvalidArgument)
-	case cached && mirrors > 0:
-		return fmt.Errorf("%w: a raid1 volume cannot have a write cache (writeCache): make it linear first (mirrors=0)", volume.ErrInvalidArgument)
+	if !cached {
+		return nil
 	}
-	return nil
+	return t.CanCache()
 }

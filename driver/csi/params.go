@@ -106,8 +106,8 @@ func parseParams(params map[string]string, vgs []string) (volumeParams, error) {
 	}
 	if m.WriteCache != nil && m.WriteCache.Size > 0 {
 		p.WriteCache = m.WriteCache
-		if p.Type.IsThin() || p.Type.Mirrors > 0 {
-			return volumeParams{}, invalidArgument("parameter %s: only thick volumes without raid1 legs can have a write cache", ParamWriteCache)
+		if err := p.Type.CanCache(); err != nil {
+			return volumeParams{}, err
 		}
 	}
 	return p, nil

@@ -105,21 +105,17 @@ func (m *Manager) changeWriteCache(ctx context.Context, lv lvm.LV, want volume.W
 }
 
 // canCache refuses, before any change, a cache the volume cannot take:
-// thin volumes (lvm2 caches the pool, not its volumes) and raid1 ones
-// (their legs could no longer change) are INVALID_ARGUMENT; a volume a
-// copy reads through a frozen point is busy until the copy ends. Asking
-// for no cache is always possible.
+// what its type cannot take (volume.Type.CanCache); a volume a copy reads
+// through a frozen point is busy until the copy ends. Asking for no cache
+// is always possible.
 func (m *Manager) canCache(lv lvm.LV, want volume.WriteCache) error {
 	if want.Size == 0 {
 		return nil
 	}
-	t := typeOf(lv)
-	switch {
-	case t.IsThin():
-		return fmt.Errorf("%w: a thin volume cannot have a write cache (writeCache); only thick volumes can", volume.ErrInvalidArgument)
-	case t.Mirrors > 0:
-		return fmt.Errorf("%w: a raid1 volume cannot have a write cache (writeCache): make it linear first (mirrors=0)", volume.ErrInvalidArgument)
-	case lv.HasCOWSnapshots():
+	if err := typeOf(lv).CanCache(); err != nil {
+		return err
+	}
+	if lv.HasCOWSnapshots() {
 		return fmt.Errorf("a copy reads it through a frozen point, change it when that is done: %w", volume.ErrOperationPending)
 	}
 	return lvm.ValidatePVRefs(want.On)

@@ -1,5 +1,7 @@
 package volume
 
+import "fmt"
+
 // Type is the kind of LV a volume is: thick linear (the zero value),
 // striped, raid1, or thin in an administrator's pool.
 type Type struct {
@@ -11,6 +13,21 @@ type Type struct {
 
 // IsThin tells a thin volume.
 func (t Type) IsThin() bool { return t.ThinPool != "" }
+
+// CanCache refuses a write cache (WriteCache) for a volume of type t, as
+// INVALID_ARGUMENT: a thin volume (lvm2 caches the pool, not its
+// volumes) and a raid1 one (its legs could no longer change). The
+// StorageClass check, standalone mode and cluster mode's controller all
+// judge by it.
+func (t Type) CanCache() error {
+	switch {
+	case t.IsThin():
+		return fmt.Errorf("%w: a thin volume cannot have a write cache (writeCache); only thick volumes can", ErrInvalidArgument)
+	case t.Mirrors > 0:
+		return fmt.Errorf("%w: a raid1 volume cannot have a write cache (writeCache): make it linear first (mirrors=0)", ErrInvalidArgument)
+	}
+	return nil
+}
 
 // DefaultOverprovision is the thin over-provisioning ratio when the
 // administrator sets none: thin volumes may promise this many times the

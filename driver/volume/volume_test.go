@@ -141,3 +141,14 @@ func FuzzParseID(f *testing.F) {
 		}
 	})
 }
+
+func TestCanCache(t *testing.T) {
+	for _, tc := range []struct {
+		t  volume.Type
+		ok bool
+	}{{volume.Type{}, true}, {volume.Type{Stripes: 2}, true}, {volume.Type{ThinPool: "pool"}, false}, {volume.Type{Mirrors: 1}, false}} {
+		if err := tc.t.CanCache(); (err == nil) != tc.ok || err != nil && !errors.Is(err, volume.ErrInvalidArgument) {
+			t.Errorf("CanCache(%+v) = %v, want ok %v (else INVALID_ARGUMENT)", tc.t, err, tc.ok)
+		}
+	}
+}
