@@ -25,16 +25,16 @@ var (
 	// missing (`Cannot change VG vg while PVs are missing.`), until the
 	// disk is back or an administrator removes it from the VG.
 	ErrPVMissing = errors.New("physical volume missing")
-	// ErrMetadataFull is a VG whose metadata area has no room for the
-	// change (lvm2: "exceeds maximum metadata size"). It is a lack of
-	// space (errors.Is ErrNoSpace): more data space does not help, a PV
-	// with a larger metadata area (pvcreate --metadatasize) does.
 	// ErrKernelTarget: the node's kernel lacks the device-mapper target an
 	// LV type needs (dm-writecache, dm-thin-pool, dm-raid...), which
 	// lvm2 could not load ("writecache target support missing from
 	// kernel?", "Required device-mapper target(s) not detected in your
 	// kernel"). A node matter: load the module on the host.
 	ErrKernelTarget = errors.New("device-mapper target missing from the node's kernel (load its module: modprobe dm-writecache, dm-thin-pool, dm-raid...)")
+	// ErrMetadataFull is a VG whose metadata area has no room for the
+	// change (lvm2: "exceeds maximum metadata size"). It is a lack of
+	// space (errors.Is ErrNoSpace): more data space does not help, a PV
+	// with a larger metadata area (pvcreate --metadatasize) does.
 	ErrMetadataFull = fmt.Errorf("VG metadata area full, a PV with a larger metadata area (pvcreate --metadatasize) makes room: %w", ErrNoSpace)
 )
 

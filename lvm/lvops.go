@@ -124,22 +124,12 @@ func (c *Client) RemoveTags(ctx context.Context, vg, name string, tags ...string
 // ChangeTags removes and adds tags in one lvchange, so one metadata
 // commit: a tag that records a value (name=value) is replaced without a
 // moment where the LV carries both values or none. A tag in both lists
-// ends on the LV: it is not removed (lvm2 given --deltag and --addtag of
-// one tag drops it, whatever their order; found by the crash matrix, where
-// a retry re-recorded the tag a crash had left in place).
+// ends on the LV (tagArgs).
 func (c *Client) ChangeTags(ctx context.Context, vg, name string, add, remove []string) error {
 	if err := validateTags(append(slices.Clone(add), remove...)); err != nil {
 		return err
 	}
-	args := make([]string, 0, 2*(len(add)+len(remove)))
-	for _, t := range remove {
-		if !slices.Contains(add, t) {
-			args = append(args, "--deltag", t)
-		}
-	}
-	for _, t := range add {
-		args = append(args, "--addtag", t)
-	}
+	args := tagArgs(add, remove)
 	if len(args) == 0 {
 		return validateVGLV(vg, name)
 	}
@@ -155,7 +145,7 @@ func (c *Client) ChangeTags(ctx context.Context, vg, name string, add, remove []
 // was; callers use it only where that order is the safe one. It cannot
 // override the activation-skip flag (-K belongs to the activation command
 // alone): callers activate such LVs with Activate. A tag in both lists
-// ends on the LV, as with ChangeTags.
+// ends on the LV (tagArgs).
 func (c *Client) RetagAndActivate(ctx context.Context, vg, name string, add, remove []string, active bool) error {
 	if err := validateTags(add); err != nil {
 		return err
@@ -163,7 +153,20 @@ func (c *Client) RetagAndActivate(ctx context.Context, vg, name string, add, rem
 	if err := validateTags(remove); err != nil {
 		return err
 	}
-	var args []string
+	args := tagArgs(add, remove)
+	if active {
+		return c.activate(ctx, "tags, activate", vg, name, append(args, "-ay")...)
+	}
+	return c.lvchange(ctx, "tags, deactivate", vg, name, append(args, "-an")...)
+}
+
+// tagArgs is lvchange's arguments that add tags add and remove tags
+// remove. A tag in both lists ends on the LV: it is not removed, since
+// lvm2 given --deltag and --addtag of one tag drops it, whatever their
+// order (measured; the crash matrix found a retry that re-recorded the
+// tag a crash had left in place losing it so).
+func tagArgs(add, remove []string) []string {
+	args := make([]string, 0, 2*(len(add)+len(remove)))
 	for _, t := range add {
 		args = append(args, "--addtag", t)
 	}
@@ -172,10 +175,7 @@ func (c *Client) RetagAndActivate(ctx context.Context, vg, name string, add, rem
 			args = append(args, "--deltag", t)
 		}
 	}
-	if active {
-		return c.activate(ctx, "tags, activate", vg, name, append(args, "-ay")...)
-	}
-	return c.lvchange(ctx, "tags, deactivate", vg, name, append(args, "-an")...)
+	return args
 }
 
 func (c *Client) changeTags(ctx context.Context, flag, vg, name string, tags []string) error {
