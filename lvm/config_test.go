@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"carve.dev/carve/lvm/runner"
+	"carve.dev/carve/test/loopdev"
 )
 
 func TestWritePrivateConfig(t *testing.T) {
@@ -148,21 +149,10 @@ func requireHostLVM(t *testing.T) {
 	}
 }
 
+// hostLoop is a loop device of 64 MiB for this test (loopdev.New).
 func hostLoop(t *testing.T) string {
 	t.Helper()
-	file := filepath.Join(t.TempDir(), "pv.img")
-	if err := os.WriteFile(file, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(file, 64<<20); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("losetup", "--find", "--show", file).CombinedOutput()
-	if err != nil {
-		t.Skipf("skipping: losetup: %v: %s", err, out)
-	}
-	dev := strings.TrimSpace(string(out))
-	t.Cleanup(func() { _ = exec.Command("losetup", "-d", dev).Run() })
+	dev, _ := loopdev.New(t, 64<<20)
 	return dev
 }
 

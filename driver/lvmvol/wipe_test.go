@@ -16,6 +16,7 @@ import (
 	"carve.dev/carve/driver/volume"
 	"carve.dev/carve/lvm"
 	"carve.dev/carve/lvm/runner"
+	"carve.dev/carve/test/loopdev"
 	"carve.dev/carve/test/lvmfake"
 )
 
@@ -197,30 +198,13 @@ func TestZeroWiperZeroesARange(t *testing.T) {
 }
 
 // loopDevice attaches a sparse file of size bytes to a loop device for this
-// test, or skips without root and losetup.
+// test (loopdev.New), or skips without blkdiscard.
 func loopDevice(t *testing.T, size int64) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: needs root for a loop device")
+	if _, err := exec.LookPath("blkdiscard"); err != nil {
+		t.Skip("skipping: blkdiscard not installed")
 	}
-	for _, tool := range []string{"losetup", "blkdiscard"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("skipping: %s not installed", tool)
-		}
-	}
-	file := filepath.Join(t.TempDir(), "disk.img")
-	if err := os.WriteFile(file, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(file, size); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("losetup", "--find", "--show", file).CombinedOutput()
-	if err != nil {
-		t.Skipf("skipping: losetup: %v: %s", err, out)
-	}
-	dev := strings.TrimSpace(string(out))
-	t.Cleanup(func() { _ = exec.Command("losetup", "-d", dev).Run() })
+	dev, _ := loopdev.New(t, size)
 	return dev
 }
 

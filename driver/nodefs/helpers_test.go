@@ -11,6 +11,8 @@ import (
 	"time"
 
 	utilexec "k8s.io/utils/exec"
+
+	"carve.dev/carve/test/loopdev"
 )
 
 const mib = int64(1) << 20
@@ -31,29 +33,13 @@ func requireLoop(t *testing.T) {
 	}
 }
 
-// newLoop attaches a sparse file of size bytes to a free loop device and
-// detaches it in cleanup. It returns the device and the backing file.
+// newLoop attaches a sparse file of size bytes to a free loop device
+// (loopdev.New), once requireLoop found the tools. It returns the device
+// and the backing file.
 func newLoop(t *testing.T, size int64) (dev, file string) {
 	t.Helper()
 	requireLoop(t)
-	file = filepath.Join(t.TempDir(), "disk.img")
-	if err := os.WriteFile(file, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(file, size); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("losetup", "--find", "--show", file).CombinedOutput()
-	if err != nil {
-		t.Skipf("skipping: losetup cannot attach a loop device: %v: %s", err, out)
-	}
-	dev = strings.TrimSpace(string(out))
-	t.Cleanup(func() {
-		if out, err := exec.Command("losetup", "-d", dev).CombinedOutput(); err != nil {
-			t.Errorf("detach %s: %v: %s", dev, err, out)
-		}
-	})
-	return dev, file
+	return loopdev.New(t, size)
 }
 
 // growLoop grows the backing file and tells the loop driver (losetup -c).
