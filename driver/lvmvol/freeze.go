@@ -28,9 +28,25 @@ func isPublished(lv lvm.LV) bool { return lv.Active && !lv.HasTag(tagHeld) }
 
 // hold activates an unpublished thick volume for a copy, marking it held
 // first, so that a crash leaves a mark release can clean up.
+//
+// The caller's report may predate a publish (lockActivation): an inactive
+// volume is read again under the lock, or it would be marked held while
+// published, and the copy's release would deactivate it.
 func (m *Manager) hold(ctx context.Context, lv lvm.LV) error {
 	if lv.Active {
 		return nil // published, or held already
+	}
+	unlock, err := m.lockActivation(ctx, lv.VGName, lv.Name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	now, err := m.lvm.GetLV(ctx, lv.VGName, lv.Name)
+	if err != nil {
+		return fmt.Errorf("hold %s/%s for a copy: %w", lv.VGName, lv.Name, err)
+	}
+	if lv = now; lv.Active {
+		return nil // published since
 	}
 	if !lv.SkipActivation {
 		// One lvchange: lvm2 commits the mark before it activates (see
@@ -54,6 +70,11 @@ func (m *Manager) hold(ctx context.Context, lv lvm.LV) error {
 // A volume published meanwhile has lost its mark and stays active. One that
 // still has a frozen point stays held: a copy still needs it.
 func (m *Manager) release(ctx context.Context, vg, name string) error {
+	unlock, err := m.lockActivation(ctx, vg, name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	lv, err := m.lvm.GetLV(ctx, vg, name)
 	if errors.Is(err, lvm.ErrNotFound) {
 		return nil

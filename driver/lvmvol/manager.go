@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"carve.dev/carve/driver/internal/keylock"
 	"carve.dev/carve/driver/volume"
 	"carve.dev/carve/lvm"
 )
@@ -67,6 +68,9 @@ type Manager struct {
 	overprovision float64
 	// jobs are this process's long data work: copies and wipes (jobs.go).
 	jobs jobs
+	// activations serialise the decisions on one volume's activation
+	// (activation.go).
+	activations keylock.Set
 	// background: calls that start long data work answer ErrDataPending
 	// after waiting dataGrace, instead of waiting for its end.
 	background bool

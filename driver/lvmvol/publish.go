@@ -19,6 +19,11 @@ func (m *Manager) PublishVolume(ctx context.Context, id volume.ID, node string) 
 	if node != m.node {
 		return "", fmt.Errorf("node %q (this driver serves %q): %w", node, m.node, volume.ErrNodeNotFound)
 	}
+	unlock, err := m.lockActivation(ctx, id.VG, id.LV)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
 	lv, err := m.lookupSettled(ctx, id)
 	if err != nil {
 		return "", err
@@ -75,6 +80,11 @@ func (m *Manager) UnpublishVolume(ctx context.Context, id volume.ID, node string
 	if node != "" && node != m.node {
 		return nil
 	}
+	unlock, err := m.lockActivation(ctx, id.VG, id.LV)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	// A CO unpublishes after the node unstaged the volume, whose report
 	// the node calls read (csi's resolveStaged): a recent report answers,
 	// as for a query. It may decide to deactivate: every change of Carve's

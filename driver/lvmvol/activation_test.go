@@ -1,0 +1,136 @@
+package lvmvol_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"carve.dev/carve/driver/lvmvol"
+	"carve.dev/carve/driver/volume"
+	"carve.dev/carve/test/lvmfake"
+)
+
+// pausingLVM is the fake with one of its calls on one LV paused: before
+// the call runs, it says so on entered and waits for resume (or gives up
+// after a while, when the other side is waiting for this call to end).
+type pausingLVM struct {
+	*lvmfake.LVM
+	call, lv        string
+	entered, resume chan struct{}
+}
+
+func newPausingLVM(f *lvmfake.LVM, call, lv string) *pausingLVM {
+	return &pausingLVM{LVM: f, call: call, lv: lv, entered: make(chan struct{}), resume: make(chan struct{})}
+}
+
+func (p *pausingLVM) pause(call, lv string) {
+	if call != p.call || lv != p.lv {
+		return
+	}
+	select {
+	case <-p.entered:
+		return // paused once already
+	default:
+	}
+	close(p.entered)
+	select {
+	case <-p.resume:
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+func (p *pausingLVM) Deactivate(ctx context.Context, vg, name string) error {
+	p.pause("Deactivate", name)
+	return p.LVM.Deactivate(ctx, vg, name)
+}
+
+func (p *pausingLVM) RetagAndActivate(ctx context.Context, vg, name string, add, remove []string, active bool) error {
+	p.pause("RetagAndActivate", name)
+	return p.LVM.RetagAndActivate(ctx, vg, name, add, remove, active)
+}
+
+// publishDuringPause publishes vol once p's paused call is entered, lets
+// the paused call go on when the publish has answered, and returns the
+// publish's error.
+func publishDuringPause(t *testing.T, m *lvmvol.Manager, p *pausingLVM, vol volume.Volume) <-chan error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		select {
+		case <-p.entered:
+		case <-time.After(5 * time.Second):
+			done <- context.DeadlineExceeded
+			return
+		}
+		_, err := m.PublishVolume(ctx, vol.ID, node)
+		close(p.resume)
+		done <- err
+	}()
+	return done
+}
+
+// stillPublished asserts that vol, published while a copy held it, is
+// active and unmarked once the snapshot is ready.
+func stillPublished(t *testing.T, f *lvmfake.LVM, m *lvmvol.Manager, vol volume.Volume, published <-chan error) {
+	t.Helper()
+	if err := <-published; err != nil {
+		t.Fatalf("publish during the copy: %v", err)
+	}
+	if snap, err := snapshotReady(t, m, vol.ID); err != nil || !snap.Ready {
+		t.Fatalf("snapshot: %+v, %v", snap, err)
+	}
+	if lv, _ := f.LV(vg, vol.ID.LV); !lv.Active || lv.HasTag("carve.dev/held") {
+		t.Errorf("volume published during its snapshot's copy, after the copy: active %v, tags %v; want it active and not held",
+			lv.Active, lv.Tags)
+	}
+	if v, err := m.GetVolume(ctx, vol.ID); err != nil || !v.Published {
+		t.Errorf("GetVolume after the copy: %+v, %v; want it published", v, err)
+	}
+}
+
+// A snapshot's copy of an unpublished thick volume holds the volume
+// (reads it inactive, then marks it held and activates it in one
+// lvchange) and, after the copy, releases it (reads it held, then
+// deactivates it). A publish in either gap acted on a report the other
+// side was about to make false:
+//   - in the release's: the publish dropped the mark, found the volume
+//     active and answered; the release deactivated it, and the CO's
+//     NodeStageVolume failed for good (FAILED_PRECONDITION: not published);
+//   - in the hold's: the publish activated it; the mark then landed on a
+//     published volume, which the release deactivated.
+//
+// Both now decide under the volume's activation lock, and hold reads the
+// volume again under it: the publish comes after and the volume stays
+// published.
+func TestPublishWhileACopyHoldsOrReleasesTheVolume(t *testing.T) {
+	for _, gap := range []string{"RetagAndActivate", "Deactivate"} {
+		t.Run(gap, func(t *testing.T) {
+			f := lvmfake.New(100*mib, vg)
+			vol := createUnpublished(t, f)
+			p := newPausingLVM(f, gap, vol.ID.LV)
+			m := pausingManager(t, p, f)
+			published := publishDuringPause(t, m, p, vol)
+			if _, err := m.CreateSnapshot(ctx, "snap-1", vol.ID); err != nil {
+				t.Logf("CreateSnapshot: %v", err)
+			}
+			stillPublished(t, f, m, vol, published)
+		})
+	}
+}
+
+func createUnpublished(t *testing.T, f *lvmfake.LVM) volume.Volume {
+	t.Helper()
+	vol, err := lvmvol.NewManager(f, f, node, []string{vg}).CreateVolume(ctx, req("pvc-src", 8*mib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vol
+}
+
+func pausingManager(t *testing.T, p *pausingLVM, f *lvmfake.LVM) *lvmvol.Manager {
+	t.Helper()
+	m := lvmvol.NewManager(p, f, node, []string{vg})
+	m.SetCopier(f)
+	m.BackgroundDataWork(20 * time.Millisecond)
+	return m
+}
