@@ -2,6 +2,7 @@ package lvmvol_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -133,4 +134,46 @@ func pausingManager(t *testing.T, p *pausingLVM, f *lvmfake.LVM) *lvmvol.Manager
 	m.SetCopier(f)
 	m.BackgroundDataWork(20 * time.Millisecond)
 	return m
+}
+
+// A ControllerPublishVolume cut short by a kill mid-lvchange -ay leaves the
+// LV reported active with no device (lvm.LV.Live). The CO's retry found it
+// active and answered without activating; NodeStageVolume then refused it
+// as not published, for good (the standalone soak in CI). The retry now
+// completes the activation, and a copy completes it the same way.
+func TestActivationCutShortIsCompleted(t *testing.T) {
+	f := lvmfake.New(100*mib, vg)
+	m := lvmvol.NewManager(f, f, node, []string{vg})
+	vol, err := m.CreateVolume(ctx, req("pvc-cut", 8*mib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.CutActivation(vg, vol.ID.LV)
+	if _, err := m.PublishVolume(ctx, vol.ID, node); err != nil {
+		t.Fatalf("publish after a cut activation: %v", err)
+	}
+	if lv, _ := f.LV(vg, vol.ID.LV); !lv.Live() {
+		t.Errorf("after the publish: %+v, want it live", lv)
+	}
+	if got, err := m.GetVolume(ctx, vol.ID); err != nil || !got.Published || got.KernelMajor < 0 {
+		t.Errorf("GetVolume after the publish: %+v, %v; want it published with a device", got, err)
+	}
+
+	// A restore's copy reads its snapshot: cut short there, the copy
+	// read a device with no table (EOF at 0 in the soak).
+	m.SetCopier(f)
+	snap, err := snapshotReady(t, m, vol.ID)
+	if err != nil || !snap.Ready {
+		t.Fatalf("snapshot: %+v, %v", snap, err)
+	}
+	f.CutActivation(vg, snap.ID.LV)
+	f.Calls = nil
+	r := req("pvc-restored", 8*mib)
+	r.Source = &volume.ContentSource{Kind: volume.SourceSnapshot, ID: snap.ID}
+	if _, err := m.CreateVolume(ctx, r); err != nil {
+		t.Fatalf("restore from a snapshot whose activation was cut short: %v", err)
+	}
+	if !slices.Contains(f.Calls, "Activate") {
+		t.Errorf("the restore's copy did not complete the snapshot's activation: calls %v", f.Calls)
+	}
 }

@@ -33,7 +33,7 @@ func isPublished(lv lvm.LV) bool { return lv.Active && !lv.HasTag(tagHeld) }
 // volume is read again under the lock, or it would be marked held while
 // published, and the copy's release would deactivate it.
 func (m *Manager) hold(ctx context.Context, lv lvm.LV) error {
-	if lv.Active {
+	if lv.Live() {
 		return nil // published, or held already
 	}
 	unlock, err := m.lockActivation(ctx, lv.VGName, lv.Name)
@@ -45,8 +45,16 @@ func (m *Manager) hold(ctx context.Context, lv lvm.LV) error {
 	if err != nil {
 		return fmt.Errorf("hold %s/%s for a copy: %w", lv.VGName, lv.Name, err)
 	}
-	if lv = now; lv.Active {
+	switch lv = now; {
+	case lv.Live():
 		return nil // published since
+	case lv.Active:
+		// Published or held, by an activation cut short (lvm.LV.Live):
+		// complete it, and leave the mark as it is.
+		if err := m.lvm.Activate(ctx, lv.VGName, lv.Name); err != nil {
+			return fmt.Errorf("hold %s/%s for a copy: %w", lv.VGName, lv.Name, err)
+		}
+		return nil
 	}
 	if !lv.SkipActivation {
 		// One lvchange: lvm2 commits the mark before it activates (see
@@ -178,13 +186,13 @@ func (m *Manager) copyLV(ctx context.Context, src, target lvm.LV, size uint64, m
 		// deactivated after the copy even when found active, which is
 		// how a try cut short between this activation and that
 		// deactivation leaves it (the crash suite's restore-thick).
-		if !src.Active {
+		if !src.Live() {
 			if err := m.lvm.Activate(ctx, vg, src.Name); err != nil {
 				return fmt.Errorf("activate copy source %s/%s: %w", vg, src.Name, err)
 			}
 		}
 		defer func() { _ = m.lvm.Deactivate(context.WithoutCancel(ctx), vg, src.Name) }()
-	case src.Active:
+	case src.Live():
 	case src.IsCOWSnapshot():
 		// A frozen point whose volume was deactivated after the freeze:
 		// an unpublish runs beside the snapshot or clone (another object
@@ -205,7 +213,7 @@ func (m *Manager) copyLV(ctx context.Context, src, target lvm.LV, size uint64, m
 		}
 		defer func() { _ = m.lvm.Deactivate(context.WithoutCancel(ctx), vg, src.Name) }()
 	}
-	if !target.Active {
+	if !target.Live() {
 		if err := m.lvm.Activate(ctx, vg, dst); err != nil {
 			return fmt.Errorf("activate copy target %s/%s: %w", vg, dst, err)
 		}

@@ -220,11 +220,11 @@ func (m *Manager) changeMirrors(ctx context.Context, lv lvm.LV, want int) (lvm.L
 			return lv, fmt.Errorf("record %d mirrors: %w", want, err)
 		}
 	}
-	if !lv.Active {
+	if !lv.Live() {
 		if err := m.lvm.Activate(ctx, lv.VGName, lv.Name); err != nil {
 			return lv, fmt.Errorf("hold %s/%s for a conversion: %w", lv.VGName, lv.Name, err)
 		}
-		held = true
+		held = held || !lv.Active
 	}
 	if !converted {
 		// lvconvert is detached from the caller: cut short, it would

@@ -36,9 +36,13 @@ func (m *Manager) PublishVolume(ctx context.Context, id volume.ID, node string) 
 		}
 		lv.Active = false // count it against the limit, activate if needed
 	}
-	if !lv.Active {
-		if err := m.checkPublishLimit(ctx); err != nil {
-			return "", err
+	if !lv.Live() {
+		// Active but not live: an activation cut short (lvm.LV.Live),
+		// which this one completes. It counted as published already.
+		if !lv.Active {
+			if err := m.checkPublishLimit(ctx); err != nil {
+				return "", err
+			}
 		}
 		if err := m.lvm.Activate(ctx, id.VG, id.LV); err != nil {
 			return "", fmt.Errorf("activate %s: %w", id, err)

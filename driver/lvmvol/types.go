@@ -32,8 +32,9 @@ func (m *Manager) thinPool(ctx context.Context, vg string, t volume.Type) (lvm.L
 	if !pool.IsThinPool() {
 		return lvm.LV{}, fmt.Errorf("%s/%s is not a thin pool: %w", vg, t.ThinPool, volume.ErrBadPool)
 	}
-	if !pool.Active {
-		// An inactive pool reports no usage (lvm2 reads it from the kernel).
+	if !pool.Live() {
+		// An inactive pool reports no usage (lvm2 reads it from the kernel);
+		// one whose activation was cut short no more (see lvm.LV.Live).
 		// Activating the pool exposes no volume: only its thin LVs carry
 		// data, and they stay as they are.
 		if err := m.lvm.Activate(ctx, vg, t.ThinPool); err != nil {

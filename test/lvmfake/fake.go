@@ -63,16 +63,31 @@ type Range struct {
 // dmMajor is the device-mapper major the fake hands out, as on most hosts.
 const dmMajor = 253
 
-// activate gives lv a device number, as the kernel does on activation.
+// activate gives lv a device number, as the kernel does on activation,
+// and the live state (attr bit 5): an activation completes one cut short
+// (see lvm.LV.Live).
 func (f *LVM) activate(lv *lvm.LV) {
 	if !lv.Active || lv.KernelMajor <= 0 {
 		f.minors++
 		lv.KernelMajor, lv.KernelMinor = dmMajor, f.minors
 	}
 	lv.Active = true
+	setState(lv, 'a')
 }
 
-func deactivate(lv *lvm.LV) { lv.Active, lv.KernelMajor, lv.KernelMinor = false, -1, -1 }
+func deactivate(lv *lvm.LV) {
+	lv.Active, lv.KernelMajor, lv.KernelMinor = false, -1, -1
+	setState(lv, '-')
+}
+
+// setState sets the state bit of lv's attr, when it has one.
+func setState(lv *lvm.LV, state byte) {
+	if len(lv.Attr) > 4 {
+		b := []byte(lv.Attr)
+		b[4] = state
+		lv.Attr = string(b)
+	}
+}
 
 // New returns a fake with one VG per name, each of size bytes.
 func New(size uint64, vgs ...string) *LVM {

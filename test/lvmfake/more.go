@@ -264,3 +264,17 @@ func (f *LVM) SetSync(vg, name string, percent float64) {
 		lv.SyncAction = "idle"
 	}
 }
+
+// CutActivation leaves vg/name as an activation cut short leaves a raid1
+// LV in real lvm2 (see lvm.LV.Live): reported active, with no device
+// number and the unknown state. Activate completes it.
+func (f *LVM) CutActivation(vg, name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	lv := f.lvs[vg][name]
+	lv.Active, lv.KernelMajor, lv.KernelMinor = true, -1, -1
+	if len(lv.Attr) < 10 {
+		lv.Attr = "-wi-------"
+	}
+	setState(lv, 'X')
+}
