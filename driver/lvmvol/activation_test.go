@@ -3,11 +3,13 @@ package lvmvol_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/volume"
+	"carve.dev/carve/lvm"
 	"carve.dev/carve/test/lvmfake"
 )
 
@@ -176,4 +178,50 @@ func TestActivationCutShortIsCompleted(t *testing.T) {
 	if !slices.Contains(f.Calls, "Activate") {
 		t.Errorf("the restore's copy did not complete the snapshot's activation: calls %v", f.Calls)
 	}
+}
+
+// A frozen point whose device a kill left active but not live (in the
+// VM: an lvcreate -s of a raid1 volume killed 0.335 s in left the volume
+// suspended and the snapshot's tables not live) froze nothing Carve can
+// trust: the copy from it read EOF at 0 in the soak. Found by the retried
+// freeze, it is removed and made again; found by a copy under way, it is
+// dropped with the snapshot, and the CO's next call starts over.
+func TestAHalfActivatedFrozenPointIsMadeAgain(t *testing.T) {
+	t.Run("found by the freeze", func(t *testing.T) {
+		m, f, src := standaloneWithSource(t, 200*mib)
+		// Published: no hold, whose activation of the volume would
+		// activate its snapshots too.
+		if _, err := m.PublishVolume(ctx, src.ID, node); err != nil {
+			t.Fatal(err)
+		}
+		frz := volume.SnapshotLVName("snap-1") + "-frz"
+		f.Put(lvm.LV{Name: frz, VGName: vg, Size: 64 * mib, Origin: src.ID.LV, Attr: "swi-X-s---", Active: true,
+			Tags: []string{"carve.dev/frozen"}, KernelMajor: -1, KernelMinor: -1})
+		if snap, err := snapshotReady(t, m, src.ID); err != nil || !snap.Ready {
+			t.Fatalf("snapshot over a half-activated frozen point: %+v, %v; want it ready", snap, err)
+		}
+		if i := slices.Index(f.Calls, "RemoveLVOf"); i < 0 || !slices.Contains(f.Calls[i:], "CreateSnapshotOf") {
+			t.Errorf("the half-activated frozen point was not removed and made again: calls %v", f.Calls)
+		}
+	})
+	t.Run("found by the copy", func(t *testing.T) {
+		f := lvmfake.New(100*mib, vg)
+		m := backgroundManager(t, f)
+		failFirstCopy(f)
+		vol := publishedWithSnapshotCopy(t, f, m)
+		frz := volume.SnapshotLVName("snap-1") + "-frz"
+		f.CutActivation(vg, frz)
+		if _, err := m.CreateSnapshot(ctx, "snap-1", vol.ID); err == nil || !strings.Contains(err.Error(), "half made") {
+			t.Fatalf("copy from a half-activated frozen point: %v, want it refused as torn", err)
+		}
+		if _, ok := f.LV(vg, volume.SnapshotLVName("snap-1")); ok {
+			t.Error("the snapshot copied from a torn frozen point was kept")
+		}
+		if snap, err := snapshotReady(t, m, vol.ID); err != nil || !snap.Ready {
+			t.Fatalf("snapshot made again: %+v, %v", snap, err)
+		}
+		if now, ok := f.LV(vg, frz); ok {
+			t.Errorf("a frozen point outlived the copy: %+v", now)
+		}
+	})
 }
