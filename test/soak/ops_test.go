@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
@@ -248,19 +247,18 @@ func (w *worker) write(v *vol) error {
 	}
 	_, _ = rand.NewChaCha8(seed).Read(data)
 	dir := w.s.path(v.target())
-	start := time.Now()
-	if err := testenv.WriteSynced(filepath.Join(dir, name), data); err != nil {
+	write := func() error { return testenv.WriteSynced(filepath.Join(dir, name), data) }
+	if err := w.s.watchIO(fmt.Sprintf("write of %d bytes to %s", len(data), v.name), write); err != nil {
 		return fmt.Errorf("volume %s (%s): %w", v.name, v.layout.name, err)
-	}
-	if took := time.Since(start); took > w.s.cfg.deadline {
-		w.s.fail("write of %d bytes to %s: %w after %s", len(data), v.name, errStuck, took)
 	}
 	w.s.model.set(func() { v.files[name] = sum{int64(len(data)), sha256.Sum256(data)}; v.bytes = v.files.bytes() })
 	w.s.stats.count(&w.s.stats.written)
 	return nil
 }
 
-func (w *worker) verifyOp(v *vol) error { return w.s.verify(v) }
+func (w *worker) verifyOp(v *vol) error {
+	return w.s.watchIO("read of the files of "+v.name, func() error { return w.s.verify(v) })
+}
 
 // verify reads every file of a staged volume (through its staging path,
 // the mount its publications bind) and compares it with what was

@@ -32,7 +32,9 @@
 //     volumes' and thick snapshots' footprints, and GetCapacity for each
 //     layout is what the capacity rules make of LVM's state (thin:
 //     bounded, see checkCapacity);
-//   - no call stuck past its deadline.
+//   - no call stuck past its deadline, and no read or write of a volume's
+//     files either (a device left suspended blocks them for good: the
+//     soak says so with the device-mapper state, see watchIO).
 //
 // At the end every volume is brought up and its files read, then every
 // volume and snapshot is deleted, and the VG must be back to its base.
