@@ -88,6 +88,13 @@ func (x *Cache) CheckPlacement(ctx context.Context, opts CreateLVOptions) error 
 	return x.c.CheckPlacement(ctx, opts)
 }
 
+// RepairInterrupted is Client.RepairInterrupted.
+func (x *Cache) RepairInterrupted(ctx context.Context, vg VG) ([]string, error) {
+	var did []string
+	err := x.changing(vg.Name, func() (err error) { did, err = x.c.RepairInterrupted(ctx, vg); return err })
+	return did, err
+}
+
 // MakeNodes is Client.MakeNodes: it changes /dev, not what lvm2 reports.
 func (x *Cache) MakeNodes(ctx context.Context, vg string) error { return x.c.MakeNodes(ctx, vg) }
 

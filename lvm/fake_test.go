@@ -39,16 +39,22 @@ func newFake(t *testing.T, steps ...step) *Client {
 
 func (f *fakeRunner) Run(_ context.Context, name string, args ...string) ([]byte, error) {
 	f.t.Helper()
-	if name != "lvm" {
-		f.t.Fatalf("ran %q, want every command through lvm", name)
+	// dmsetup's steps name it first; lvm's do not.
+	got := args
+	switch name {
+	case "lvm":
+	case dmsetupBinary:
+		got = append([]string{name}, args...)
+	default:
+		f.t.Fatalf("ran %q, want every command through lvm (or dmsetup)", name)
 	}
 	if len(f.steps) == 0 {
-		f.t.Fatalf("unexpected command: lvm %s", strings.Join(args, " "))
+		f.t.Fatalf("unexpected command: %s %s", name, strings.Join(args, " "))
 	}
 	s := f.steps[0]
 	f.steps = f.steps[1:]
-	if !slices.Equal(args, s.args) {
-		f.t.Fatalf("command:\n got lvm %s\nwant lvm %s", strings.Join(args, " "), strings.Join(s.args, " "))
+	if !slices.Equal(got, s.args) {
+		f.t.Fatalf("command:\n got lvm %s\nwant lvm %s", strings.Join(got, " "), strings.Join(s.args, " "))
 	}
 	out := []byte(readAt(f.t, s.out, ".json"))
 	if s.stderr != "" {

@@ -45,6 +45,9 @@ type LVM interface {
 	RetagAndActivate(ctx context.Context, vg, name string, add, remove []string, active bool) error
 	// MakeNodes makes the missing /dev nodes of a VG's active LVs.
 	MakeNodes(ctx context.Context, vg string) error
+	// RepairInterrupted resumes the devices of a VG that an lvm2 command
+	// cut short left suspended (see lvm.Client.RepairInterrupted).
+	RepairInterrupted(ctx context.Context, vg lvm.VG) ([]string, error)
 }
 
 // Wiper zeroes block devices.
@@ -305,8 +308,17 @@ func (m *Manager) StorageHealth(ctx context.Context) []volume.Problem {
 // would fail, since Carve takes a reported-active LV as ready to open
 // (a restore's copy from its snapshot, found so by the soak). A VG that
 // cannot be read is logged and left to the calls that need it.
+//
+// First, the devices such a kill left suspended are resumed, its stale
+// tables dropped (lvm.Client.RepairInterrupted): a suspended device blocks
+// the I/O of a published volume for good.
 func (m *Manager) RepairDeviceNodes(ctx context.Context) {
 	for _, vg := range m.vgs {
+		if v, err := m.lvm.GetVG(ctx, vg); err != nil {
+			klog.ErrorS(err, "Could not read the volume group to repair what an interrupted lvm2 command left", "vg", vg)
+		} else if _, err := m.lvm.RepairInterrupted(ctx, v); err != nil {
+			klog.ErrorS(err, "Could not repair what an interrupted lvm2 command left", "vg", vg)
+		}
 		if err := m.lvm.MakeNodes(ctx, vg); err != nil {
 			klog.ErrorS(err, "Could not make the device nodes of the volume group's active LVs", "vg", vg)
 		}

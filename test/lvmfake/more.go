@@ -278,3 +278,11 @@ func (f *LVM) CutActivation(vg, name string) {
 	}
 	setState(lv, 'X')
 }
+
+// RepairInterrupted finds nothing to repair: the fake's commands are never
+// cut short mid-way.
+func (f *LVM) RepairInterrupted(_ context.Context, vg lvm.VG) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return nil, f.call("RepairInterrupted")
+}

@@ -1,0 +1,174 @@
+package lvm
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/klog/v2"
+)
+
+// dmsetupBinary reports and repairs device-mapper devices: lvm2 shows no
+// table that is loaded but not live, nor the layers (-real, -cow) that
+// are no LVs, and offers no way to drop a stale table.
+const dmsetupBinary = "dmsetup"
+
+// settleDelay is how long a suspended device or loaded table must stay to
+// count as a leftover (RepairInterrupted).
+var settleDelay = 2 * time.Second
+
+// dmDevice is one row of `dmsetup info -c`: a device-mapper device.
+type dmDevice struct {
+	Name, UUID          string
+	Suspended, Inactive bool // suspended; a table loaded but not live
+}
+
+// RepairInterrupted undoes what an lvm2 command of vg's cut short (a
+// SIGKILL of carve takes its lvm2 children along) leaves in the kernel,
+// for Carve's start, while none of its own commands runs:
+//
+//   - A device left suspended blocks every I/O to it for good: measured
+//     with lvm2 2.03.16, an lvcreate -s of a raid1 volume killed 0.335 s
+//     in left the volume suspended, with the new tables loaded beside the
+//     live one. Writes to the published volume hung (the soak's worker).
+//   - lvchange --refresh resumes a suspended LV, but takes a loaded
+//     inactive table as its own and makes it live (measured: it put an
+//     error table live that way). So stale inactive tables are cleared
+//     first (dmsetup clear), and then each device that is still suspended
+//     is resumed on its live table, which is the one from before the cut
+//     command.
+//   - An LV whose live tables do not match what the metadata says (the
+//     cut command committed its metadata: lvs reports the state X) is
+//     refreshed: lvm2 loads the tables from the metadata and resumes.
+//
+// It runs one dmsetup info and, only when something is found, the repairs
+// and an lvs. What it did is logged and returned.
+func (c *Client) RepairInterrupted(ctx context.Context, vg VG) ([]string, error) {
+	devs, err := c.dmDevicesOf(ctx, vg)
+	if err != nil || len(devs) == 0 {
+		return nil, err
+	}
+	// Carve's own commands are not running, but an administrator's might
+	// be, in the second or so between its suspend and resume. A leftover
+	// stays: only what is still found a moment later is repaired.
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(settleDelay):
+	}
+	again, err := c.dmDevicesOf(ctx, vg)
+	if err != nil {
+		return nil, err
+	}
+	devs = slices.DeleteFunc(again, func(d dmDevice) bool { return !slices.Contains(devs, d) })
+	var did []string
+	for _, d := range devs {
+		if d.Inactive {
+			if _, err := c.r.Run(ctx, dmsetupBinary, "clear", d.Name); err != nil {
+				return did, fmt.Errorf("dmsetup clear %s (a table left loaded by an interrupted lvm2 command): %w", d.Name, err)
+			}
+			did = append(did, "cleared the stale inactive table of "+d.Name)
+		}
+	}
+	for _, d := range devs {
+		if d.Suspended {
+			if _, err := c.r.Run(ctx, dmsetupBinary, "resume", d.Name); err != nil {
+				return did, fmt.Errorf("dmsetup resume %s (left suspended by an interrupted lvm2 command): %w", d.Name, err)
+			}
+			did = append(did, "resumed "+d.Name)
+		}
+	}
+	if len(did) == 0 {
+		return nil, nil
+	}
+	refreshed, err := c.refreshMismatched(ctx, vg.Name)
+	did = append(did, refreshed...)
+	for _, what := range did {
+		klog.InfoS("Repaired what an interrupted lvm2 command left", "vg", vg.Name, "repair", what)
+	}
+	return did, err
+}
+
+// refreshMismatched refreshes the LVs of vg that are active but not live
+// after the repairs (see LV.Live).
+func (c *Client) refreshMismatched(ctx context.Context, vg string) ([]string, error) {
+	lvs, err := c.ListLVs(ctx, vg)
+	if err != nil {
+		return nil, err
+	}
+	var did []string
+	for _, lv := range lvs {
+		if !lv.Active || lv.Live() {
+			continue
+		}
+		if err := c.lvchange(ctx, "refresh", vg, lv.Name, "--refresh"); err != nil {
+			return did, err
+		}
+		did = append(did, fmt.Sprintf("refreshed %s/%s (attr %s)", vg, lv.Name, lv.Attr))
+	}
+	return did, nil
+}
+
+// dmDevicesOf lists the device-mapper devices of vg's LVs that are
+// suspended or hold an inactive table. lvm2 names a device's UUID
+// "LVM-" + the VG's UUID + the LV's UUID (without dashes), layers with a
+// suffix: the prefix tells vg's devices, whatever their names.
+func (c *Client) dmDevicesOf(ctx context.Context, vg VG) ([]dmDevice, error) {
+	if vg.UUID == "" {
+		return nil, fmt.Errorf("volume group %s: no UUID reported", vg.Name)
+	}
+	out, err := c.r.Run(ctx, dmsetupBinary, "info", "-c", "--noheadings", "--separator", "|",
+		"-o", "name,uuid,suspended,tables_loaded")
+	if err != nil {
+		return nil, fmt.Errorf("dmsetup info: %w", err)
+	}
+	devs, err := parseDMInfo(string(out))
+	if err != nil {
+		return nil, err
+	}
+	prefix := "LVM-" + strings.ReplaceAll(vg.UUID, "-", "")
+	var mine []dmDevice
+	for _, d := range devs {
+		if strings.HasPrefix(d.UUID, prefix) && (d.Suspended || d.Inactive) {
+			mine = append(mine, d)
+		}
+	}
+	return mine, nil
+}
+
+// parseDMInfo reads `dmsetup info -c --noheadings --separator '|' -o
+// name,uuid,suspended,tables_loaded`. With no device at all, dmsetup
+// prints "No devices found".
+func parseDMInfo(out string) ([]dmDevice, error) {
+	var devs []dmDevice
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || line == "No devices found" {
+			continue
+		}
+		f := strings.Split(line, "|")
+		if len(f) != 4 || f[0] == "" {
+			return nil, fmt.Errorf("dmsetup info: unexpected line %q", line)
+		}
+		var d dmDevice
+		d.Name, d.UUID = f[0], f[1]
+		switch f[2] {
+		case "Suspended":
+			d.Suspended = true
+		case "Active":
+		default:
+			return nil, fmt.Errorf("dmsetup info: device %s: unexpected state %q", f[0], f[2])
+		}
+		switch f[3] {
+		case "Both", "Inactive":
+			d.Inactive = true
+		case "Live", "None":
+		default:
+			return nil, fmt.Errorf("dmsetup info: device %s: unexpected tables %q", f[0], f[3])
+		}
+		devs = append(devs, d)
+	}
+	return devs, nil
+}
