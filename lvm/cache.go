@@ -47,6 +47,8 @@ type Cache struct {
 	vgs  map[string]cached[VG]
 	pvs  map[string]cached[[]PV]
 	lvs  map[string]cached[[]LV] // every LV of the VG, hidden ones included
+	// derived: values built from the lvs reports (cache_derived.go).
+	derived map[string]derived
 }
 
 // cached is one report: what was read, at which generation and when.

@@ -245,28 +245,66 @@ func (m *Manager) GetVolume(ctx context.Context, id volume.ID) (volume.Volume, e
 func (m *Manager) ListVolumes(ctx context.Context) ([]volume.Volume, error) {
 	var out []volume.Volume
 	for _, vg := range m.vgs {
-		lvs, err := m.lvm.ListLVs(ctx, vg)
+		vols, err := m.volumesIn(ctx, vg)
 		if err != nil {
 			return nil, fmt.Errorf("list volumes in %s: %w", vg, err)
 		}
-		pools := map[string]lvm.LV{}
-		for _, lv := range lvs {
-			if lv.IsThinPool() {
-				pools[lv.Name] = lv
-			}
+		out = append(out, vols...)
+	}
+	if len(m.vgs) > 1 {
+		volume.SortByID(out, func(v volume.Volume) volume.ID { return v.ID })
+	}
+	return out, nil
+}
+
+// derivingLVM is the part of lvm.Cache that keeps a value built from a
+// VG's report with that report.
+type derivingLVM interface {
+	DerivedFromLVs(ctx context.Context, vg, key string, build func([]lvm.LV) (any, error)) (any, error)
+}
+
+// volumesIn lists the settled volumes of vg in ID order. A query's list
+// comes from the cache's report, and is built once per report
+// (lvm.Cache.DerivedFromLVs): at a thousand volumes, building them was
+// what each ListVolumes page cost. The caller gets its own copy.
+func (m *Manager) volumesIn(ctx context.Context, vg string) ([]volume.Volume, error) {
+	build := func(lvs []lvm.LV) (any, error) { return buildVolumes(m, lvs), nil }
+	if d, ok := m.lvm.(derivingLVM); ok && lvm.CachedReads(ctx) {
+		v, err := d.DerivedFromLVs(ctx, vg, "volumes", build)
+		if err != nil {
+			return nil, err
 		}
-		for _, lv := range lvs {
-			if isSettled(lv) {
-				vol := m.volumeOf(lv)
-				if pool, ok := pools[lv.PoolLV]; ok {
-					vol.Health = append(vol.Health, poolHealth(pool)...)
-				}
-				out = append(out, vol)
-			}
+		return slices.Clone(v.([]volume.Volume)), nil
+	}
+	lvs, err := m.lvm.ListLVs(ctx, vg)
+	if err != nil {
+		return nil, err
+	}
+	return buildVolumes(m, lvs), nil
+}
+
+// buildVolumes makes the settled volumes of one VG's LVs, in ID order,
+// with their thin pools' health.
+func buildVolumes(m *Manager, lvs []lvm.LV) []volume.Volume {
+	pools := map[string]lvm.LV{}
+	for _, lv := range lvs {
+		if lv.IsThinPool() {
+			pools[lv.Name] = lv
 		}
 	}
+	var out []volume.Volume
+	for _, lv := range lvs {
+		if lv.Hidden || !isSettled(lv) {
+			continue
+		}
+		vol := m.volumeOf(lv)
+		if pool, ok := pools[lv.PoolLV]; ok {
+			vol.Health = append(vol.Health, poolHealth(pool)...)
+		}
+		out = append(out, vol)
+	}
 	volume.SortByID(out, func(v volume.Volume) volume.ID { return v.ID })
-	return out, nil
+	return out
 }
 
 // Probe checks that every served volume group can be read. It is a
