@@ -130,13 +130,14 @@ func seekBoth(in, out *os.File, off int64) error {
 
 var errFrozenOverflow = errors.New("the source changed more than the frozen point's copy-on-write space could hold")
 
-// errFrozenTorn: the frozen point's device was found active but not live
-// (lvm.LV.Live), as an lvm2 command cut short leaves it. lvs waits for
+// errFrozenTorn: the frozen point was found active but not live
+// (lvm.LV.Live), or not a snapshot of its volume at all, as lvm2 commands
+// cut short leave it. lvs waits for
 // the VG's lock, so it never sees another command's transient state:
 // this is a leftover, and whether the source's writes since went through
 // the frozen point's copy-on-write is unknown. Its image is not trusted:
 // it is dropped, as an overflowed one is.
-var errFrozenTorn = errors.New("the frozen point's device was left half made by an interrupted lvm2 command")
+var errFrozenTorn = errors.New("the frozen point was left half made by an interrupted lvm2 command")
 
 // tornImage tells the copy errors after which the frozen point is gone
 // and the copy must start over from a new one.

@@ -250,21 +250,33 @@ func (m *Manager) copyLV(ctx context.Context, src, target lvm.LV, size uint64, m
 // for target's report), then drops the frozen point. An overflowed COW
 // store means the copy is not a consistent image: the frozen point is
 // dropped and errFrozenOverflow returned.
-func (m *Manager) copyFrozen(ctx context.Context, target lvm.LV, size uint64, mt *meter) error {
+func (m *Manager) copyFrozen(ctx context.Context, target lvm.LV, origin string, size uint64, mt *meter) error {
 	frozen, err := m.lvm.GetLV(ctx, target.VGName, frozenName(target.Name))
 	if err != nil {
 		return fmt.Errorf("frozen point of %s/%s: %w", target.VGName, target.Name, err)
 	}
-	return m.copyFrozenLV(ctx, frozen, target, size, mt)
+	return m.copyFrozenLV(ctx, frozen, target, origin, size, mt)
 }
 
-// copyFrozenLV is copyFrozen of the frozen point the caller has read.
-func (m *Manager) copyFrozenLV(ctx context.Context, frozen, target lvm.LV, size uint64, mt *meter) error {
-	if frozen.Active && !frozen.Live() {
-		if err := m.dropFrozenLV(ctx, frozen); err != nil {
+// copyFrozenLV is copyFrozen of the frozen point the caller has read;
+// origin is the volume it must be a snapshot of.
+//
+// A frozen point that is no snapshot of origin, or active but not live,
+// is no image Carve can trust (errFrozenTorn): it is removed, origin is
+// released, and the copy starts over from a new one. The soak found a
+// frozen point of a raid1 volume reported as a plain LV after kills
+// during its copy: copied, it made a "ready" snapshot holding the COW
+// store's header (DM_snapshot_cow) instead of the volume's data.
+func (m *Manager) copyFrozenLV(ctx context.Context, frozen, target lvm.LV, origin string, size uint64, mt *meter) error {
+	if frozen.Origin != origin || frozen.Active && !frozen.Live() {
+		if err := m.lvm.RemoveLVOf(ctx, frozen); err != nil && !errors.Is(err, lvm.ErrNotFound) {
+			return fmt.Errorf("drop frozen point %s/%s: %w", frozen.VGName, frozen.Name, err)
+		}
+		if err := m.release(ctx, frozen.VGName, origin); err != nil {
 			return err
 		}
-		return fmt.Errorf("copy into %s/%s: %s (attr %s): %w", target.VGName, target.Name, frozen.Name, frozen.Attr, errFrozenTorn)
+		return fmt.Errorf("copy into %s/%s: %s (attr %s, origin %q, want %q): %w", target.VGName, target.Name,
+			frozen.Name, frozen.Attr, frozen.Origin, origin, errFrozenTorn)
 	}
 	if err := m.copyLV(ctx, frozen, target, size, mt); err != nil {
 		return err

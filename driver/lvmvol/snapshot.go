@@ -221,7 +221,7 @@ func (m *Manager) finishSnapshotCopy(ctx context.Context, lv lvm.LV, mt *meter) 
 	case err == nil:
 		// lv is the report the job was started with (see copyLV); the
 		// copy releases the source when it drops the frozen point.
-		err = m.copyFrozenLV(ctx, frozen, lv, lv.Size, mt)
+		err = m.copyFrozenLV(ctx, frozen, lv, tagValue(lv, tagSourcePrefix), lv.Size, mt)
 		if tornImage(err) {
 			// The image is torn: drop it; the CO's next call starts over.
 			return errors.Join(err, m.finishDelete(ctx, lv, false, nil))

@@ -162,7 +162,7 @@ func (m *Manager) copyData(ctx context.Context, lv, src lvm.LV, from *volume.Con
 		}
 	default:
 		if err = m.freeze(ctx, src, lv.Name); err == nil {
-			err = m.copyFrozen(ctx, lv, src.Size, mt)
+			err = m.copyFrozen(ctx, lv, src.Name, src.Size, mt)
 		}
 	}
 	if err != nil {
