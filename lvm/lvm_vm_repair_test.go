@@ -30,9 +30,18 @@ func TestVMRepairInterrupted(t *testing.T) {
 			t.Fatalf("dmsetup %s: %v: %s", strings.Join(args, " "), err, out)
 		}
 	}
+	// The plain LV gets a COW snapshot: its device is then a
+	// snapshot-origin over a -real layer, and both are suspended, lower
+	// first, as lvm2 does (the soak's hang came from resuming such a tree
+	// top first).
+	if _, err := c.CreateCOWSnapshot(ctx, vmVG, "plain", "plainsnap", 4<<20); err != nil {
+		t.Fatal(err)
+	}
 	mirror, plain := dmNameOf(getLV(t, c, "mirror")), dmNameOf(getLV(t, c, "plain"))
+	dm("suspend", plain+"-real")
 	dm("suspend", mirror)
 	dm("load", plain, "--table", "0 16384 error")
+	t.Cleanup(func() { _ = c.RemoveLV(context.Background(), vmVG, "plainsnap") })
 	dm("suspend", plain)
 	if lv := getLV(t, c, "mirror"); lv.Live() {
 		t.Fatalf("suspended raid1 LV reported live: %+v", lv)
@@ -52,11 +61,6 @@ func TestVMRepairInterrupted(t *testing.T) {
 			t.Errorf("%s after the repair: attr %s, device %d; want it live", name, lv.Attr, lv.KernelMajor)
 		}
 		mustRead(t, "/dev/"+vmVG+"/"+name, 7)
-	}
-	for _, w := range did {
-		if strings.Contains(w, "healthy") {
-			t.Errorf("the repair touched a healthy LV: %q", w)
-		}
 	}
 	if again, err := c.RepairInterrupted(ctx, vg); err != nil || len(again) > 0 {
 		t.Errorf("a second repair: %q, %v; want nothing to do", again, err)

@@ -33,15 +33,16 @@ type dmDevice struct {
 //     with lvm2 2.03.16, an lvcreate -s of a raid1 volume killed 0.335 s
 //     in left the volume suspended, with the new tables loaded beside the
 //     live one. Writes to the published volume hung (the soak's worker).
-//   - lvchange --refresh resumes a suspended LV, but takes a loaded
-//     inactive table as its own and makes it live (measured: it put an
-//     error table live that way). So stale inactive tables are cleared
-//     first (dmsetup clear), and then each device that is still suspended
-//     is resumed on its live table, which is the one from before the cut
-//     command.
-//   - An LV whose live tables do not match what the metadata says (the
-//     cut command committed its metadata: lvs reports the state X) is
-//     refreshed: lvm2 loads the tables from the metadata and resumes.
+//   - lvchange --refresh resumes a suspended LV (a suspended sub-LV too,
+//     refreshing its LV), but takes a loaded inactive table as its own
+//     and makes it live (measured: it put an error table live that way).
+//     So stale inactive tables are cleared first (dmsetup clear); then,
+//     if a device was suspended, every active LV of the VG is refreshed:
+//     lvm2 loads each tree's tables from the metadata and resumes it
+//     lower devices first (see refreshActive for why not dmsetup resume).
+//   - Otherwise an LV whose live tables do not match what the metadata
+//     says (the cut command committed its metadata: lvs reports the state
+//     X) is refreshed the same way.
 //
 // It runs one dmsetup info and, only when something is found, the repairs
 // and an lvs. What it did is logged and returned.
@@ -72,18 +73,11 @@ func (c *Client) RepairInterrupted(ctx context.Context, vg VG) ([]string, error)
 			did = append(did, "cleared the stale inactive table of "+d.Name)
 		}
 	}
-	for _, d := range devs {
-		if d.Suspended {
-			if _, err := c.r.Run(ctx, dmsetupBinary, "resume", d.Name); err != nil {
-				return did, fmt.Errorf("dmsetup resume %s (left suspended by an interrupted lvm2 command): %w", d.Name, err)
-			}
-			did = append(did, "resumed "+d.Name)
-		}
-	}
-	if len(did) == 0 {
+	suspended := slices.ContainsFunc(devs, func(d dmDevice) bool { return d.Suspended })
+	if len(did) == 0 && !suspended {
 		return nil, nil
 	}
-	refreshed, err := c.refreshMismatched(ctx, vg.Name)
+	refreshed, err := c.refreshActive(ctx, vg.Name, suspended)
 	did = append(did, refreshed...)
 	for _, what := range did {
 		klog.InfoS("Repaired what an interrupted lvm2 command left", "vg", vg.Name, "repair", what)
@@ -91,17 +85,24 @@ func (c *Client) RepairInterrupted(ctx context.Context, vg VG) ([]string, error)
 	return did, err
 }
 
-// refreshMismatched refreshes the LVs of vg that are active but not live
-// after the repairs (see LV.Live).
-func (c *Client) refreshMismatched(ctx context.Context, vg string) ([]string, error) {
+// refreshActive refreshes the LVs of vg that are active but not live
+// after the tables were cleared (see LV.Live), or, when a device was found
+// suspended, every active LV of vg. A suspended device is resumed by
+// lvm2's refresh of the LV whose tree holds it, in lvm2's order, lower
+// devices first: resumed by hand top first, the thaw of a filesystem on a
+// volume whose lower layer (-real) was still suspended blocked for good
+// (the soak). lvm2 does not say which LV a layer or sub-LV device is
+// part of, and a refresh pauses an LV's I/O only for a moment, so all
+// are refreshed; this runs only after a kill left something behind.
+func (c *Client) refreshActive(ctx context.Context, vg string, all bool) ([]string, error) {
 	lvs, err := c.ListLVs(ctx, vg)
 	if err != nil {
 		return nil, err
 	}
 	var did []string
 	for _, lv := range lvs {
-		if !lv.Active || lv.Live() {
-			continue
+		if !lv.Active || lv.Live() && !all || lv.IsCOWSnapshot() {
+			continue // a COW snapshot is refreshed with its origin
 		}
 		if err := c.lvchange(ctx, "refresh", vg, lv.Name, "--refresh"); err != nil {
 			return did, err
