@@ -269,10 +269,7 @@ func (m *Manager) copyFrozen(ctx context.Context, target lvm.LV, origin string, 
 // store's header (DM_snapshot_cow) instead of the volume's data.
 func (m *Manager) copyFrozenLV(ctx context.Context, frozen, target lvm.LV, origin string, size uint64, mt *meter) error {
 	if frozen.Origin != origin || frozen.Active && !frozen.Live() {
-		if err := m.lvm.RemoveLVOf(ctx, frozen); err != nil && !errors.Is(err, lvm.ErrNotFound) {
-			return fmt.Errorf("drop frozen point %s/%s: %w", frozen.VGName, frozen.Name, err)
-		}
-		if err := m.release(ctx, frozen.VGName, origin); err != nil {
+		if err := m.dropFrozenLV(ctx, frozen, origin); err != nil {
 			return err
 		}
 		return fmt.Errorf("copy into %s/%s: %s (attr %s, origin %q, want %q): %w", target.VGName, target.Name,
@@ -286,7 +283,7 @@ func (m *Manager) copyFrozenLV(ctx context.Context, frozen, target lvm.LV, origi
 	if err != nil {
 		return fmt.Errorf("frozen point of %s/%s: %w", target.VGName, target.Name, err)
 	}
-	if err := m.dropFrozenLV(ctx, after); err != nil {
+	if err := m.dropFrozenLV(ctx, after, after.Origin); err != nil {
 		return err
 	}
 	if after.SnapshotInvalid {

@@ -349,15 +349,17 @@ func (m *Manager) dropFrozen(ctx context.Context, vg, target string) error {
 	if !found {
 		return err
 	}
-	return m.dropFrozenLV(ctx, frozen)
+	return m.dropFrozenLV(ctx, frozen, frozen.Origin)
 }
 
 // dropFrozenLV is dropFrozen of the frozen point the caller has read: a
 // snapshot (COW or thin), which nothing depends on, so its own report is
-// enough for lvremove (lvm.RemoveLVOf).
-func (m *Manager) dropFrozenLV(ctx context.Context, frozen lvm.LV) error {
+// enough for lvremove (lvm.RemoveLVOf). origin is the volume to release:
+// the frozen point's own, or, for one that is no snapshot of it any
+// more (copyFrozenLV), the volume it was made of.
+func (m *Manager) dropFrozenLV(ctx context.Context, frozen lvm.LV, origin string) error {
 	if err := m.lvm.RemoveLVOf(ctx, frozen); err != nil && !errors.Is(err, lvm.ErrNotFound) {
 		return fmt.Errorf("drop frozen point %s/%s: %w", frozen.VGName, frozen.Name, err)
 	}
-	return m.release(ctx, frozen.VGName, frozen.Origin)
+	return m.release(ctx, frozen.VGName, origin)
 }
