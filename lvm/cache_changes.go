@@ -89,9 +89,9 @@ func (x *Cache) CheckPlacement(ctx context.Context, opts CreateLVOptions) error 
 }
 
 // RepairInterrupted is Client.RepairInterrupted.
-func (x *Cache) RepairInterrupted(ctx context.Context, vg VG) ([]string, error) {
+func (x *Cache) RepairInterrupted(ctx context.Context, vg string) ([]string, error) {
 	var did []string
-	err := x.changing(vg.Name, func() (err error) { did, err = x.c.RepairInterrupted(ctx, vg); return err })
+	err := x.changing(vg, func() (err error) { did, err = x.c.RepairInterrupted(ctx, vg); return err })
 	return did, err
 }
 

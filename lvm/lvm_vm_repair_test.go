@@ -46,11 +46,7 @@ func TestVMRepairInterrupted(t *testing.T) {
 	if lv := getLV(t, c, "mirror"); lv.Live() {
 		t.Fatalf("suspended raid1 LV reported live: %+v", lv)
 	}
-	vg, err := c.GetVG(ctx, vmVG)
-	if err != nil {
-		t.Fatal(err)
-	}
-	did, err := c.RepairInterrupted(ctx, vg)
+	did, err := c.RepairInterrupted(ctx, vmVG)
 	if err != nil {
 		t.Fatalf("repair: %v (did %q)", err, did)
 	}
@@ -62,7 +58,7 @@ func TestVMRepairInterrupted(t *testing.T) {
 		}
 		mustRead(t, "/dev/"+vmVG+"/"+name, 7)
 	}
-	if again, err := c.RepairInterrupted(ctx, vg); err != nil || len(again) > 0 {
+	if again, err := c.RepairInterrupted(ctx, vmVG); err != nil || len(again) > 0 {
 		t.Errorf("a second repair: %q, %v; want nothing to do", again, err)
 	}
 }

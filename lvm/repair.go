@@ -44,12 +44,23 @@ type dmDevice struct {
 //     says (the cut command committed its metadata: lvs reports the state
 //     X) is refreshed the same way.
 //
-// It runs one dmsetup info and, only when something is found, the repairs
-// and an lvs. What it did is logged and returned.
-func (c *Client) RepairInterrupted(ctx context.Context, vg VG) ([]string, error) {
-	devs, err := c.dmDevicesOf(ctx, vg)
+// It runs one dmsetup info and, only when some device is suspended or
+// holds an inactive table, a vgs (whose UUID tells the VG's devices), the
+// repairs and an lvs. What it did is logged and returned.
+func (c *Client) RepairInterrupted(ctx context.Context, vgName string) ([]string, error) {
+	if err := ValidateVGName(vgName); err != nil {
+		return nil, err
+	}
+	devs, err := c.dmDevicesOf(ctx, nil)
 	if err != nil || len(devs) == 0 {
 		return nil, err
+	}
+	vg, err := c.GetVG(ctx, vgName)
+	if err != nil {
+		return nil, err
+	}
+	if devs = vgDevices(devs, vg); len(devs) == 0 {
+		return nil, nil
 	}
 	// Carve's own commands are not running, but an administrator's might
 	// be, in the second or so between its suspend and resume. A leftover
@@ -59,7 +70,7 @@ func (c *Client) RepairInterrupted(ctx context.Context, vg VG) ([]string, error)
 		return nil, ctx.Err()
 	case <-time.After(settleDelay):
 	}
-	again, err := c.dmDevicesOf(ctx, vg)
+	again, err := c.dmDevicesOf(ctx, &vg)
 	if err != nil {
 		return nil, err
 	}
@@ -112,14 +123,9 @@ func (c *Client) refreshActive(ctx context.Context, vg string, all bool) ([]stri
 	return did, nil
 }
 
-// dmDevicesOf lists the device-mapper devices of vg's LVs that are
-// suspended or hold an inactive table. lvm2 names a device's UUID
-// "LVM-" + the VG's UUID + the LV's UUID (without dashes), layers with a
-// suffix: the prefix tells vg's devices, whatever their names.
-func (c *Client) dmDevicesOf(ctx context.Context, vg VG) ([]dmDevice, error) {
-	if vg.UUID == "" {
-		return nil, fmt.Errorf("volume group %s: no UUID reported", vg.Name)
-	}
+// dmDevicesOf lists the device-mapper devices that are suspended or hold
+// an inactive table: those of vg's LVs, or of any VG when vg is nil.
+func (c *Client) dmDevicesOf(ctx context.Context, vg *VG) ([]dmDevice, error) {
 	out, err := c.r.Run(ctx, dmsetupBinary, "info", "-c", "--noheadings", "--separator", "|",
 		"-o", "name,uuid,suspended,tables_loaded")
 	if err != nil {
@@ -129,14 +135,23 @@ func (c *Client) dmDevicesOf(ctx context.Context, vg VG) ([]dmDevice, error) {
 	if err != nil {
 		return nil, err
 	}
-	prefix := "LVM-" + strings.ReplaceAll(vg.UUID, "-", "")
-	var mine []dmDevice
-	for _, d := range devs {
-		if strings.HasPrefix(d.UUID, prefix) && (d.Suspended || d.Inactive) {
-			mine = append(mine, d)
-		}
+	devs = slices.DeleteFunc(devs, func(d dmDevice) bool { return !d.Suspended && !d.Inactive })
+	if vg == nil {
+		return devs, nil
 	}
-	return mine, nil
+	return vgDevices(devs, *vg), nil
+}
+
+// vgDevices keeps the devices of vg's LVs. lvm2 names a device's UUID
+// "LVM-" + the VG's UUID + the LV's UUID (without dashes), layers with a
+// suffix: the prefix tells vg's devices, whatever their names. A VG
+// reported without a UUID has none.
+func vgDevices(devs []dmDevice, vg VG) []dmDevice {
+	if vg.UUID == "" {
+		return nil
+	}
+	prefix := "LVM-" + strings.ReplaceAll(vg.UUID, "-", "")
+	return slices.DeleteFunc(devs, func(d dmDevice) bool { return !strings.HasPrefix(d.UUID, prefix) })
 }
 
 // parseDMInfo reads `dmsetup info -c --noheadings --separator '|' -o

@@ -11,9 +11,9 @@ var dmInfoArgs = []string{"dmsetup", "info", "-c", "--noheadings", "--separator"
 
 // What a raid1 volume's lvcreate -s killed 0.335 s in left (the VM, lvm2
 // 2.03.16), beside a healthy device of the VG and one of another VG.
-const dmLeftovers = `carve--linear-vol1|LVM-AAAABBBBCCCCDDDDEEEEFFFFGGGGHHHHvol1uuid|Suspended|Both
-carve--linear-vol1-real|LVM-AAAABBBBCCCCDDDDEEEEFFFFGGGGHHHHvol1uuid-real|Active|Inactive
-carve--linear-vol3|LVM-AAAABBBBCCCCDDDDEEEEFFFFGGGGHHHHvol3uuid|Active|Live
+const dmLeftovers = `carve--linear-vol1|LVM-h6Tjey4MdBNvG6JAbfs3lMAR8TjI0Ta7vol1uuid|Suspended|Both
+carve--linear-vol1-real|LVM-h6Tjey4MdBNvG6JAbfs3lMAR8TjI0Ta7vol1uuid-real|Active|Inactive
+carve--linear-vol3|LVM-h6Tjey4MdBNvG6JAbfs3lMAR8TjI0Ta7vol3uuid|Active|Live
 other-lv|LVM-ZZZZother|Suspended|Live
 `
 
@@ -24,9 +24,10 @@ other-lv|LVM-ZZZZother|Suspended|Live
 func TestRepairInterrupted(t *testing.T) {
 	defer func(d time.Duration) { settleDelay = d }(settleDelay)
 	settleDelay = 0
-	vg := VG{Name: "carve-linear", UUID: "AAAABB-BBCCCC-DDDDEE-EEFFFF-GGGGHHHH"}
 	c := newFake(t,
 		step{args: dmInfoArgs, out: dmLeftovers},
+		// The VG's UUID (h6Tjey-...) tells its devices from other-lv's.
+		step{args: vgsArgs("carve-linear"), out: "@linear-vg"},
 		step{args: dmInfoArgs, out: dmLeftovers},
 		step{args: []string{"dmsetup", "clear", "carve--linear-vol1"}},
 		step{args: []string{"dmsetup", "clear", "carve--linear-vol1-real"}},
@@ -36,7 +37,7 @@ func TestRepairInterrupted(t *testing.T) {
 		step{args: []string{"lvchange", "--refresh", "carve-linear/vol1"}},
 		step{args: []string{"lvchange", "--refresh", "carve-linear/vol3"}},
 	)
-	did, err := c.RepairInterrupted(ctx, vg)
+	did, err := c.RepairInterrupted(ctx, "carve-linear")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,25 +46,29 @@ func TestRepairInterrupted(t *testing.T) {
 	}
 }
 
-// Nothing found: one dmsetup info, nothing else. A device suspended only
-// for a moment (another command's suspend and resume) is left alone.
+// Nothing found: one dmsetup info, nothing else (no vgs). A device
+// suspended only for a moment (another command's suspend and resume) is
+// left alone, and so is another VG's.
 func TestRepairInterruptedLeavesATransientSuspension(t *testing.T) {
 	defer func(d time.Duration) { settleDelay = d }(settleDelay)
 	settleDelay = 0
-	vg := VG{Name: "carve-linear", UUID: "AAAABB-BBCCCC-DDDDEE-EEFFFF-GGGGHHHH"}
-	healthy := "carve--linear-vol3|LVM-AAAABBBBCCCCDDDDEEEEFFFFGGGGHHHHvol3uuid|Active|Live\n"
+	healthy := "carve--linear-vol3|LVM-h6Tjey4MdBNvG6JAbfs3lMAR8TjI0Ta7vol3uuid|Active|Live\n"
 	c := newFake(t,
 		step{args: dmInfoArgs, out: "No devices found\n"},
-		step{args: dmInfoArgs, out: dmLeftovers},
 		step{args: dmInfoArgs, out: healthy},
+		step{args: dmInfoArgs, out: dmLeftovers},
+		step{args: vgsArgs("carve-linear"), out: "@linear-vg"},
+		step{args: dmInfoArgs, out: healthy},
+		step{args: dmInfoArgs, out: "other-lv|LVM-ZZZZother|Suspended|Live\n"},
+		step{args: vgsArgs("carve-linear"), out: "@linear-vg"},
 	)
-	for range 2 {
-		if did, err := c.RepairInterrupted(ctx, vg); err != nil || len(did) > 0 {
+	for range 4 {
+		if did, err := c.RepairInterrupted(ctx, "carve-linear"); err != nil || len(did) > 0 {
 			t.Errorf("repairs: %q, %v; want none", did, err)
 		}
 	}
-	if _, err := c.RepairInterrupted(ctx, VG{Name: "x"}); err == nil {
-		t.Error("a VG without a UUID was accepted")
+	if _, err := c.RepairInterrupted(ctx, "bad/vg"); err == nil {
+		t.Error("an invalid VG name was taken")
 	}
 }
 
@@ -73,9 +78,9 @@ func TestParseDMInfo(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []dmDevice{
-		{Name: "carve--linear-vol1", UUID: "LVM-AAAABBBBCCCCDDDDEEEEFFFFGGGGHHHHvol1uuid", Suspended: true, Inactive: true},
-		{Name: "carve--linear-vol1-real", UUID: "LVM-AAAABBBBCCCCDDDDEEEEFFFFGGGGHHHHvol1uuid-real", Inactive: true},
-		{Name: "carve--linear-vol3", UUID: "LVM-AAAABBBBCCCCDDDDEEEEFFFFGGGGHHHHvol3uuid"},
+		{Name: "carve--linear-vol1", UUID: "LVM-h6Tjey4MdBNvG6JAbfs3lMAR8TjI0Ta7vol1uuid", Suspended: true, Inactive: true},
+		{Name: "carve--linear-vol1-real", UUID: "LVM-h6Tjey4MdBNvG6JAbfs3lMAR8TjI0Ta7vol1uuid-real", Inactive: true},
+		{Name: "carve--linear-vol3", UUID: "LVM-h6Tjey4MdBNvG6JAbfs3lMAR8TjI0Ta7vol3uuid"},
 		{Name: "other-lv", UUID: "LVM-ZZZZother", Suspended: true},
 	}
 	if !slices.Equal(devs, want) {

@@ -47,7 +47,7 @@ type LVM interface {
 	MakeNodes(ctx context.Context, vg string) error
 	// RepairInterrupted resumes the devices of a VG that an lvm2 command
 	// cut short left suspended (see lvm.Client.RepairInterrupted).
-	RepairInterrupted(ctx context.Context, vg lvm.VG) ([]string, error)
+	RepairInterrupted(ctx context.Context, vg string) ([]string, error)
 }
 
 // Wiper zeroes block devices.
@@ -352,9 +352,7 @@ func (m *Manager) StorageHealth(ctx context.Context) []volume.Problem {
 // the I/O of a published volume for good.
 func (m *Manager) RepairDeviceNodes(ctx context.Context) {
 	for _, vg := range m.vgs {
-		if v, err := m.lvm.GetVG(ctx, vg); err != nil {
-			klog.ErrorS(err, "Could not read the volume group to repair what an interrupted lvm2 command left", "vg", vg)
-		} else if _, err := m.lvm.RepairInterrupted(ctx, v); err != nil {
+		if _, err := m.lvm.RepairInterrupted(ctx, vg); err != nil {
 			klog.ErrorS(err, "Could not repair what an interrupted lvm2 command left", "vg", vg)
 		}
 		if err := m.lvm.MakeNodes(ctx, vg); err != nil {

@@ -281,7 +281,7 @@ func (f *LVM) CutActivation(vg, name string) {
 
 // RepairInterrupted finds nothing to repair: the fake's commands are never
 // cut short mid-way.
-func (f *LVM) RepairInterrupted(_ context.Context, vg lvm.VG) ([]string, error) {
+func (f *LVM) RepairInterrupted(_ context.Context, _ string) ([]string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return nil, f.call("RepairInterrupted")
