@@ -24,6 +24,10 @@ const lvmBinary = "lvm"
 // Client runs lvm2 commands.
 type Client struct {
 	r runner.Runner
+	// thin remembers the thin pools checked for a cut command's leftovers
+	// (thinrepair.go); lockDir caches lvm2's locking dir (vglock.go).
+	thin    thinGuard
+	lockDir lockDirCache
 }
 
 // New returns a Client that runs lvm2 through r.

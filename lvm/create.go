@@ -152,7 +152,12 @@ func (c *Client) CreateLV(ctx context.Context, o CreateLVOptions) (LV, error) {
 	if err != nil {
 		return LV{}, err
 	}
-	if _, err := c.run(ctx, args...); err != nil {
+	if o.volumeType() == typeThin {
+		err = c.runThinCommand(ctx, o.VG, o.ThinPool, args)
+	} else {
+		_, err = c.run(ctx, args...)
+	}
+	if err != nil {
 		return LV{}, fmt.Errorf("lvcreate %s/%s: %w", o.VG, o.Name, err)
 	}
 	if o.SkipReadBack {

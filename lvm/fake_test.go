@@ -17,6 +17,7 @@ type step struct {
 	args   []string // after "lvm"
 	out    string   // stdout, or "@name" for testdata/name.json
 	stderr string   // non-empty: fail with exit 5 and this stderr, or "@name" for testdata/name.stderr
+	cut    bool     // with stderr: killed instead (exit code -1, as the runner reports a timeout)
 }
 
 // fakeRunner plays back steps in order and fails the test on any command
@@ -26,7 +27,21 @@ type fakeRunner struct {
 	steps []step
 }
 
+// fixturePools are the thin pools of the fixtures, which newFake's Client
+// takes as checked for a cut command's leftovers: only the tests of that
+// check (thinrepair_test.go, with newUncheckedFake) expect its commands.
+var fixturePools = [][2]string{{"carve-thin", "pool0"}, {"carve-thinops", "pool0"}, {"carve-thinops", "nopool"}}
+
 func newFake(t *testing.T, steps ...step) *Client {
+	t.Helper()
+	c := newUncheckedFake(t, steps...)
+	for _, p := range fixturePools {
+		c.thin.set(p[0], p[1], true)
+	}
+	return c
+}
+
+func newUncheckedFake(t *testing.T, steps ...step) *Client {
 	t.Helper()
 	f := &fakeRunner{t: t, steps: steps}
 	t.Cleanup(func() {
@@ -57,6 +72,9 @@ func (f *fakeRunner) Run(_ context.Context, name string, args ...string) ([]byte
 		f.t.Fatalf("command:\n got lvm %s\nwant lvm %s", strings.Join(got, " "), strings.Join(s.args, " "))
 	}
 	out := []byte(readAt(f.t, s.out, ".json"))
+	if s.stderr != "" && s.cut {
+		return out, &runner.Error{Name: name, Args: args, ExitCode: -1, Stderr: s.stderr, Err: context.DeadlineExceeded}
+	}
 	if s.stderr != "" {
 		return out, &runner.Error{Name: name, Args: args, ExitCode: 5,
 			Stderr: readAt(f.t, s.stderr, ".stderr"), Err: errors.New("exit status 5")}

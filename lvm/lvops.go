@@ -32,10 +32,7 @@ func (c *Client) RemoveLV(ctx context.Context, vg, name string) error {
 	if deps := dependents(all[i], all); len(deps) > 0 {
 		return fmt.Errorf("lvremove %s/%s: %w (%s)", vg, name, ErrHasDependents, joinNames(deps))
 	}
-	if _, err := c.run(ctx, "lvremove", "--yes", vg+"/"+name); err != nil {
-		return fmt.Errorf("lvremove %s/%s: %w", vg, name, err)
-	}
-	return nil
+	return c.lvremove(ctx, all[i])
 }
 
 // RemoveLVOf is RemoveLV of an LV the caller has read, which saves its
@@ -54,7 +51,20 @@ func (c *Client) RemoveLVOf(ctx context.Context, lv LV) error {
 	if lv.HasCOWSnapshots() {
 		return fmt.Errorf("lvremove %s/%s: %w (COW snapshots)", lv.VGName, lv.Name, ErrHasDependents)
 	}
-	if _, err := c.run(ctx, "lvremove", "--yes", lv.VGName+"/"+lv.Name); err != nil {
+	return c.lvremove(ctx, lv)
+}
+
+// lvremove removes lv; a thin LV's through runThinCommand, since its
+// pool's kernel state decides what the lvremove does (see thinrepair.go).
+func (c *Client) lvremove(ctx context.Context, lv LV) error {
+	args := []string{"lvremove", "--yes", lv.VGName + "/" + lv.Name}
+	var err error
+	if lv.IsThinVolume() && lv.PoolLV != "" {
+		err = c.runThinCommand(ctx, lv.VGName, lv.PoolLV, args)
+	} else {
+		_, err = c.run(ctx, args...)
+	}
+	if err != nil {
 		return fmt.Errorf("lvremove %s/%s: %w", lv.VGName, lv.Name, err)
 	}
 	return nil

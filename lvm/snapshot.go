@@ -24,7 +24,7 @@ func (c *Client) CreateThinSnapshot(ctx context.Context, vg, origin, name string
 		return LV{}, fmt.Errorf("lvcreate %s/%s: %w: origin %s is not a thin LV (attr %s)",
 			vg, name, ErrInvalidArgument, origin, o.Attr)
 	}
-	return c.createSnapshot(ctx, vg, origin, name, tags, "-kn")
+	return c.createSnapshot(ctx, vg, origin, name, o.PoolLV, tags, "-kn")
 }
 
 // CreateCOWSnapshot makes a classic copy-on-write snapshot of a thick LV,
@@ -51,7 +51,7 @@ func (c *Client) CreateCOWSnapshot(ctx context.Context, vg, origin, name string,
 	if size == 0 {
 		return LV{}, fmt.Errorf("lvcreate %s/%s: snapshot size %d is too large", vg, name, cowSize)
 	}
-	return c.createSnapshot(ctx, vg, origin, name, tags, "-L", bytesArg(size))
+	return c.createSnapshot(ctx, vg, origin, name, "", tags, "-L", bytesArg(size))
 }
 
 // SnapshotOptions describe a snapshot that CreateSnapshotOf makes of an
@@ -109,9 +109,9 @@ func (c *Client) CreateSnapshotOf(ctx context.Context, origin LV, name string, o
 		snap.Size, snap.Active = size, true
 	}
 	if !o.SkipReadBack {
-		return c.createSnapshot(ctx, vg, origin.Name, name, o.Tags, extra...)
+		return c.createSnapshot(ctx, vg, origin.Name, name, snap.PoolLV, o.Tags, extra...)
 	}
-	if err := c.runSnapshot(ctx, vg, origin.Name, name, o.Tags, extra...); err != nil {
+	if err := c.runSnapshot(ctx, vg, origin.Name, name, snap.PoolLV, o.Tags, extra...); err != nil {
 		return LV{}, err
 	}
 	return snap, nil
@@ -137,20 +137,30 @@ func (c *Client) snapshotOrigin(ctx context.Context, vg, origin, name string, ta
 }
 
 // createSnapshot runs `lvcreate -s -n name extra... --yes tags vg/origin`
-// and reads the snapshot back.
-func (c *Client) createSnapshot(ctx context.Context, vg, origin, name string, tags []string, extra ...string) (LV, error) {
-	if err := c.runSnapshot(ctx, vg, origin, name, tags, extra...); err != nil {
+// and reads the snapshot back. pool is a thin snapshot's pool, "" for a
+// COW snapshot.
+func (c *Client) createSnapshot(ctx context.Context, vg, origin, name, pool string, tags []string, extra ...string) (LV, error) {
+	if err := c.runSnapshot(ctx, vg, origin, name, pool, tags, extra...); err != nil {
 		return LV{}, err
 	}
 	return c.GetLV(ctx, vg, name)
 }
 
-func (c *Client) runSnapshot(ctx context.Context, vg, origin, name string, tags []string, extra ...string) error {
+// runSnapshot runs the lvcreate; a thin one through runThinCommand, which
+// repairs what a cut command left in the pool.
+func (c *Client) runSnapshot(ctx context.Context, vg, origin, name, pool string, tags []string, extra ...string) error {
 	args := append(append([]string{"lvcreate", "-s", "-n", name}, extra...), "--yes")
 	for _, t := range tags {
 		args = append(args, "--addtag", t)
 	}
-	if _, err := c.run(ctx, append(args, vg+"/"+origin)...); err != nil {
+	args = append(args, vg+"/"+origin)
+	var err error
+	if pool != "" {
+		err = c.runThinCommand(ctx, vg, pool, args)
+	} else {
+		_, err = c.run(ctx, args...)
+	}
+	if err != nil {
 		return fmt.Errorf("lvcreate %s/%s: %w", vg, name, err)
 	}
 	return nil
