@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+	"time"
 )
 
 // TestVMThinCutCreateIsRepaired sends a thin pool the messages a cut
@@ -104,5 +105,43 @@ func TestVMThinCutCreateIsRepaired(t *testing.T) {
 		if err := c.RemoveLV(ctx, vmVG, name); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestVMThinPoolReadUnderTheLock reads a thin pool as the repair does,
+// holding lvm2's VG lock shared while an lvcreate waits for it
+// exclusively. A plain lvs waited for that lvcreate, which waited for the
+// lock: the repair's read must not (measured: it hung carve until the
+// runner's timeout).
+func TestVMThinPoolReadUnderTheLock(t *testing.T) {
+	c, r := vmClient(t)
+	ctx := context.Background()
+	if _, err := c.CreateThinPool(ctx, vmVG, "pool0", 16<<20); err != nil {
+		t.Fatal(err)
+	}
+	unlock, err := c.lockVGShared(ctx, vmVG)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Run(ctx, "lvm", "lvcreate", "-n", "waiting", "-L", "4m", "--yes", vmVG)
+		done <- err
+	}()
+	time.Sleep(2 * time.Second) // the lvcreate queues for the lock
+	short, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	_, err = c.readThinPool(short, vmVG, "pool0")
+	select {
+	case err := <-done:
+		t.Errorf("the lvcreate ran while the VG's lock was held shared: %v", err)
+	default:
+	}
+	unlock()
+	if err != nil {
+		t.Errorf("reading the pool under the lock, an lvcreate waiting: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("the waiting lvcreate, once the lock was released: %v", err)
 	}
 }

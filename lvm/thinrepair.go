@@ -142,7 +142,7 @@ type thinPoolState struct {
 	tpool            string // the pool's thin-pool device (…-tpool, or the pool's own)
 	kernel, metadata uint64
 	lvByID           map[uint64]string
-	active, found    bool
+	found            bool
 }
 
 // next is the device id lvm2 gives the pool's next thin LV.
@@ -246,15 +246,23 @@ type thinRow struct {
 	ThinID string `json:"thin_id"`
 	Trans  string `json:"transaction_id"`
 	DMPath string `json:"lv_dm_path"`
-	Active string `json:"lv_active"`
 }
 
-const thinFields = "lv_name,pool_lv,thin_id,transaction_id,lv_dm_path,lv_active"
+const thinFields = "lv_name,pool_lv,thin_id,transaction_id,lv_dm_path"
 
 // readThinPool reads vg/pool's transaction ids (lvs, then dmsetup status
-// of its -tpool device) and its LVs' device ids.
+// of its thin-pool device) and its LVs' device ids, under the VG lock.
+//
+// The lvs is --readonly: it reads the metadata on the disks without
+// taking lvm2's locks. Measured: a plain lvs waited, while Carve held the
+// VG's lock shared, for an lvcreate that waited for it exclusively (a
+// deadlock until the runner's timeout; the soak hung on it). Under the
+// shared lock no lvm2 command changes the metadata, so what it reads is
+// current. It does not tell activation (lv_active is "unknown"): the
+// kernel's devices do.
 func (c *Client) readThinPool(ctx context.Context, vg, pool string) (thinPoolState, error) {
-	out, err := c.run(ctx, append(append([]string{"lvs"}, reportArgs(thinFields)...), vg)...)
+	args := append(append([]string{"lvs", "--readonly"}, reportArgs(thinFields)...), vg)
+	out, err := c.run(ctx, args...)
 	if err != nil {
 		return thinPoolState{}, fmt.Errorf("lvs %s: %w", vg, err)
 	}
@@ -266,16 +274,14 @@ func (c *Client) readThinPool(ctx context.Context, vg, pool string) (thinPoolSta
 	if err != nil {
 		return thinPoolState{}, fmt.Errorf("thin pool %s/%s: %w", vg, pool, err)
 	}
-	if !st.active {
-		return thinPoolState{}, fmt.Errorf("%s/%s: %w", vg, pool, errPoolInactive)
-	}
 	// A pool used by thin LVs is a -tpool layer under the pool's own
-	// device; one without any is the pool's own device.
+	// device; one without any is the pool's own device; an inactive one
+	// has neither.
 	status, err := c.r.Run(ctx, dmsetupBinary, "status", st.tpool+"-tpool")
 	if err == nil {
 		st.tpool += "-tpool"
 	} else if status, err = c.r.Run(ctx, dmsetupBinary, "status", st.tpool); err != nil {
-		return thinPoolState{}, fmt.Errorf("dmsetup status %s: %w", st.tpool, err)
+		return thinPoolState{}, fmt.Errorf("%s/%s: %w (dmsetup status %s: %w)", vg, pool, errPoolInactive, st.tpool, err)
 	}
 	if st.kernel, err = parseThinPoolStatus(string(status)); err != nil {
 		return thinPoolState{}, fmt.Errorf("thin pool %s/%s: %w", vg, pool, err)
@@ -296,7 +302,6 @@ func thinStateOf(rows []thinRow, pool string) (thinPoolState, error) {
 				return st, fmt.Errorf("unexpected device path %q", r.DMPath)
 			}
 			st.tpool, st.metadata, st.found = dm, p.uint("transaction_id", r.Trans), true
-			st.active = r.Active == "active"
 		case r.Pool == pool && r.ThinID != "":
 			st.lvByID[p.uint("thin_id", r.ThinID)] = r.Name
 		}

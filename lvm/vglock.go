@@ -21,8 +21,10 @@ const lockPoll = 50 * time.Millisecond
 // command's read of the VG to its commit and resume. Holding it shared,
 // Carve sees no lvm2 command of vg half way (its kernel state ahead of its
 // metadata for a moment, as a thin pool's transaction id is between
-// messages and commit) while its own lvs still runs. Measured (lvm2
-// 2.03.16): an lvcreate waited out a shared flock of V_vg, an lvs did not.
+// messages and commit). Measured (lvm2 2.03.16): an lvcreate waited out a
+// shared flock of V_vg; a plain lvs did not, but did wait once such an
+// lvcreate was queued, so under this lock Carve reads with lvs
+// --readonly (see readThinPool).
 //
 // lvm2 unlinks a lock file it can lock exclusively on release, so the file
 // locked must still be the one at the path (as lvm2's own flock does).
