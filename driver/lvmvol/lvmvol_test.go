@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"carve.dev/carve/driver/lvmvol"
 	"google.golang.org/grpc/codes"
@@ -483,5 +484,38 @@ func TestRepairDeviceNodesVisitsEveryVG(t *testing.T) {
 	m.RepairDeviceNodes(ctx)
 	if made := slices.DeleteFunc(slices.Clone(f.Calls), func(c string) bool { return c != "MakeNodes" }); len(made) != 3 {
 		t.Errorf("calls %v: want MakeNodes for each of the 3 VGs", f.Calls)
+	}
+}
+
+// A thin snapshot's creation time is a tag its lvcreate writes (it is not
+// read back): every answer about it, the first, a repeated call's and a
+// listing's, gives the same time, the call's own second.
+func TestThinSnapshotCreationTimeIsStable(t *testing.T) {
+	m, f := newManager(t)
+	f.PutThinPool(vg, "pool", 40*mib, 0)
+	thin, err := m.CreateVolume(ctx, thinReq("pvc-thin", 4*mib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now().Truncate(time.Second)
+	first, err := m.CreateSnapshot(ctx, "snap-1", thin.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.CreatedAt.Before(before) || first.CreatedAt.After(time.Now()) {
+		t.Errorf("created at %v, want the call's time (from %v)", first.CreatedAt, before)
+	}
+	again, err := m.CreateSnapshot(ctx, "snap-1", thin.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed, err := m.ListSnapshots(ctx)
+	if err != nil || len(listed) != 1 {
+		t.Fatalf("listed %+v, %v", listed, err)
+	}
+	for _, s := range []volume.Snapshot{again, listed[0]} {
+		if !s.CreatedAt.Equal(first.CreatedAt) || s.Name != "snap-1" || s.SizeBytes != first.SizeBytes || !s.Ready {
+			t.Errorf("answered %+v, first %+v", s, first)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -49,6 +50,9 @@ const (
 	// tagSourcePrefix + the source LV name, for snapshots; for volumes made
 	// from a source, + "snapshot:" or "volume:" and the LV name.
 	tagSourcePrefix = "carve.dev/source="
+	// tagCreatedPrefix + the Unix second a thin snapshot was made, written
+	// by its own lvcreate: its creation time without reading it back.
+	tagCreatedPrefix = "carve.dev/created="
 )
 
 func (m *Manager) snapshotOf(lv lvm.LV) volume.Snapshot {
@@ -57,9 +61,18 @@ func (m *Manager) snapshotOf(lv lvm.LV) volume.Snapshot {
 		Name:      tagValue(lv, tagNamePrefix),
 		Source:    volume.ID{Node: m.node, VG: lv.VGName, LV: tagValue(lv, tagSourcePrefix)},
 		SizeBytes: int64(lv.Size),
-		CreatedAt: lv.CreationTime,
+		CreatedAt: createdAt(lv),
 		Ready:     !lv.HasTag(tagCopying),
 	}
+}
+
+// createdAt is when snapshot lv was made: its created tag, else lvm2's
+// lv_time (a thick snapshot; a thin one made before the tag was).
+func createdAt(lv lvm.LV) time.Time {
+	if s, err := strconv.ParseInt(tagValue(lv, tagCreatedPrefix), 10, 64); err == nil && s > 0 {
+		return time.Unix(s, 0).UTC()
+	}
+	return lv.CreationTime
 }
 
 func isSnapshot(lv lvm.LV) bool { return lv.HasTag(tagSnapshot) }
@@ -119,11 +132,14 @@ func (m *Manager) CreateSnapshot(ctx context.Context, name string, source volume
 	}
 	// A thin snapshot is one lvcreate of src, whose report is at hand:
 	// made inactive (-an), as nothing should write to a snapshot, in the
-	// commit that makes it, so no lvchange -an follows. It is read back
-	// for its creation time, which only lvm2 knows. No lookup of the name
-	// first: lvcreate fails on a taken one having changed nothing, and
-	// only then is the LV read and judged (as CreateVolume does).
-	lv, err := m.lvm.CreateSnapshotOf(ctx, src, lvName, lvm.SnapshotOptions{Tags: tags, Inactive: true})
+	// commit that makes it, so no lvchange -an follows. Its creation time
+	// is a tag of that commit, so it is not read back: a repeated call
+	// reads the LV, tag and all, and answers the same time. No lookup of
+	// the name first: lvcreate fails on a taken one having changed
+	// nothing, and only then is the LV read and judged (as CreateVolume
+	// does).
+	tags = append(tags, tagCreatedPrefix+strconv.FormatInt(time.Now().Unix(), 10))
+	lv, err := m.lvm.CreateSnapshotOf(ctx, src, lvName, lvm.SnapshotOptions{Tags: tags, Inactive: true, SkipReadBack: true})
 	if errors.Is(err, lvm.ErrAlreadyExists) {
 		existing, lerr := m.lvm.GetLV(ctx, source.VG, lvName)
 		if lerr != nil {
