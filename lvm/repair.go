@@ -26,13 +26,18 @@ type dmDevice struct {
 }
 
 // RepairInterrupted undoes what an lvm2 command of vg's cut short (a
-// SIGKILL of carve takes its lvm2 children along) leaves in the kernel,
-// for Carve's start, while none of its own commands runs:
+// SIGKILL of carve takes its lvm2 children along; the runner kills one
+// that outlives its time) leaves in the kernel. Carve runs it at its start
+// and after each of its own changing commands that was cut (Client.run):
 //
 //   - A device left suspended blocks every I/O to it for good: measured
 //     with lvm2 2.03.16, an lvcreate -s of a raid1 volume killed 0.335 s
 //     in left the volume suspended, with the new tables loaded beside the
 //     live one. Writes to the published volume hung (the soak's worker).
+//     A thin LV left suspended also wedges its pool at its next thin
+//     snapshot: lvm2 takes the suspension as its own, sends the pool no
+//     messages and commits them queued (measured: the pool's transaction
+//     ids then 2 apart, every later thin create refused).
 //   - lvchange --refresh resumes a suspended LV (a suspended sub-LV too,
 //     refreshing its LV), but takes a loaded inactive table as its own
 //     and makes it live (measured: it put an error table live that way).
@@ -43,6 +48,14 @@ type dmDevice struct {
 //   - Otherwise an LV whose live tables do not match what the metadata
 //     says (the cut command committed its metadata: lvs reports the state
 //     X) is refreshed the same way.
+//
+// What is found and cleared is decided under lvm2's VG lock, held shared
+// (see lockVGShared): no lvm2 command of the VG is then between its
+// suspend and resume, or its load and resume, so what is suspended or
+// loaded is a leftover, even while other Carve calls run. An
+// administrator's dmsetup suspend takes no lock: only what is still so a
+// moment later counts. The refreshes run after the lock is released
+// (lvchange takes it exclusively).
 //
 // It runs one dmsetup info and, only when some device is suspended or
 // holds an inactive table, a vgs (whose UUID tells the VG's devices), the
@@ -55,6 +68,8 @@ func (c *Client) RepairInterrupted(ctx context.Context, vgName string) ([]string
 	if err != nil || len(devs) == 0 {
 		return nil, err
 	}
+	// Read before the lock: a vgs under it would wait for an lvm2 command
+	// queued for it (see readThinPool). A VG's UUID does not change.
 	vg, err := c.GetVG(ctx, vgName)
 	if err != nil {
 		return nil, err
@@ -62,31 +77,9 @@ func (c *Client) RepairInterrupted(ctx context.Context, vgName string) ([]string
 	if devs = vgDevices(devs, vg); len(devs) == 0 {
 		return nil, nil
 	}
-	// Carve's own commands are not running, but an administrator's might
-	// be, in the second or so between its suspend and resume. A leftover
-	// stays: only what is still found a moment later is repaired.
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-time.After(settleDelay):
-	}
-	again, err := c.dmDevicesOf(ctx, &vg)
-	if err != nil {
-		return nil, err
-	}
-	devs = slices.DeleteFunc(again, func(d dmDevice) bool { return !slices.Contains(devs, d) })
-	var did []string
-	for _, d := range devs {
-		if d.Inactive {
-			if _, err := c.r.Run(ctx, dmsetupBinary, "clear", d.Name); err != nil {
-				return did, fmt.Errorf("dmsetup clear %s (a table left loaded by an interrupted lvm2 command): %w", d.Name, err)
-			}
-			did = append(did, "cleared the stale inactive table of "+d.Name)
-		}
-	}
-	suspended := slices.ContainsFunc(devs, func(d dmDevice) bool { return d.Suspended })
-	if len(did) == 0 && !suspended {
-		return nil, nil
+	did, suspended, err := c.clearLeftovers(ctx, vg, devs)
+	if err != nil || len(did) == 0 && !suspended {
+		return did, err
 	}
 	refreshed, err := c.refreshActive(ctx, vg.Name, suspended)
 	did = append(did, refreshed...)
@@ -94,6 +87,37 @@ func (c *Client) RepairInterrupted(ctx context.Context, vgName string) ([]string
 		klog.InfoS("Repaired what an interrupted lvm2 command left", "vg", vg.Name, "repair", what)
 	}
 	return did, err
+}
+
+// clearLeftovers finds, under vg's lock, which of devs are still
+// suspended or hold an inactive table a moment later, and clears those
+// tables; suspended tells whether a device was left suspended.
+func (c *Client) clearLeftovers(ctx context.Context, vg VG, devs []dmDevice) ([]string, bool, error) {
+	unlock, err := c.lockVGShared(ctx, vg.Name)
+	if err != nil {
+		return nil, false, err
+	}
+	defer unlock()
+	select {
+	case <-ctx.Done():
+		return nil, false, ctx.Err()
+	case <-time.After(settleDelay):
+	}
+	again, err := c.dmDevicesOf(ctx, &vg)
+	if err != nil {
+		return nil, false, err
+	}
+	devs = slices.DeleteFunc(again, func(d dmDevice) bool { return !slices.Contains(devs, d) })
+	var did []string
+	for _, d := range devs {
+		if d.Inactive {
+			if _, err := c.r.Run(ctx, dmsetupBinary, "clear", d.Name); err != nil {
+				return did, false, fmt.Errorf("dmsetup clear %s (a table left loaded by an interrupted lvm2 command): %w", d.Name, err)
+			}
+			did = append(did, "cleared the stale inactive table of "+d.Name)
+		}
+	}
+	return did, slices.ContainsFunc(devs, func(d dmDevice) bool { return d.Suspended }), nil
 }
 
 // refreshActive refreshes the LVs of vg that are active but not live

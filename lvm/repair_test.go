@@ -1,6 +1,8 @@
 package lvm
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -28,6 +30,7 @@ func TestRepairInterrupted(t *testing.T) {
 		step{args: dmInfoArgs, out: dmLeftovers},
 		// The VG's UUID (h6Tjey-...) tells its devices from other-lv's.
 		step{args: vgsArgs("carve-linear"), out: "@linear-vg"},
+		lockingDirStep(t.TempDir()), // the rest under lvm2's VG lock
 		step{args: dmInfoArgs, out: dmLeftovers},
 		step{args: []string{"dmsetup", "clear", "carve--linear-vol1"}},
 		step{args: []string{"dmsetup", "clear", "carve--linear-vol1-real"}},
@@ -58,6 +61,7 @@ func TestRepairInterruptedLeavesATransientSuspension(t *testing.T) {
 		step{args: dmInfoArgs, out: healthy},
 		step{args: dmInfoArgs, out: dmLeftovers},
 		step{args: vgsArgs("carve-linear"), out: "@linear-vg"},
+		lockingDirStep(t.TempDir()),
 		step{args: dmInfoArgs, out: healthy},
 		step{args: dmInfoArgs, out: "other-lv|LVM-ZZZZother|Suspended|Live\n"},
 		step{args: vgsArgs("carve-linear"), out: "@linear-vg"},
@@ -107,4 +111,32 @@ func FuzzParseDMInfo(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A changing command cut short (here an activation killed at its
+// deadline) is followed by the repair, before its error is returned; a
+// command of the repair cut short in turn starts none.
+func TestACutCommandIsFollowedByARepair(t *testing.T) {
+	defer func(d time.Duration) { settleDelay = d }(settleDelay)
+	settleDelay = 0
+	c := newFake(t,
+		step{args: []string{"lvchange", "-ay", "-K", "carve-linear/vol1"}, stderr: "killed", cut: true},
+		step{args: dmInfoArgs, out: dmLeftovers},
+		step{args: vgsArgs("carve-linear"), out: "@linear-vg"},
+		lockingDirStep(t.TempDir()),
+		step{args: dmInfoArgs, out: dmLeftovers},
+		step{args: []string{"dmsetup", "clear", "carve--linear-vol1"}},
+		step{args: []string{"dmsetup", "clear", "carve--linear-vol1-real"}},
+		step{args: lvsArgs("carve-linear"), out: "@linear-lvs"},
+		step{args: []string{"lvchange", "--refresh", "carve-linear/vol1"}, stderr: "killed", cut: true},
+	)
+	err := c.Activate(ctx, "carve-linear", "vol1")
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "-ay") {
+		t.Errorf("error = %v, want the activation's own", err)
+	}
+	// A report cut short is no change: nothing follows it.
+	c = newFake(t, step{args: lvsArgs("carve-linear"), stderr: "killed", cut: true})
+	if _, err := c.ListLVs(ctx, "carve-linear"); err == nil {
+		t.Error("a cut lvs succeeded")
+	}
 }

@@ -74,6 +74,18 @@ func (g *thinGuard) isChecked(vg, pool string) bool {
 	return g.checked[vg+"/"+pool]
 }
 
+// forgetVG makes every pool of vg checked again before its next thin
+// command: a command of vg was cut.
+func (g *thinGuard) forgetVG(vg string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for k := range g.checked {
+		if strings.HasPrefix(k, vg+"/") {
+			delete(g.checked, k)
+		}
+	}
+}
+
 func (g *thinGuard) set(vg, pool string, checked bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -100,8 +112,7 @@ func (c *Client) runThinCommand(ctx context.Context, vg, pool string, args []str
 			return nil
 		}
 		if cut(err) {
-			c.thin.set(vg, pool, false)
-			return err
+			return err // run has forgotten the VG's pools: checked again next time
 		}
 		taken, found := thinLeftover(err)
 		if !found {
@@ -112,13 +123,6 @@ func (c *Client) runThinCommand(ctx context.Context, vg, pool string, args []str
 		}
 	}
 	return err
-}
-
-// cut tells a command that did not exit by itself: killed when its time
-// or its caller's context ran out, perhaps half way.
-func cut(err error) bool {
-	var rerr *runner.Error
-	return errors.As(err, &rerr) && rerr.ExitCode == -1
 }
 
 // thinLeftover tells a thin command's failure on a cut command's

@@ -68,6 +68,7 @@ func TestThinCommandChecksThePoolFirst(t *testing.T) {
 		step{args: poolMessage("delete 2")}, step{args: thinCreateArgs},
 		step{args: thinCreateArgs},
 		step{args: thinCreateArgs, stderr: "killed", cut: true},
+		step{args: dmInfoArgs, out: "No devices found\n"}, // the repair after the cut
 		thinSteps(3), step{args: poolMessage("delete 2"), stderr: "device-mapper: message ioctl on carve--thin-pool0-tpool  failed: No data available\n"},
 		step{args: thinCreateArgs})...)
 	for i, want := range []bool{true, true, false, true} {
