@@ -148,6 +148,21 @@ func TestThinRepairWaitsForLVM2sLock(t *testing.T) {
 	}
 }
 
+// lvm2's locking dir may not exist yet (a fresh /run): it is made, as
+// lvm2 makes it.
+func TestLockVGMakesTheLockingDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run", "lock", "lvm")
+	c := newFake(t, lockingDirStep(dir))
+	unlock, err := c.lockVGShared(ctx, "carve-thin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock()
+	if _, err := os.Stat(filepath.Join(dir, "V_carve-thin")); err != nil {
+		t.Error(err)
+	}
+}
+
 func TestParseThinPoolStatus(t *testing.T) {
 	id, err := parseThinPoolStatus("0 524288 thin-pool 12 11/4096 0/4096 - rw discard_passdown queue_if_no_space - 1024\n")
 	if err != nil || id != 12 {

@@ -49,9 +49,13 @@ func (c *Client) lockVGShared(ctx context.Context, vg string) (func(), error) {
 	}
 }
 
-// flockShared opens path (creating it, as lvm2 does) and waits for a
-// shared flock of it until ctx ends.
+// flockShared opens path (creating it and its directory, as lvm2 does:
+// a fresh /run has neither) and waits for a shared flock of it until ctx
+// ends.
 func flockShared(ctx context.Context, path string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
