@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -26,6 +27,9 @@ import (
 // with its size, layout, activation and tags; the VG's free bytes; the
 // mounts in the test's directory. Thin pool usage is left out: it counts
 // blocks written, which a retried copy may write twice.
+// createdPrefix is the tag of a thin snapshot's creation time.
+const createdPrefix = "carve.dev/created="
+
 func (e *env) state() string {
 	e.t.Helper()
 	ctx := context.Background()
@@ -36,6 +40,15 @@ func (e *env) state() string {
 	var lines []string
 	for _, lv := range lvs {
 		tags := slices.Clone(lv.Tags)
+		for i, t := range tags {
+			// A thin snapshot's creation time is a tag of the second its
+			// lvcreate ran, in whichever run: that it is one is the state.
+			if v, ok := strings.CutPrefix(t, createdPrefix); ok {
+				if _, err := strconv.ParseInt(v, 10, 64); err == nil {
+					tags[i] = createdPrefix + "<unix second>"
+				}
+			}
+		}
 		sort.Strings(tags)
 		lines = append(lines, fmt.Sprintf("lv %s size=%d layout=%s active=%v origin=%s pool=%s tags=%s",
 			lv.Name, lv.Size, lv.Layout, lv.Active, lv.Origin, lv.PoolLV, strings.Join(tags, ",")))
