@@ -21,10 +21,11 @@ import (
 var poolParts = []string{pool, pool + "_tdata", pool + "_tmeta", "lvol0_pmspare"}
 
 // stateTags are the tags a settled volume or snapshot may carry: its
-// identity and type. Any other of Carve's (pending, deleting, copying,
-// frozen, held, progress records) is an intent left behind.
+// identity, type and (a thin snapshot's) creation time. Any other of
+// Carve's (pending, deleting, copying, frozen, held, progress records) is
+// an intent left behind.
 var stateTags = []string{"carve.dev/volume", "carve.dev/snapshot", "carve.dev/name=", "carve.dev/params=", "carve.dev/stripes=",
-	"carve.dev/mirrors=", "carve.dev/source="}
+	"carve.dev/mirrors=", "carve.dev/source=", "carve.dev/created="}
 
 // check runs every invariant while no call is in flight and no kill
 // comes (the caller holds the gate and quiet).
