@@ -152,12 +152,8 @@ func (c *Client) CreateLV(ctx context.Context, o CreateLVOptions) (LV, error) {
 	if err != nil {
 		return LV{}, err
 	}
-	if o.volumeType() == typeThin {
-		err = c.runThinCommand(ctx, o.VG, o.ThinPool, args)
-	} else {
-		_, err = c.run(ctx, args...)
-	}
-	if err != nil {
+	// Only a thin LV names a pool (Validate).
+	if err := c.runThinCommand(ctx, o.VG, o.ThinPool, args); err != nil {
 		return LV{}, fmt.Errorf("lvcreate %s/%s: %w", o.VG, o.Name, err)
 	}
 	if o.SkipReadBack {

@@ -36,7 +36,7 @@ func newFake(t *testing.T, steps ...step) *Client {
 	t.Helper()
 	c := newUncheckedFake(t, steps...)
 	for _, p := range fixturePools {
-		c.thin.set(p[0], p[1], true)
+		c.thin.markChecked(p[0], p[1])
 	}
 	return c
 }

@@ -57,14 +57,11 @@ func (c *Client) RemoveLVOf(ctx context.Context, lv LV) error {
 // lvremove removes lv; a thin LV's through runThinCommand, since its
 // pool's kernel state decides what the lvremove does (see thinrepair.go).
 func (c *Client) lvremove(ctx context.Context, lv LV) error {
-	args := []string{"lvremove", "--yes", lv.VGName + "/" + lv.Name}
-	var err error
-	if lv.IsThinVolume() && lv.PoolLV != "" {
-		err = c.runThinCommand(ctx, lv.VGName, lv.PoolLV, args)
-	} else {
-		_, err = c.run(ctx, args...)
+	pool := ""
+	if lv.IsThinVolume() {
+		pool = lv.PoolLV // a cached LV's pool_lv is its cache, no thin pool
 	}
-	if err != nil {
+	if err := c.runThinCommand(ctx, lv.VGName, pool, []string{"lvremove", "--yes", lv.VGName + "/" + lv.Name}); err != nil {
 		return fmt.Errorf("lvremove %s/%s: %w", lv.VGName, lv.Name, err)
 	}
 	return nil

@@ -153,14 +153,7 @@ func (c *Client) runSnapshot(ctx context.Context, vg, origin, name, pool string,
 	for _, t := range tags {
 		args = append(args, "--addtag", t)
 	}
-	args = append(args, vg+"/"+origin)
-	var err error
-	if pool != "" {
-		err = c.runThinCommand(ctx, vg, pool, args)
-	} else {
-		_, err = c.run(ctx, args...)
-	}
-	if err != nil {
+	if err := c.runThinCommand(ctx, vg, pool, append(args, vg+"/"+origin)); err != nil {
 		return fmt.Errorf("lvcreate %s/%s: %w", vg, name, err)
 	}
 	return nil

@@ -86,25 +86,30 @@ func (g *thinGuard) forgetVG(vg string) {
 	}
 }
 
-func (g *thinGuard) set(vg, pool string, checked bool) {
+func (g *thinGuard) markChecked(vg, pool string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.checked == nil {
 		g.checked = map[string]bool{}
 	}
-	g.checked[vg+"/"+pool] = checked
+	g.checked[vg+"/"+pool] = true
 }
 
 // runThinCommand runs an lvm2 command that sends vg/pool messages (a thin
 // lvcreate or lvcreate -s, the lvremove of a thin LV): after the pool's
 // check, and again after repairing a leftover its failure names. It is
 // idempotent to repeat: the failures repaired come before any commit.
+// With pool "" (a thick LV's command) it only runs the command.
 func (c *Client) runThinCommand(ctx context.Context, vg, pool string, args []string) error {
+	if pool == "" {
+		_, err := c.run(ctx, args...)
+		return err
+	}
 	if !c.thin.isChecked(vg, pool) {
 		if err := c.checkThinPool(ctx, vg, pool); err != nil {
 			return fmt.Errorf("check thin pool %s/%s for what a cut command left: %w", vg, pool, err)
 		}
-		c.thin.set(vg, pool, true)
+		c.thin.markChecked(vg, pool)
 	}
 	var err error
 	for range thinAttempts {
@@ -146,7 +151,6 @@ type thinPoolState struct {
 	tpool            string // the pool's thin-pool device (…-tpool, or the pool's own)
 	kernel, metadata uint64
 	lvByID           map[uint64]string
-	found            bool
 }
 
 // next is the device id lvm2 gives the pool's next thin LV.
@@ -190,8 +194,9 @@ func (c *Client) repairThinPool(ctx context.Context, vg, pool string, taken uint
 	if err != nil {
 		return err
 	}
+	reset := st.kernel == st.metadata+1
 	switch {
-	case st.kernel == st.metadata+1:
+	case reset:
 		msg := fmt.Sprintf("set_transaction_id %d %d", st.kernel, st.metadata)
 		if _, err := c.poolMessage(ctx, st.tpool, msg); err != nil {
 			return err
@@ -209,7 +214,7 @@ func (c *Client) repairThinPool(ctx context.Context, vg, pool string, taken uint
 			return err
 		}
 	}
-	if n := st.next(); n != taken && (next || taken != 0 || st.kernel != st.metadata) {
+	if n := st.next(); n != taken && (next || taken != 0 || reset) {
 		// Whatever was cut may have made the next device too, which a
 		// create_thin would take as its own.
 		return c.deleteThinDevice(ctx, vg, pool, st, n)
@@ -298,6 +303,7 @@ func (c *Client) readThinPool(ctx context.Context, vg, pool string) (thinPoolSta
 func thinStateOf(rows []thinRow, pool string) (thinPoolState, error) {
 	st := thinPoolState{lvByID: map[uint64]string{}}
 	var p fieldParser
+	found := false
 	for _, r := range rows {
 		switch {
 		case r.Name == pool:
@@ -305,7 +311,7 @@ func thinStateOf(rows []thinRow, pool string) (thinPoolState, error) {
 			if !ok || dm == "" || strings.ContainsAny(dm, "/ ") {
 				return st, fmt.Errorf("unexpected device path %q", r.DMPath)
 			}
-			st.tpool, st.metadata, st.found = dm, p.uint("transaction_id", r.Trans), true
+			st.tpool, st.metadata, found = dm, p.uint("transaction_id", r.Trans), true
 		case r.Pool == pool && r.ThinID != "":
 			st.lvByID[p.uint("thin_id", r.ThinID)] = r.Name
 		}
@@ -313,7 +319,7 @@ func thinStateOf(rows []thinRow, pool string) (thinPoolState, error) {
 	if p.err != nil {
 		return st, p.err
 	}
-	if !st.found {
+	if !found {
 		return st, fmt.Errorf("%w: no such thin pool", ErrNotFound)
 	}
 	return st, nil
