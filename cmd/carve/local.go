@@ -20,6 +20,7 @@ import (
 	"carve.dev/carve/driver/healthz"
 	"carve.dev/carve/driver/iolimit"
 	"carve.dev/carve/driver/lvmvol"
+	"carve.dev/carve/driver/mapper"
 	"carve.dev/carve/driver/metrics"
 	"carve.dev/carve/driver/nodefs"
 	"carve.dev/carve/driver/nodepath"
@@ -125,9 +126,11 @@ func (f *localFlags) build() (*lvmvol.Manager, *csi.Node) {
 	vols := lvmvol.NewManager(lvm.NewCache(lvm.New(run), f.lvmCacheAge), lvmvol.ZeroWiper{Run: run}, f.nodeID, f.vgs)
 	vols.LimitPublished(int(f.maxVolumes))
 	vols.SetOverprovision(f.overprov)
+	layers := mapper.NewLinear(run)
+	vols.SetLayers(layers)
 	vols.RepairDeviceNodes(context.Background())
 	cfg := csi.NodeConfig{NodeID: f.nodeID, MaxVolumes: f.maxVolumes, DeviceWait: f.deviceWait,
-		PathRoot: f.root, Crypt: crypt.New(run, f.pbkdf)}
+		PathRoot: f.root, Crypt: crypt.New(run, f.pbkdf), Layers: layers}
 	if f.cgroupRoot != "" {
 		cfg.Cgroups = &iolimit.Cgroups{Root: f.cgroupRoot}
 	}

@@ -25,7 +25,7 @@ func FuzzMappingName(f *testing.F) {
 				t.Fatalf("MappingName(%q, %q): %v, want INVALID_ARGUMENT", vg, lv, err)
 			}
 		} else {
-			if len(name) > maxDMName {
+			if len(name) > 127 {
 				t.Fatalf("MappingName(%q, %q) = %d bytes", vg, lv, len(name))
 			}
 			if gvg, glv, ok := VolumeOf(name); !ok || gvg != vg || glv != lv {

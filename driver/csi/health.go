@@ -113,22 +113,19 @@ func (n *Node) NodeGetVolumeHealth(ctx context.Context, req *csi.NodeGetVolumeHe
 }
 
 // showsVolume: path is a mount of the volume's filesystem or its device
-// node, by the device number lvm reports for its LV.
+// node, by the device number lvm reports for its LV, or of the device
+// above it that holds its filesystem (dataDevice).
 func showsVolume(vol volume.Volume, path string) bool {
 	if vol.KernelMajor < 0 || vol.KernelMinor < 0 {
 		return false
 	}
 	rdev := unix.Mkdev(uint32(vol.KernelMajor), uint32(vol.KernelMinor))
-	if vol.Encrypted {
-		// Its filesystem is on its open mapping, never the LV itself.
-		dev, err := openedDevice(volumeDevice{Volume: vol, LVRdev: rdev})
-		if err != nil {
-			return false
-		}
-		rdev = dev.Rdev
+	dev, err := dataDevice(volumeDevice{Volume: vol, Rdev: rdev, LVRdev: rdev})
+	if err != nil {
+		return false
 	}
-	fsOK, _ := nodefs.FilesystemOf(path, rdev)
-	nodeOK, _ := nodefs.DeviceNodeOf(path, rdev)
+	fsOK, _ := nodefs.FilesystemOf(path, dev.Rdev)
+	nodeOK, _ := nodefs.DeviceNodeOf(path, dev.Rdev)
 	return fsOK || nodeOK
 }
 

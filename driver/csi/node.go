@@ -10,6 +10,7 @@ import (
 	"carve.dev/carve/driver/crypt"
 	"carve.dev/carve/driver/internal/keylock"
 	"carve.dev/carve/driver/iolimit"
+	"carve.dev/carve/driver/mapper"
 	"carve.dev/carve/driver/nodefs"
 	"carve.dev/carve/driver/nodepath"
 	"carve.dev/carve/driver/volume"
@@ -40,6 +41,10 @@ type NodeConfig struct {
 	// pods' cgroups; nil on a node that applies no IO limits (a volume
 	// with limits is then FAILED_PRECONDITION there).
 	Cgroups *iolimit.Cgroups
+	// Layers makes the linear layer every staged filesystem of a volume
+	// that is not encrypted lives on (mapper.Linear: what a snapshot
+	// suspends); nil: filesystems are staged on their LVs.
+	Layers *mapper.Linear
 }
 
 // Node is the CSI Node service.
@@ -49,6 +54,7 @@ type Node struct {
 	volumes VolumeReader
 	fs      *nodefs.Mounter
 	crypt   *crypt.Cryptsetup
+	layers  *mapper.Linear
 	// waitDevice waits for a device node and returns its device number
 	// (nodefs.Mounter.WaitForDevice; unit tests give their own).
 	waitDevice func(ctx context.Context, path string) (uint64, error)
@@ -65,7 +71,7 @@ func NewNode(cfg NodeConfig, v VolumeReader, fs *nodefs.Mounter) *Node {
 	if cfg.PathRoot.Dir() == "" {
 		cfg.PathRoot, _ = nodepath.NewRoot(nodepath.DefaultRoot)
 	}
-	return &Node{cfg: cfg, volumes: v, fs: fs, crypt: cfg.Crypt, waitDevice: fs.WaitForDevice}
+	return &Node{cfg: cfg, volumes: v, fs: fs, crypt: cfg.Crypt, layers: cfg.Layers, waitDevice: fs.WaitForDevice}
 }
 
 var nodeCaps = []csi.NodeServiceCapability_RPC_Type{

@@ -7,33 +7,51 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"carve.dev/carve/driver/mapper"
 	"carve.dev/carve/driver/volume"
 	"carve.dev/carve/lvm"
 )
 
 // volumeDevice is a Carve volume of this node and the device node that was
-// checked to hold its data: its LV's or, for an encrypted volume, its open
-// dm-crypt mapping's over that LV (resolveDevice).
+// checked to hold its data: its LV's, or the device its filesystem lives
+// on above that LV (dataDevice).
 type volumeDevice struct {
 	volume.Volume
 	Path string // the device node, /dev/VG/LV or /dev/mapper/NAME
 	Rdev uint64 // its device number
 	// LVPath and LVRdev are the LV's device node and number: Path and
-	// Rdev, but for an encrypted volume.
+	// Rdev, but for a volume with a device above its LV.
 	LVPath string
 	LVRdev uint64
 }
 
-// resolveDevice is resolveLV and, for an encrypted volume, its open
-// mapping (openedDevice), which holds the filesystem: what publish,
-// unpublish, unstage, expansion and stats look for at a path. An encrypted
-// volume whose mapping is not open is not staged (FAILED_PRECONDITION).
+// resolveDevice is resolveLV and the device that holds its filesystem
+// (dataDevice): what publish, unpublish, unstage, expansion and stats look
+// for at a path.
 func (n *Node) resolveDevice(ctx context.Context, volumeID string) (volumeDevice, error) {
 	dev, err := n.resolveLV(ctx, volumeID)
-	if err != nil || !dev.Encrypted {
+	if err != nil {
 		return dev, err
 	}
-	return openedDevice(dev)
+	return dataDevice(dev)
+}
+
+// dataDevice is dev with the device above its LV that its filesystem lives
+// on: an encrypted volume's open mapping (openedDevice: one whose mapping
+// is not open is not staged, FAILED_PRECONDITION), else its linear layer
+// when there is one over the LV (mapper.Linear), else the LV itself (a
+// block volume, or a filesystem staged before Carve made layers). A device
+// of the layer's name that is not over the LV is refused.
+func dataDevice(dev volumeDevice) (volumeDevice, error) {
+	if dev.Encrypted {
+		return openedDevice(dev)
+	}
+	layer, found, err := mapper.FindLinear(dev.ID.VG, dev.ID.LV, dev.LVRdev)
+	if err != nil || !found {
+		return dev, err
+	}
+	dev.Path, dev.Rdev = layer.Path, layer.Rdev
+	return dev, nil
 }
 
 // resolveLV turns a volume ID into its LV's device. Every node call that

@@ -10,8 +10,9 @@ import (
 )
 
 // NodeExpandVolume grows the filesystem of a published volume to fill its
-// LV, online (resize2fs, xfs_growfs); an encrypted volume's mapping grows
-// first, with the node-expand secret's key. A block volume has nothing to grow:
+// LV, online (resize2fs, xfs_growfs); the device above the LV grows first:
+// an encrypted volume's mapping, with the node-expand secret's key, or the
+// linear layer. A block volume has nothing to grow:
 // its device already has the new size. The volume path must show this
 // volume (volumeAt): another volume's mount is never grown for it.
 func (n *Node) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolumeRequest) (*csi.NodeExpandVolumeResponse, error) {
@@ -27,9 +28,12 @@ func (n *Node) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolumeRe
 		return &csi.NodeExpandVolumeResponse{CapacityBytes: size}, nil
 	}
 	if dev.Encrypted {
-		if err := n.growMapping(ctx, dev, req.GetSecrets()); err != nil {
-			return nil, err
-		}
+		err = n.growMapping(ctx, dev, req.GetSecrets())
+	} else {
+		err = n.growLayer(ctx, dev)
+	}
+	if err != nil {
+		return nil, err
 	}
 	if err := n.fs.ResizeFS(ctx, dev.Path, req.GetVolumePath()); err != nil {
 		return nil, err

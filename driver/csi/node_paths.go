@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"carve.dev/carve/driver/crypt"
+	"carve.dev/carve/driver/mapper"
 	"carve.dev/carve/driver/nodefs"
 	"carve.dev/carve/driver/volume"
 	"carve.dev/carve/lvm"
@@ -53,8 +54,8 @@ func (n *Node) checkMountPath(ctx context.Context, what, path string) error {
 
 // insideVolume tells whether dir lies in the filesystem of a Carve volume
 // of this node: the mount holding it is on a device-mapper device named
-// after an LV of a served VG (or its dm-crypt mapping), and that LV is a
-// Carve volume. Carve mounts volumes only strictly inside the root, so a
+// after an LV of a served VG (or its dm-crypt mapping or linear layer),
+// and that LV is a Carve volume. Carve mounts volumes only strictly inside the root, so a
 // holder mounted at the root or above is none of them; that spares asking
 // LVM on a host whose kubelet directory lies on an LV of a served VG.
 func (n *Node) insideVolume(ctx context.Context, dir string) (volume.ID, bool, error) {
@@ -70,6 +71,9 @@ func (n *Node) insideVolume(ctx context.Context, dir string) (volume.ID, bool, e
 		return volume.ID{}, false, err
 	}
 	vg, lv, ok := crypt.VolumeOf(name) // an encrypted volume's filesystem
+	if !ok {
+		vg, lv, ok = mapper.VolumeOf(name, mapper.LinearLayer) // a layer's
+	}
 	if !ok {
 		var layer string
 		vg, lv, layer, ok = lvm.SplitDMName(name)

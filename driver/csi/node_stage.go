@@ -51,12 +51,16 @@ func (n *Node) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequ
 		return nil, err
 	}
 	if dev.Encrypted {
-		if dev, err = n.openForStage(ctx, dev, req.GetSecrets()); err != nil {
-			return nil, err
-		}
+		dev, err = n.openForStage(ctx, dev, req.GetSecrets())
+	} else {
+		dev, err = n.layerForStage(ctx, dev, staging)
+	}
+	if err != nil {
+		return nil, err
 	}
 	formatted, err := n.fs.FormatAndMount(ctx, dev.Path, staging, fsType, stageOptions(fsType, mnt.GetMountFlags()))
 	if err != nil {
+		n.dropUnusedLayer(ctx, dev)
 		return nil, err
 	}
 	// A filesystem made just now fills its device: asking whether it
@@ -110,6 +114,9 @@ func (n *Node) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolume
 	}
 	id, _ := n.localID(req.GetVolumeId()) // checked by checkUnmountPath
 	if err := n.closeMapping(ctx, id); err != nil {
+		return nil, err
+	}
+	if err := n.removeLayer(ctx, id); err != nil {
 		return nil, err
 	}
 	klog.InfoS("Unstaged volume", "volumeId", req.GetVolumeId(), "path", staging)

@@ -128,7 +128,7 @@ func (m *Manager) freeze(ctx context.Context, src lvm.LV, dst string) error {
 		err = m.hold(ctx, src)
 	}
 	if err == nil {
-		_, err = m.lvm.CreateSnapshotOf(ctx, src, name, o)
+		_, err = m.snapshotLV(ctx, src, name, o)
 	}
 	if errors.Is(err, lvm.ErrAlreadyExists) {
 		err = m.adoptFrozen(ctx, src, name, o)
@@ -175,7 +175,7 @@ func (m *Manager) adoptFrozen(ctx context.Context, src lvm.LV, name string, o lv
 	if err := m.lvm.RemoveLVOf(ctx, lv); err != nil {
 		return fmt.Errorf("remove the interrupted frozen point %s/%s: %w", lv.VGName, lv.Name, err)
 	}
-	_, err = m.lvm.CreateSnapshotOf(ctx, src, name, o)
+	_, err = m.snapshotLV(ctx, src, name, o)
 	return err
 }
 

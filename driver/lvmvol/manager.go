@@ -85,6 +85,9 @@ type Manager struct {
 	// applyLimits is the node's, when this process has one
 	// (SetLimitsApplier).
 	applyLimits LimitsApplier
+	// layers are the node's devices above volumes (SetLayers); nil in a
+	// process without a node.
+	layers Layers
 }
 
 // LimitPublished makes PublishVolume refuse a volume beyond n published at
@@ -347,10 +350,17 @@ func (m *Manager) StorageHealth(ctx context.Context) []volume.Problem {
 // (a restore's copy from its snapshot, found so by the soak). A VG that
 // cannot be read is logged and left to the calls that need it.
 //
-// First, the devices such a kill left suspended are resumed, its stale
-// tables dropped (lvm.Client.RepairInterrupted): a suspended device blocks
-// the I/O of a published volume for good.
+// First, the layers a kill left suspended inside a snapshot's freeze are
+// resumed (Layers); then the devices such a kill left suspended are
+// resumed, its stale tables dropped (lvm.Client.RepairInterrupted): a
+// suspended device blocks the I/O of a published volume for good.
 func (m *Manager) RepairDeviceNodes(ctx context.Context) {
+	// Before any lvm2 command: one would hang reading a suspended layer.
+	if m.layers != nil {
+		if _, err := m.layers.ResumeLeftovers(ctx); err != nil {
+			klog.ErrorS(err, "Could not resume the volumes' layers left suspended")
+		}
+	}
 	for _, vg := range m.vgs {
 		if _, err := m.lvm.RepairInterrupted(ctx, vg); err != nil {
 			klog.ErrorS(err, "Could not repair what an interrupted lvm2 command left", "vg", vg)

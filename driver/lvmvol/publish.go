@@ -125,6 +125,9 @@ func (m *Manager) UnpublishVolume(ctx context.Context, id volume.ID, node string
 		klog.InfoS("Unpublished volume: held active until the copy reading it is done", "volume", id, "node", m.node)
 		return nil
 	}
+	if err := m.removeIdleLayer(ctx, lv); err != nil {
+		return fmt.Errorf("volume %s on node %s: %w", id, m.node, err)
+	}
 	if err := m.lvm.Deactivate(ctx, id.VG, id.LV); err != nil {
 		if errors.Is(err, lvm.ErrBusy) {
 			return fmt.Errorf("volume %s is still open on node %s (not unstaged?): %w", id, m.node, volume.ErrInUse)

@@ -139,7 +139,7 @@ func (m *Manager) CreateSnapshot(ctx context.Context, name string, source volume
 	// nothing, and only then is the LV read and judged (as CreateVolume
 	// does).
 	tags = append(tags, tagCreatedPrefix+strconv.FormatInt(time.Now().Unix(), 10))
-	lv, err := m.lvm.CreateSnapshotOf(ctx, src, lvName, lvm.SnapshotOptions{Tags: tags, Inactive: true, SkipReadBack: true})
+	lv, err := m.snapshotLV(ctx, src, lvName, lvm.SnapshotOptions{Tags: tags, Inactive: true, SkipReadBack: true})
 	if errors.Is(err, lvm.ErrAlreadyExists) {
 		existing, lerr := m.lvm.GetLV(ctx, source.VG, lvName)
 		if lerr != nil {

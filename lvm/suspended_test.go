@@ -1,0 +1,36 @@
+package lvm
+
+import (
+	"context"
+	"slices"
+	"testing"
+)
+
+// TestSuspendedLayersReachTheScan: a command run WithSuspendedLayers gets
+// lvm2's ignore_suspended_devices, in its one --config when it has one;
+// any other command runs as given.
+func TestSuspendedLayersReachTheScan(t *testing.T) {
+	plain := []string{"lvcreate", "-s", "-n", "snap", "vg0/lv"}
+	report := []string{"lvs", "--config", "report/x=1", "-o", "lv_name"}
+	ctx := WithSuspendedLayers(context.Background())
+	for _, tc := range []struct {
+		ctx       context.Context
+		args, out []string
+	}{
+		{context.Background(), plain, plain},
+		{ctx, plain, []string{"lvcreate", "--config", ignoreSuspended, "-s", "-n", "snap", "vg0/lv"}},
+		{ctx, report, []string{"lvs", "--config", "report/x=1 " + ignoreSuspended, "-o", "lv_name"}},
+	} {
+		orig := slices.Clone(tc.args)
+		if got := withScanConfig(tc.ctx, tc.args); !slices.Equal(got, tc.out) {
+			t.Errorf("withScanConfig(%q) = %q, want %q", tc.args, got, tc.out)
+		}
+		if !slices.Equal(tc.args, orig) {
+			t.Errorf("withScanConfig changed its argument slice: %q", tc.args)
+		}
+	}
+	f := newFake(t, step{args: []string{"lvremove", "--config", ignoreSuspended, "-y", "vg0/x"}})
+	if _, err := f.run(ctx, "lvremove", "-y", "vg0/x"); err != nil {
+		t.Fatal(err)
+	}
+}
