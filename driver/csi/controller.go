@@ -18,6 +18,7 @@ const DefaultVolumeSize int64 = 1 << 30
 // Controller is the CSI Controller service.
 type Controller struct {
 	csi.UnimplementedControllerServer
+	csi.UnimplementedGroupControllerServer
 	backend Backend
 }
 

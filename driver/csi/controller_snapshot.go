@@ -57,6 +57,9 @@ func csiSnapshot(s volume.Snapshot) *csi.Snapshot {
 	if !s.CreatedAt.IsZero() {
 		out.CreationTime = timestamppb.New(s.CreatedAt)
 	}
+	if s.Group != (volume.ID{}) {
+		out.GroupSnapshotId = s.Group.String()
+	}
 	return out
 }
 

@@ -41,6 +41,12 @@ func (b *blockingLVM) CreateLV(ctx context.Context, o lvm.CreateLVOptions) (lvm.
 // serve starts the controller over a fake LVM on a real unix socket.
 func serve(t testing.TB, l lvmvol.LVM, w lvmvol.Wiper) csi.ControllerClient {
 	t.Helper()
+	return csi.NewControllerClient(serveConn(t, l, w))
+}
+
+// serveConn is serve's connection, for the clients of every service.
+func serveConn(t testing.TB, l lvmvol.LVM, w lvmvol.Wiper) *grpc.ClientConn {
+	t.Helper()
 	m := lvmvol.NewManager(l, w, testNode, []string{"vg0"})
 	srv := NewServer(NewIdentity("test", true, m), NewController(m), nil)
 	sock := filepath.Join(t.TempDir(), "csi.sock")
@@ -58,7 +64,7 @@ func serve(t testing.TB, l lvmvol.LVM, w lvmvol.Wiper) csi.ControllerClient {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	return csi.NewControllerClient(conn)
+	return conn
 }
 
 func mountCap(mode csi.VolumeCapability_AccessMode_Mode) *csi.VolumeCapability {

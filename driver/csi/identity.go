@@ -15,8 +15,13 @@ type Identity struct {
 	csi.UnimplementedIdentityServer
 	version    string
 	controller bool
+	groups     bool
 	prober     Prober
 }
+
+// AdvertiseGroups makes the identity advertise the GroupController
+// service (Controller.ServesGroups).
+func (i *Identity) AdvertiseGroups() { i.groups = true }
 
 // NewIdentity describes a driver of version that serves the controller
 // service when controller is true.
@@ -35,6 +40,9 @@ func (i *Identity) GetPluginCapabilities(context.Context, *csi.GetPluginCapabili
 			// Online: LVs grow while published, filesystems while mounted.
 			&csi.PluginCapability{Type: &csi.PluginCapability_VolumeExpansion_{
 				VolumeExpansion: &csi.PluginCapability_VolumeExpansion{Type: csi.PluginCapability_VolumeExpansion_ONLINE}}})
+	}
+	if i.controller && i.groups {
+		caps = append(caps, pluginCap(csi.PluginCapability_Service_GROUP_CONTROLLER_SERVICE))
 	}
 	return &csi.GetPluginCapabilitiesResponse{Capabilities: caps}, nil
 }

@@ -26,7 +26,9 @@ type Server struct {
 	locks keylock.Set
 }
 
-// NewServer registers the services that are not nil. Every call goes through
+// NewServer registers the services that are not nil, and the
+// GroupController when the controller serves it (which id then
+// advertises). Every call goes through
 // four interceptors, outermost first: logging, metrics, error mapping,
 // per-volume locking (and, in the crash tests' build only, the crash
 // points' tracking: driver/crashpoint).
@@ -38,10 +40,23 @@ func NewServer(id csi.IdentityServer, ctrl csi.ControllerServer, node csi.NodeSe
 	if ctrl != nil {
 		csi.RegisterControllerServer(s.grpc, ctrl)
 	}
+	if g, ok := ctrl.(groupServer); ok && g.ServesGroups() {
+		csi.RegisterGroupControllerServer(s.grpc, g)
+		if a, ok := id.(interface{ AdvertiseGroups() }); ok {
+			a.AdvertiseGroups()
+		}
+	}
 	if node != nil {
 		csi.RegisterNodeServer(s.grpc, node)
 	}
 	return s
+}
+
+// groupServer is a controller that may serve group snapshots
+// (Controller.ServesGroups).
+type groupServer interface {
+	csi.GroupControllerServer
+	ServesGroups() bool
 }
 
 // Serve listens on endpoint ("unix:///path" or a path) until Stop. A stale
@@ -122,19 +137,21 @@ func (s *Server) lockVolume(ctx context.Context, req any, info *grpc.UnaryServer
 
 // mutating lists the calls that change a volume's state.
 var mutating = map[string]bool{
-	csi.Controller_CreateVolume_FullMethodName:              true,
-	csi.Controller_DeleteVolume_FullMethodName:              true,
-	csi.Controller_ControllerPublishVolume_FullMethodName:   true,
-	csi.Controller_ControllerUnpublishVolume_FullMethodName: true,
-	csi.Controller_ControllerExpandVolume_FullMethodName:    true,
-	csi.Controller_ControllerModifyVolume_FullMethodName:    true,
-	csi.Controller_CreateSnapshot_FullMethodName:            true,
-	csi.Controller_DeleteSnapshot_FullMethodName:            true,
-	csi.Node_NodeStageVolume_FullMethodName:                 true,
-	csi.Node_NodeUnstageVolume_FullMethodName:               true,
-	csi.Node_NodePublishVolume_FullMethodName:               true,
-	csi.Node_NodeUnpublishVolume_FullMethodName:             true,
-	csi.Node_NodeExpandVolume_FullMethodName:                true,
+	csi.Controller_CreateVolume_FullMethodName:                   true,
+	csi.Controller_DeleteVolume_FullMethodName:                   true,
+	csi.Controller_ControllerPublishVolume_FullMethodName:        true,
+	csi.Controller_ControllerUnpublishVolume_FullMethodName:      true,
+	csi.Controller_ControllerExpandVolume_FullMethodName:         true,
+	csi.Controller_ControllerModifyVolume_FullMethodName:         true,
+	csi.Controller_CreateSnapshot_FullMethodName:                 true,
+	csi.Controller_DeleteSnapshot_FullMethodName:                 true,
+	csi.GroupController_CreateVolumeGroupSnapshot_FullMethodName: true,
+	csi.GroupController_DeleteVolumeGroupSnapshot_FullMethodName: true,
+	csi.Node_NodeStageVolume_FullMethodName:                      true,
+	csi.Node_NodeUnstageVolume_FullMethodName:                    true,
+	csi.Node_NodePublishVolume_FullMethodName:                    true,
+	csi.Node_NodeUnpublishVolume_FullMethodName:                  true,
+	csi.Node_NodeExpandVolume_FullMethodName:                     true,
 }
 
 // lockKey is the volume or snapshot a mutating call acts on: its ID, or its
@@ -151,6 +168,10 @@ func lockKey(method string, req any) string {
 		return nonEmpty("snapshot-name/", r.GetName())
 	case *csi.DeleteSnapshotRequest:
 		return nonEmpty("snapshot/", r.GetSnapshotId())
+	case *csi.CreateVolumeGroupSnapshotRequest:
+		return nonEmpty("group-name/", r.GetName())
+	case *csi.DeleteVolumeGroupSnapshotRequest:
+		return nonEmpty("group/", r.GetGroupSnapshotId())
 	case interface{ GetVolumeId() string }:
 		return nonEmpty("volume/", r.GetVolumeId())
 	}

@@ -56,7 +56,7 @@ const (
 )
 
 func (m *Manager) snapshotOf(lv lvm.LV) volume.Snapshot {
-	return volume.Snapshot{
+	s := volume.Snapshot{
 		ID:        volume.ID{Node: m.node, VG: lv.VGName, LV: lv.Name},
 		Name:      tagValue(lv, tagNamePrefix),
 		Source:    volume.ID{Node: m.node, VG: lv.VGName, LV: tagValue(lv, tagSourcePrefix)},
@@ -64,6 +64,10 @@ func (m *Manager) snapshotOf(lv lvm.LV) volume.Snapshot {
 		CreatedAt: createdAt(lv),
 		Ready:     !lv.HasTag(tagCopying),
 	}
+	if key := tagValue(lv, tagGroupPrefix); key != "" {
+		s.Group = m.groupID(lv.VGName, key)
+	}
+	return s
 }
 
 // createdAt is when snapshot lv was made: its created tag, else lvm2's
@@ -328,6 +332,16 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, id volume.ID) error {
 	if err != nil {
 		return err
 	}
+	if key := tagValue(lv, tagGroupPrefix); key != "" {
+		return fmt.Errorf("%w: snapshot %s is a member of group snapshot %s: delete the group (see group.go)",
+			volume.ErrInvalidArgument, id, m.groupID(id.VG, key))
+	}
+	return m.deleteSnapshotLV(ctx, lv)
+}
+
+// deleteSnapshotLV is DeleteSnapshot of snapshot LV lv, read by the caller.
+func (m *Manager) deleteSnapshotLV(ctx context.Context, lv lvm.LV) error {
+	id := volume.ID{Node: m.node, VG: lv.VGName, LV: lv.Name}
 	// lvm2 takes lvchange and lvremove with a PV missing, and then keeps
 	// the PV marked missing: Carve changes nothing of such a VG (see
 	// changeableVG); the lookup's report tells it.

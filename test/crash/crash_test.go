@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"carve.dev/carve/driver/mapper"
 	"carve.dev/carve/lvm"
 	"carve.dev/carve/test/csiflow"
 	"carve.dev/carve/test/testenv"
@@ -105,8 +106,30 @@ func (e *env) reset() {
 }
 
 // closeMappings closes the dm-crypt mappings of the VG's encrypted
-// volumes (VG-LV-crypt), which hold their LVs open.
+// volumes (VG-LV-crypt) and removes the layers of its staged ones
+// (VG-LV-carve, driver/mapper), which hold their LVs open.
 func closeMappings(t *testing.T) {
+	t.Helper()
+	out, err := exec.Command("dmsetup", "ls").Output()
+	if err != nil {
+		t.Fatalf("dmsetup ls: %v", err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if gvg, _, ok := mapper.VolumeOf(f[0], mapper.LinearLayer); ok && gvg == vg {
+			if out, err := exec.Command("dmsetup", "remove", f[0]).CombinedOutput(); err != nil {
+				t.Fatalf("reset: dmsetup remove %s: %v: %s", f[0], err, out)
+			}
+		}
+	}
+	closeCrypt(t)
+}
+
+// closeCrypt closes the VG's dm-crypt mappings.
+func closeCrypt(t *testing.T) {
 	t.Helper()
 	out, err := exec.Command("dmsetup", "ls", "--target", "crypt").Output()
 	if err != nil {

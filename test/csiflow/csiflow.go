@@ -17,6 +17,7 @@ type Client struct {
 	Identity   csi.IdentityClient
 	Controller csi.ControllerClient
 	Node       csi.NodeClient
+	Group      csi.GroupControllerClient
 	conn       *grpc.ClientConn
 }
 
@@ -30,6 +31,7 @@ func Dial(endpoint string) (*Client, error) {
 		Identity:   csi.NewIdentityClient(conn),
 		Controller: csi.NewControllerClient(conn),
 		Node:       csi.NewNodeClient(conn),
+		Group:      csi.NewGroupControllerClient(conn),
 		conn:       conn,
 	}, nil
 }

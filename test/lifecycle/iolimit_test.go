@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"carve.dev/carve/driver/iolimit"
+	"carve.dev/carve/driver/mapper"
 	"carve.dev/carve/driver/nodefs"
 	"carve.dev/carve/driver/volume"
 	"carve.dev/carve/test/csiflow"
@@ -47,7 +48,9 @@ func TestIOLimits(t *testing.T) {
 	}
 	must(t, v.Up(ctx, node, staging, target))
 	t.Cleanup(func() { _ = v.Down(ctx, target) })
-	rdev, err := nodefs.DeviceNumber(filepath.Join("/dev", vg, filepath.Base(v.ID)))
+	// The pod's I/O goes to the device its filesystem is on: the layer
+	// over the LV (driver/mapper), where the limits go.
+	rdev, err := nodefs.DeviceNumber(mapper.Path(layerOf(t, v)))
 	must(t, err)
 	wantIOMax(t, pod, rdev, volume.IOLimits{WriteBPS: first})
 	wantRate(t, pod, target, first)

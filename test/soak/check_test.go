@@ -355,6 +355,9 @@ func (s *soak) finish() {
 			s.leakf("final: LV %s left", lv.Name)
 		}
 	}
+	for _, name := range layersOf(s.t, vg) {
+		s.leakf("final: layer %s left", name)
+	}
 	if g, err := s.lvm.GetVG(ctx, vg); err != nil || g.Free != s.base.Free {
 		s.fail("final: VG free %d bytes (%v), %d before the soak", g.Free, err, s.base.Free)
 	}

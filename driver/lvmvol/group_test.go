@@ -1,0 +1,166 @@
+package lvmvol_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"carve.dev/carve/driver/lvmvol"
+	"carve.dev/carve/driver/volume"
+	"carve.dev/carve/lvm"
+	"carve.dev/carve/test/lvmfake"
+)
+
+// failingSnapshots logs lvm2's snapshots like snapshotLog, and fails the
+// snapshot of the volume named failOn: a window cut short.
+type failingSnapshots struct {
+	snapshotLog
+	failOn *string
+}
+
+func (s failingSnapshots) CreateSnapshotOf(ctx context.Context, origin lvm.LV, name string, o lvm.SnapshotOptions) (lvm.LV, error) {
+	if origin.Name == *s.failOn {
+		return lvm.LV{}, errors.New("cut")
+	}
+	return s.snapshotLog.CreateSnapshotOf(ctx, origin, name, o)
+}
+
+// groupFixture: a published thin volume and a published thick one, each
+// with a layer (fakeLayers), under a Manager that logs.
+func groupFixture(t *testing.T) (*lvmvol.Manager, *lvmfake.LVM, *[]string, *string, []volume.ID) {
+	t.Helper()
+	var log []string
+	failOn := new(string)
+	f := lvmfake.New(100*mib, vg)
+	f.PutThinPool(vg, "pool", 40*mib, 0)
+	m := lvmvol.NewManager(failingSnapshots{snapshotLog{f, &log}, failOn}, f, node, []string{vg})
+	m.SetCopier(f)
+	m.SetLayers(fakeLayers{log: &log})
+	var ids []volume.ID
+	for _, r := range []volume.CreateRequest{thinReq("pvc-thin", 4*mib), req("pvc-thick", 4*mib)} {
+		v, err := m.CreateVolume(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.PublishVolume(ctx, v.ID, node); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, v.ID)
+	}
+	return m, f, &log, failOn, ids
+}
+
+// awaitGroup calls again, as the CO does, until the group is ready.
+func awaitGroup(t *testing.T, m *lvmvol.Manager, name string, ids []volume.ID) volume.GroupSnapshot {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		g, err := m.CreateGroupSnapshot(ctx, name, ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.Ready {
+			return g
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("group %s not ready: %+v", name, g)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestGroupSnapshotOneWindow: both layers are suspended before the first
+// instant and resumed after the last; each member names its group and its
+// source; a repeated call takes no new instant; the members cannot be
+// deleted alone, the group goes whole.
+func TestGroupSnapshotOneWindow(t *testing.T) {
+	m, f, log, _, ids := groupFixture(t)
+	*log = nil
+	g := awaitGroup(t, m, "group-1", ids)
+	want := []string{"suspend vg0-pvc--thin-carve", "suspend vg0-pvc--thick-carve",
+		"snapshot, skipping suspended", "snapshot, skipping suspended",
+		"resume vg0-pvc--thin-carve", "resume vg0-pvc--thick-carve"}
+	if !slices.Equal((*log)[:min(len(want), len(*log))], want) {
+		t.Fatalf("window %q, want %q first", *log, want)
+	}
+	if len(g.Snapshots) != 2 || g.CreatedAt.IsZero() || !strings.HasPrefix(g.ID.LV, "group-") {
+		t.Fatalf("group %+v", g)
+	}
+	for i, s := range g.Snapshots {
+		if s.Group != g.ID || s.Source != ids[i] || !s.Ready {
+			t.Errorf("member %d: %+v", i, s)
+		}
+	}
+	*log = nil
+	again := awaitGroup(t, m, "group-1", ids)
+	if len(*log) != 0 || again.ID != g.ID || again.Snapshots[0].ID != g.Snapshots[0].ID {
+		t.Fatalf("repeated call: %q, %+v", *log, again)
+	}
+	if got, err := m.GetGroupSnapshot(ctx, g.ID); err != nil || len(got.Snapshots) != 2 || !got.Ready {
+		t.Fatalf("GetGroupSnapshot = %+v, %v", got, err)
+	}
+	if err := m.DeleteSnapshot(ctx, g.Snapshots[0].ID); !errors.Is(err, volume.ErrInvalidArgument) {
+		t.Fatalf("DeleteSnapshot of a member: %v, want INVALID_ARGUMENT", err)
+	}
+	if _, err := m.CreateGroupSnapshot(ctx, "group-1", ids[:1]); !errors.Is(err, volume.ErrNameConflict) {
+		t.Fatalf("same name, other volumes: %v, want ALREADY_EXISTS", err)
+	}
+	for range 2 {
+		if err := m.DeleteGroupSnapshot(ctx, g.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := m.GetGroupSnapshot(ctx, g.ID); !errors.Is(err, volume.ErrSnapshotNotFound) {
+		t.Fatalf("GetGroupSnapshot after delete: %v", err)
+	}
+	if lvs, _ := f.ListLVs(ctx, vg); len(lvs) != 3 { // the pool and the two volumes
+		t.Fatalf("LVs left: %v", lvs)
+	}
+}
+
+// TestGroupSnapshotWindowCutShortIsCutAgain: a window that took the thin
+// volume's instant and failed at the thick one's leaves an instant that is
+// not the group's; the retry removes it and cuts a whole new window.
+func TestGroupSnapshotWindowCutShortIsCutAgain(t *testing.T) {
+	m, f, log, failOn, ids := groupFixture(t)
+	*failOn = "pvc-thick"
+	if _, err := m.CreateGroupSnapshot(ctx, "group-1", ids); err == nil {
+		t.Fatal("a window cut short succeeded")
+	}
+	*failOn = ""
+	*log = nil
+	g := awaitGroup(t, m, "group-1", ids)
+	snaps := slices.DeleteFunc(slices.Clone(*log), func(s string) bool { return !strings.HasPrefix(s, "snapshot") })
+	if len(snaps) != 2 {
+		t.Fatalf("retry took %d instants (%q), want both again", len(snaps), *log)
+	}
+	lvs, _ := f.ListLVs(ctx, vg)
+	if len(lvs) != 5 || len(g.Snapshots) != 2 {
+		t.Fatalf("after the retry: %d LVs (%v), group %+v", len(lvs), lvs, g)
+	}
+}
+
+// TestGroupSnapshotSources: the volumes must share this node and a VG,
+// each named once.
+func TestGroupSnapshotSources(t *testing.T) {
+	m, _, _, _, ids := groupFixture(t)
+	other := ids[0]
+	other.Node = "node-b"
+	otherVG := ids[0]
+	otherVG.VG = "vg1"
+	for _, tc := range []struct {
+		ids  []volume.ID
+		want error
+	}{
+		{nil, volume.ErrInvalidArgument},
+		{[]volume.ID{ids[0], ids[0]}, volume.ErrInvalidArgument},
+		{[]volume.ID{ids[0], other}, volume.ErrFailedPrecondition},
+		{[]volume.ID{ids[0], otherVG}, volume.ErrFailedPrecondition},
+	} {
+		if _, err := m.CreateGroupSnapshot(ctx, "g", tc.ids); !errors.Is(err, tc.want) {
+			t.Errorf("sources %v: %v, want %v", tc.ids, err, tc.want)
+		}
+	}
+}
