@@ -164,3 +164,24 @@ func TestGroupSnapshotSources(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupSnapshotCopyFailureIsReportedOnce: a thick member's copy that
+// fails is the call's error once; the next call copies again, and the
+// group becomes ready.
+func TestGroupSnapshotCopyFailureIsReportedOnce(t *testing.T) {
+	m, f, _, _, ids := groupFixture(t)
+	broken := errors.New("read error")
+	f.Fail = func(call string) error {
+		if call == "Copy" {
+			return broken
+		}
+		return nil
+	}
+	if _, err := m.CreateGroupSnapshot(ctx, "group-1", ids); !errors.Is(err, broken) {
+		t.Fatalf("a failed copy: %v, want it reported", err)
+	}
+	f.Fail = nil
+	if g := awaitGroup(t, m, "group-1", ids); len(g.Snapshots) != 2 {
+		t.Fatalf("group %+v", g)
+	}
+}
