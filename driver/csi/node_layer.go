@@ -10,6 +10,7 @@ import (
 	"carve.dev/carve/driver/mapper"
 	"carve.dev/carve/driver/nodefs"
 	"carve.dev/carve/driver/volume"
+	"carve.dev/carve/lvm"
 )
 
 // The linear layer (driver/mapper): the filesystem of a volume that is not
@@ -58,7 +59,10 @@ func (n *Node) dropUnusedLayer(ctx context.Context, dev volumeDevice) {
 
 // removeLayer removes the volume's layer, if it has one: NodeUnstage's
 // last step, also when the staging path was gone already. Only a layer of
-// Carve's over this volume's LV is removed.
+// Carve's over this volume's LV is removed. The LV's device number may
+// come from a recent report (lvm.WithCachedReads), as resolveStaged's
+// does: the layer must map that very device, so a stale report can only
+// refuse, and a refusal is checked again on a fresh read.
 func (n *Node) removeLayer(ctx context.Context, id volume.ID) error {
 	if n.layers == nil {
 		return nil
@@ -70,6 +74,14 @@ func (n *Node) removeLayer(ctx context.Context, id volume.ID) error {
 	if _, err := nodefs.DeviceNumber(mapper.Path(name)); err != nil {
 		return nil // none there
 	}
+	if err := n.removeLayerOf(lvm.WithCachedReads(ctx), id, name); err == nil {
+		return nil
+	}
+	return n.removeLayerOf(ctx, id, name)
+}
+
+// removeLayerOf removes layer name of volume id, read through ctx.
+func (n *Node) removeLayerOf(ctx context.Context, id volume.ID, name string) error {
 	vol, err := n.volumes.GetVolume(ctx, id)
 	if err != nil {
 		return fmt.Errorf("layer %s is there, but its volume: %w", name, err)
