@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 
 	"carve.dev/carve/driver/volume"
@@ -214,6 +215,9 @@ func (m *Manager) cutGroup(ctx context.Context, g group, found []lvm.LV) error {
 			}
 		}
 	}
+	if err := m.canHoldTogether(g); err != nil {
+		return err
+	}
 	held, err := m.suspendLayers(ctx, g.srcs)
 	if err != nil {
 		return err
@@ -225,6 +229,32 @@ func (m *Manager) cutGroup(ctx context.Context, g group, found []lvm.LV) error {
 	for _, s := range g.srcs {
 		if err := m.takeInstant(fctx, g, s, created); err != nil {
 			return fmt.Errorf("group snapshot %q: instant of %s: %w", g.name, s.Name, err)
+		}
+	}
+	return nil
+}
+
+// canHoldTogether refuses a group with a volume in use but not through a
+// layer (a raw block volume bound into a pod, or a filesystem staged on
+// its LV by a Carve that made no layers): its writes cannot be held with
+// the others', and lvm2's own suspend would snapshot it at another
+// instant (FAILED_PRECONDITION). A volume nothing has open has no writes
+// to hold.
+func (m *Manager) canHoldTogether(g group) error {
+	if m.layers == nil {
+		return nil
+	}
+	for _, s := range g.srcs {
+		if !s.Active || !s.Open || s.KernelMajor < 0 || s.KernelMinor < 0 {
+			continue
+		}
+		_, found, err := m.layers.Find(s.VGName, s.Name, unix.Mkdev(uint32(s.KernelMajor), uint32(s.KernelMinor)))
+		if err != nil {
+			return err
+		}
+		if !found {
+			return fmt.Errorf("%w: volume %s/%s is in use without Carve's layer (a raw block volume, or staged before Carve made layers): its writes cannot be held with the others'",
+				volume.ErrFailedPrecondition, s.VGName, s.Name)
 		}
 	}
 	return nil

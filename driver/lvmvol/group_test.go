@@ -185,3 +185,28 @@ func TestGroupSnapshotCopyFailureIsReportedOnce(t *testing.T) {
 		t.Fatalf("group %+v", g)
 	}
 }
+
+// TestGroupSnapshotRefusesAVolumeInUseWithoutALayer: a volume open with no
+// layer (a raw block volume in a pod) cannot be held with the others: the
+// group is FAILED_PRECONDITION, no instant taken; one nothing has open
+// needs no holding.
+func TestGroupSnapshotRefusesAVolumeInUseWithoutALayer(t *testing.T) {
+	m, f, log, _, ids := groupFixture(t)
+	var none []string
+	m.SetLayers(fakeLayers{log: &none, none: true})
+	lv, _ := f.LV(vg, ids[0].LV) // the thin one: Put takes no room for it
+	lv.Open = true
+	f.Put(lv)
+	*log = nil
+	if _, err := m.CreateGroupSnapshot(ctx, "group-1", ids); !errors.Is(err, volume.ErrFailedPrecondition) {
+		t.Fatalf("a volume in use without a layer: %v, want FAILED_PRECONDITION", err)
+	}
+	if len(*log) != 0 || len(none) != 0 {
+		t.Fatalf("refused, yet did %q %q", *log, none)
+	}
+	lv.Open = false
+	f.Put(lv)
+	if g := awaitGroup(t, m, "group-1", ids); len(g.Snapshots) != 2 {
+		t.Fatalf("group %+v", g)
+	}
+}

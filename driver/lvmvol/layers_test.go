@@ -12,16 +12,17 @@ import (
 	"carve.dev/carve/test/lvmfake"
 )
 
-// fakeLayers plays a node's layers: every LV has one; it records what is
-// done to them, in order, into the shared log.
+// fakeLayers plays a node's layers: every LV has one (none: no LV has);
+// it records what is done to them, in order, into the shared log.
 type fakeLayers struct {
 	log         *[]string
 	failSuspend error
+	none        bool
 }
 
 func (l fakeLayers) Find(vg, lv string, _ uint64) (mapper.Device, bool, error) {
 	name, err := mapper.Name(vg, lv, mapper.LinearLayer)
-	return mapper.Device{Name: name}, true, err
+	return mapper.Device{Name: name}, !l.none, err
 }
 
 func (l fakeLayers) Suspend(_ context.Context, d mapper.Device) error {

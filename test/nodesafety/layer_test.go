@@ -52,4 +52,6 @@ func TestForeignDeviceUnderALayerName(t *testing.T) {
 		}
 		e.check(t)
 	}
+	// The canary's own layer goes with its unstage, so that the VG can go.
+	must(t, e.canary.Down(ctx, e.canaryTarget))
 }
