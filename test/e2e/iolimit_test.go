@@ -8,13 +8,14 @@ import (
 	"testing"
 
 	"carve.dev/carve/driver/api/v1alpha1"
+	"carve.dev/carve/driver/mapper"
 )
 
 // A claim's IO limits changed while its pod runs (issue 13, IO limits
 // through csi-resizer's ModifyVolume): deploy/'s example class
 // carve-throttled puts its limits into the pod's own cgroup on the VM node
 // (kubelet's cgroupfs driver, kubepods/<qos>/pod<UID>), as the line of
-// io.max for the LV's device, and the LogicalVolume's status says so;
+// io.max for the device its filesystem is on (the layer over its LV), and the LogicalVolume's status says so;
 // carve-unthrottled removes the line. A second pod started on the claim
 // while it is throttled gets the limits at its publish.
 func TestIOLimitsClass(t *testing.T) {
@@ -22,7 +23,13 @@ func TestIOLimitsClass(t *testing.T) {
 	create(t, pvc("throttle", "carve-thick", "64Mi"))
 	first := runPod(t, "throttle-1", "throttle")
 	pvName := boundClaim(t, "throttle").Spec.VolumeName
-	dev := strings.Join(strings.Fields(vmOut(t, "lvs", "--noheadings", "-o", "lv_kernel_major,lv_kernel_minor", "e2e/"+pvName)), ":")
+	// The pod's I/O goes to the device its filesystem is on: the layer
+	// over the LV (driver/mapper), where the limits go.
+	layer, err := mapper.Name("e2e", pvName, mapper.LinearLayer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := strings.TrimSpace(vmOut(t, "dmsetup", "info", "-c", "--noheadings", "--separator", ":", "-o", "major,minor", layer))
 	throttled := dev + " rbps=104857600 wbps=52428800 riops=max wiops=2000"
 
 	setClass(t, "throttle", "carve-throttled")
