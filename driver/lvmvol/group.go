@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -69,18 +70,11 @@ func memberLVName(group, source string) string {
 
 // groupOf reads a group snapshot ID: its VG and key.
 func (m *Manager) groupOf(id volume.ID) (vg, key string, err error) {
-	key, ok := cutPrefix(id.LV, groupIDPrefix)
+	key, ok := strings.CutPrefix(id.LV, groupIDPrefix)
 	if !ok || id.Node != m.node || len(key) != 32 || !slices.Contains(m.vgs, id.VG) {
 		return "", "", fmt.Errorf("group snapshot %s: %w", id, volume.ErrSnapshotNotFound)
 	}
 	return id.VG, key, nil
-}
-
-func cutPrefix(s, prefix string) (string, bool) {
-	if len(s) < len(prefix) || s[:len(prefix)] != prefix {
-		return "", false
-	}
-	return s[len(prefix):], true
 }
 
 // groupSources checks a group's sources: at least one, none twice, all
@@ -389,8 +383,8 @@ func (m *Manager) awaitCopies(ctx context.Context, lvs []lvm.LV) error {
 		if err != nil {
 			return fmt.Errorf("copy into member %s/%s: %w", lvs[c.i].VGName, lvs[c.i].Name, err)
 		}
-		if finished { // it dropped the copying tag last (step 4)
-			lvs[c.i].Tags = slices.DeleteFunc(slices.Clone(lvs[c.i].Tags), func(t string) bool { return t == tagCopying })
+		if finished {
+			lvs[c.i] = copied(lvs[c.i])
 		}
 	}
 	return nil

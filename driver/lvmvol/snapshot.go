@@ -195,10 +195,14 @@ func (m *Manager) awaitCopy(ctx context.Context, lv lvm.LV) (volume.Snapshot, er
 	if !finished {
 		return m.snapshotOf(lv), nil // still copying
 	}
-	// The job succeeded: it dropped the copying tag last (step 4), so the
-	// snapshot is lv without it; no lvs needed to tell.
+	return m.snapshotOf(copied(lv)), nil
+}
+
+// copied is snapshot lv once its copy job succeeded: the job dropped the
+// copying tag last (step 4), so no lvs is needed to tell.
+func copied(lv lvm.LV) lvm.LV {
 	lv.Tags = slices.DeleteFunc(slices.Clone(lv.Tags), func(t string) bool { return t == tagCopying })
-	return m.snapshotOf(lv), nil
+	return lv
 }
 
 // adoptSnapshot judges an existing snapshot LV for a CreateSnapshot retry,
