@@ -27,7 +27,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"carve.dev/carve/driver/mapper"
 	"carve.dev/carve/lvm"
 	"carve.dev/carve/test/csiflow"
 	"carve.dev/carve/test/testenv"
@@ -110,19 +109,9 @@ func (e *env) reset() {
 // (VG-LV-carve, driver/mapper), which hold their LVs open.
 func closeMappings(t *testing.T) {
 	t.Helper()
-	out, err := exec.Command("dmsetup", "ls").Output()
-	if err != nil {
-		t.Fatalf("dmsetup ls: %v", err)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
-		if gvg, _, ok := mapper.VolumeOf(f[0], mapper.LinearLayer); ok && gvg == vg {
-			if out, err := exec.Command("dmsetup", "remove", f[0]).CombinedOutput(); err != nil {
-				t.Fatalf("reset: dmsetup remove %s: %v: %s", f[0], err, out)
-			}
+	for _, name := range testenv.Layers(t, vg) {
+		if out, err := exec.Command("dmsetup", "remove", name).CombinedOutput(); err != nil {
+			t.Fatalf("reset: dmsetup remove %s: %v: %s", name, err, out)
 		}
 	}
 	closeCrypt(t)

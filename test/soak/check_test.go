@@ -355,7 +355,7 @@ func (s *soak) finish() {
 			s.leakf("final: LV %s left", lv.Name)
 		}
 	}
-	for _, name := range layersOf(s.t, vg) {
+	for _, name := range testenv.Layers(s.t, vg) {
 		s.leakf("final: layer %s left", name)
 	}
 	if g, err := s.lvm.GetVG(ctx, vg); err != nil || g.Free != s.base.Free {

@@ -7,10 +7,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
-	"testing"
 	"time"
-
-	"carve.dev/carve/driver/mapper"
 )
 
 // watchIO runs fn, a read or write of a volume's files, and fails the soak
@@ -68,25 +65,4 @@ func resumeSuspended(s *soak) {
 		cancel()
 		s.t.Logf("rescue: dmsetup resume %s: %v %s", f[0], err, out)
 	}
-}
-
-// layersOf lists the device-mapper devices of vg's volumes that are Carve's
-// layers (driver/mapper: VG-LV-carve).
-func layersOf(t *testing.T, vg string) []string {
-	t.Helper()
-	out, err := exec.Command("dmsetup", "ls").Output()
-	if err != nil {
-		t.Fatalf("dmsetup ls: %v", err)
-	}
-	var names []string
-	for _, line := range strings.Split(string(out), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
-		if gvg, _, ok := mapper.VolumeOf(f[0], mapper.LinearLayer); ok && gvg == vg {
-			names = append(names, f[0])
-		}
-	}
-	return names
 }
