@@ -211,7 +211,13 @@ func TestExamples(t *testing.T) {
 			t.Errorf("StorageClass %s: thinPool %q", name, sc.Parameters["thinPool"])
 		}
 	}
-	mustFind(t, objs, "VolumeSnapshotClass", "carve")
+	for _, kind := range []string{"VolumeSnapshotClass", "VolumeGroupSnapshotClass"} {
+		var c snapshotClass
+		strict(t, mustFind(t, objs, kind, "carve"), &c)
+		if c.Driver != driverName || c.DeletionPolicy != "Delete" || len(c.Parameters) != 0 {
+			t.Errorf("%s carve: driver %q, deletionPolicy %q, parameters %v; want %s, Delete, none", kind, c.Driver, c.DeletionPolicy, c.Parameters, driverName)
+		}
+	}
 	for name, mirrors := range map[string]string{"carve-raid1": "1", "carve-linear": "0"} {
 		var c storagev1.VolumeAttributesClass
 		strict(t, mustFind(t, objs, "VolumeAttributesClass", name), &c)

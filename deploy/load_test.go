@@ -165,9 +165,73 @@ func readKustomization(t *testing.T, dir string) kustomization {
 	return k
 }
 
-// volumeSnapshotClass: the snapshot API is not a dependency of Carve, so
-// its one object here is decoded into this copy of its fields.
-type volumeSnapshotClass struct {
+// carveResource is one of Carve's CRDs (deploy/crds): its plural,
+// whether it serves the status subresource, and whether every version
+// requires spec.nodeName.
+type carveResource struct {
+	plural   string
+	status   bool
+	nodeName bool
+}
+
+// carveResources reads the resources of deploy/crds, as make generate
+// wrote them.
+func carveResources(t *testing.T) []carveResource {
+	t.Helper()
+	files, err := filepath.Glob("crds/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no CRDs in deploy/crds (%v)", err)
+	}
+	var out []carveResource
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var crd struct {
+			Spec struct {
+				Group string `json:"group"`
+				Names struct {
+					Plural string `json:"plural"`
+				} `json:"names"`
+				Versions []struct {
+					Subresources struct {
+						Status *struct{} `json:"status"`
+					} `json:"subresources"`
+					Schema struct {
+						OpenAPIV3Schema struct {
+							Properties struct {
+								Spec struct {
+									Properties map[string]any `json:"properties"`
+									Required   []string       `json:"required"`
+								} `json:"spec"`
+							} `json:"properties"`
+						} `json:"openAPIV3Schema"`
+					} `json:"schema"`
+				} `json:"versions"`
+			} `json:"spec"`
+		}
+		if err := yaml.Unmarshal(data, &crd); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if crd.Spec.Group != driverName || crd.Spec.Names.Plural == "" {
+			t.Fatalf("%s: group %q, plural %q", f, crd.Spec.Group, crd.Spec.Names.Plural)
+		}
+		r := carveResource{plural: crd.Spec.Names.Plural, nodeName: len(crd.Spec.Versions) > 0}
+		for _, v := range crd.Spec.Versions {
+			r.status = r.status || v.Subresources.Status != nil
+			spec := v.Schema.OpenAPIV3Schema.Properties.Spec
+			r.nodeName = r.nodeName && spec.Properties["nodeName"] != nil && slices.Contains(spec.Required, "nodeName")
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// snapshotClass: the snapshot API is not a dependency of Carve, so its
+// classes here (VolumeSnapshotClass, VolumeGroupSnapshotClass: the same
+// fields) are decoded into this copy of their fields.
+type snapshotClass struct {
 	APIVersion     string            `json:"apiVersion"`
 	Kind           string            `json:"kind"`
 	Metadata       map[string]any    `json:"metadata"`
@@ -216,8 +280,8 @@ func decodeAll(t *testing.T, objs []object) {
 			var c storagev1.VolumeAttributesClass
 			strict(t, o, &c)
 			checkAttributesClass(t, o, &c)
-		case "snapshot.storage.k8s.io/v1 VolumeSnapshotClass":
-			var c volumeSnapshotClass
+		case "snapshot.storage.k8s.io/v1 VolumeSnapshotClass", "groupsnapshot.storage.k8s.io/v1 VolumeGroupSnapshotClass":
+			var c snapshotClass
 			strict(t, o, &c)
 			if c.Driver != driverName || (c.DeletionPolicy != "Delete" && c.DeletionPolicy != "Retain") {
 				t.Errorf("%v: driver %q, deletionPolicy %q", o, c.Driver, c.DeletionPolicy)

@@ -56,14 +56,31 @@ func checkNodePolicy(t *testing.T, objs []object, ns string) {
 			}
 		}
 	}
-	// And more than RBAC grants today, should it ever grant more.
-	for _, res := range []string{"logicalvolumes", "logicalvolumesnapshots", "nodestorages"} {
-		for _, r := range []string{res, res + "/status"} {
+	// And more than RBAC grants today, should it ever grant more: every
+	// resource of deploy/crds, and its status, a CRD added later included.
+	var plurals []string
+	for _, res := range carveResources(t) {
+		plurals = append(plurals, res.plural)
+		// The policy's node of an object is a NodeStorage's name, and any
+		// other resource's spec.nodeName, which must be there.
+		if res.plural != "nodestorages" && !res.nodeName {
+			t.Errorf("%s has no required spec.nodeName, which policy %s reads as its node", gr(res.plural, driverName), nodePolicy)
+		}
+		rs := []string{res.plural}
+		if res.status {
+			rs = append(rs, res.plural+"/status")
+		}
+		for _, r := range rs {
 			for _, op := range []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete} {
 				if !policyMatches(&p, r, op) {
 					t.Errorf("policy %s does not match %s of %s", nodePolicy, op, gr(r, driverName))
 				}
 			}
+		}
+	}
+	for _, want := range []string{"logicalvolumes", "logicalvolumesnapshots", "logicalvolumegroupsnapshots", "nodestorages"} {
+		if !slices.Contains(plurals, want) {
+			t.Errorf("deploy/crds has no %s (it has %v)", gr(want, driverName), plurals)
 		}
 	}
 

@@ -26,6 +26,7 @@ type need struct {
 var needs = []need{
 	{controller, "lvm.carve.dev", "logicalvolumes", false, []string{"get", "list", "create", "patch", "delete"}, "backend: volumes, publish"},
 	{controller, "lvm.carve.dev", "logicalvolumesnapshots", false, []string{"get", "list", "create", "delete"}, "backend: snapshots"},
+	{controller, "lvm.carve.dev", "logicalvolumegroupsnapshots", false, []string{"get", "list", "watch", "create", "delete"}, "backend: group snapshots"},
 	{controller, "lvm.carve.dev", "nodestorages", false, []string{"get", "list", "watch"}, "backend: capacity; /healthz; nodeloss"},
 	{controller, "", "nodes", false, []string{"get", "list", "watch"}, "nodeloss: a lost node is gone or out of service"},
 	{controller, "events.k8s.io", "events", false, []string{"create", "patch"}, "nodeloss: Released, NodeLost"},
@@ -43,6 +44,9 @@ var needs = []need{
 	{controller, "snapshot.storage.k8s.io", "volumesnapshotcontents", false, []string{"get", "list", "watch", "update", "patch"}, "csi-snapshotter"},
 	{controller, "snapshot.storage.k8s.io", "volumesnapshotcontents/status", false, []string{"update", "patch"}, "csi-snapshotter"},
 	{controller, "snapshot.storage.k8s.io", "volumesnapshotclasses", false, []string{"get", "list", "watch"}, "csi-snapshotter"},
+	{controller, "groupsnapshot.storage.k8s.io", "volumegroupsnapshotclasses", false, []string{"get", "list", "watch"}, "csi-snapshotter: group snapshots"},
+	{controller, "groupsnapshot.storage.k8s.io", "volumegroupsnapshotcontents", false, []string{"get", "list", "watch", "update", "patch"}, "csi-snapshotter: group snapshots"},
+	{controller, "groupsnapshot.storage.k8s.io", "volumegroupsnapshotcontents/status", false, []string{"update", "patch"}, "csi-snapshotter: group snapshots"},
 	{controller, "storage.k8s.io", "csistoragecapacities", true, []string{"get", "list", "watch", "create", "update", "patch", "delete"}, "csi-provisioner --enable-capacity"},
 	{controller, "", "pods", true, []string{"get"}, "csi-provisioner capacity owner lookup"},
 	{controller, "apps", "replicasets", true, []string{"get"}, "csi-provisioner capacity owner lookup"},
@@ -53,6 +57,8 @@ var needs = []need{
 	{node, "lvm.carve.dev", "logicalvolumes/status", false, []string{"update"}, "agent: status"},
 	{node, "lvm.carve.dev", "logicalvolumesnapshots", false, []string{"get", "list", "watch", "update"}, "agent: reconcile, finalizers"},
 	{node, "lvm.carve.dev", "logicalvolumesnapshots/status", false, []string{"update"}, "agent: status"},
+	{node, "lvm.carve.dev", "logicalvolumegroupsnapshots", false, []string{"get", "list", "watch", "update"}, "agent: reconcile, finalizers"},
+	{node, "lvm.carve.dev", "logicalvolumegroupsnapshots/status", false, []string{"update"}, "agent: status"},
 	{node, "lvm.carve.dev", "nodestorages", false, []string{"get", "list", "watch", "create"}, "agent: storage report (cached Get)"},
 	{node, "lvm.carve.dev", "nodestorages/status", false, []string{"update"}, "agent: storage report"},
 	{node, "events.k8s.io", "events", false, []string{"create", "patch"}, "agent: events on its resources"},
@@ -62,8 +68,10 @@ var needs = []need{
 var denied = []need{
 	{node, "lvm.carve.dev", "logicalvolumes", false, []string{"create", "delete"}, "only the controller creates and deletes volumes"},
 	{node, "lvm.carve.dev", "logicalvolumesnapshots", false, []string{"create", "delete"}, "only the controller creates and deletes snapshots"},
+	{node, "lvm.carve.dev", "logicalvolumegroupsnapshots", false, []string{"create", "delete"}, "only the controller creates and deletes group snapshots"},
 	{node, "lvm.carve.dev", "nodestorages", false, []string{"delete"}, "a node only reports"},
 	{controller, "lvm.carve.dev", "logicalvolumes/status", false, []string{"update", "patch"}, "status is the agent's"},
+	{controller, "lvm.carve.dev", "logicalvolumegroupsnapshots/status", false, []string{"update", "patch"}, "status is the agent's"},
 	{controller, "", "secrets", true, []string{"get", "list"}, "no secrets are used"},
 	{node, "", "secrets", true, []string{"get", "list"}, "no secrets are used"},
 }

@@ -136,13 +136,46 @@ func TestHelmChart(t *testing.T) {
 
 	t.Run("snapshots off", func(t *testing.T) {
 		objs := helmTemplate(t, helm, "--set", "snapshots.enabled=false")
-		if _, ok := find(objs, "VolumeSnapshotClass", "carve"); ok {
-			t.Error("VolumeSnapshotClass rendered with snapshots.enabled=false")
+		for _, kind := range []string{"VolumeSnapshotClass", "VolumeGroupSnapshotClass"} {
+			if _, ok := find(objs, kind, "carve"); ok {
+				t.Errorf("%s rendered with snapshots.enabled=false", kind)
+			}
+		}
+		if _, ok := find(objs, "ClusterRole", "carve-external-snapshotter-runner"); ok {
+			t.Error("csi-snapshotter's ClusterRole rendered with snapshots.enabled=false")
 		}
 		var d appsv1.Deployment
 		strict(t, mustFind(t, objs, "Deployment", controller), &d)
 		if container(&d.Spec.Template.Spec, "csi-snapshotter") != nil {
 			t.Error("csi-snapshotter rendered with snapshots.enabled=false")
+		}
+	})
+
+	// Each class on its own: not created, or the default of its kind
+	// under another name.
+	t.Run("snapshot classes", func(t *testing.T) {
+		for kind, value := range map[string]string{
+			"VolumeSnapshotClass":      "snapshots.volumeSnapshotClass",
+			"VolumeGroupSnapshotClass": "snapshots.volumeGroupSnapshotClass",
+		} {
+			objs := helmTemplate(t, helm, "--set", value+".create=false")
+			if _, ok := find(objs, kind, "carve"); ok {
+				t.Errorf("%s rendered with %s.create=false", kind, value)
+			}
+			other := map[string]string{"VolumeSnapshotClass": "VolumeGroupSnapshotClass", "VolumeGroupSnapshotClass": "VolumeSnapshotClass"}[kind]
+			mustFind(t, objs, other, "carve")
+
+			objs = helmTemplate(t, helm, "--set", value+".isDefault=true", "--set", value+".name=carve-default",
+				"--set", value+".deletionPolicy=Retain")
+			decodeAll(t, objs)
+			var c snapshotClass
+			strict(t, mustFind(t, objs, kind, "carve-default"), &c)
+			group := map[string]string{"VolumeSnapshotClass": "snapshot", "VolumeGroupSnapshotClass": "groupsnapshot"}[kind]
+			annotations, _ := c.Metadata["annotations"].(map[string]any)
+			if annotations[group+".storage.kubernetes.io/is-default-class"] != "true" || c.DeletionPolicy != "Retain" {
+				t.Errorf("%s carve-default: annotations %v, deletionPolicy %q; want the %s default-class annotation, Retain",
+					kind, annotations, c.DeletionPolicy, group)
+			}
 		}
 	})
 

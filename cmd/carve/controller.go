@@ -71,9 +71,9 @@ func runController(args []string) error {
 }
 
 // newBackend is the controller backend over the manager's cache: the
-// cache watches every LogicalVolume, LogicalVolumeSnapshot and NodeStorage
-// (what the waits, the lists and GetCapacity read), and its watch events
-// wake the waits. Writes, and the reads they depend on, go to the API
+// cache watches every LogicalVolume, LogicalVolumeSnapshot, group snapshot
+// and NodeStorage (what the waits, the lists and GetCapacity read), and its
+// watch events wake the waits. Writes, and the reads they depend on, go to the API
 // through an uncached client.
 func newBackend(cfg *rest.Config, mgr manager.Manager, vgs []string) (*backend.Backend, error) {
 	direct, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme()})

@@ -36,7 +36,7 @@ func runNode(args []string) error {
 	fs.StringVar(&kubeletPath, "kubelet-csi-path", "", "the CSI socket's path as kubelet sees it (default: the --endpoint path)")
 	fs.DurationVar(&reportEvery, "storage-report-interval", 30*time.Second, "how often NodeStorage is refreshed")
 	fs.IntVar(&workers, "agent-workers", agent.DefaultWorkers,
-		"LogicalVolumes (and, apart, LogicalVolumeSnapshots) reconciled at once; one volume is never reconciled twice at once")
+		"LogicalVolumes (and, apart, LogicalVolumeSnapshots and group snapshots) reconciled at once; one volume is never reconciled twice at once")
 	klog.InitFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -97,6 +97,9 @@ func addAgent(mgr manager.Manager, lf localFlags, vols *lvmvol.Manager, every ti
 		return err
 	}
 	if err := (&agent.SnapshotReconciler{Client: c, Node: lf.nodeID, Snapshots: vols, Events: rec, Workers: workers}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&agent.GroupSnapshotReconciler{Client: c, Node: lf.nodeID, Groups: vols, Events: rec, Workers: workers}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return mgr.Add(&agent.StorageReporter{Client: c, Node: lf.nodeID, Space: vols.Space, Overprovision: lf.overprov, Interval: every,

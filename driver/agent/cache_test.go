@@ -13,7 +13,7 @@ import (
 )
 
 // TestCacheHoldsOnlyTheNodesObjects: the agent's cache lists and watches
-// its own node's LogicalVolumes, snapshots and NodeStorage, not the
+// its own node's LogicalVolumes, snapshots, group snapshots and NodeStorage, not the
 // cluster's (the API server filters by the CRDs' selectable field).
 func TestCacheHoldsOnlyTheNodesObjects(t *testing.T) {
 	r := newRig(t, lvResource("pvc-mine", node, mib), lvResource("pvc-theirs", "node-b", mib))
@@ -22,6 +22,10 @@ func TestCacheHoldsOnlyTheNodesObjects(t *testing.T) {
 			Spec: v1alpha1.LogicalVolumeSnapshotSpec{Name: "s1", NodeName: node, SourceVolumeID: node + "/vg0/pvc-mine"}},
 		&v1alpha1.LogicalVolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Name: "snap-theirs"},
 			Spec: v1alpha1.LogicalVolumeSnapshotSpec{Name: "s2", NodeName: "node-b", SourceVolumeID: "node-b/vg0/pvc-theirs"}},
+		&v1alpha1.LogicalVolumeGroupSnapshot{ObjectMeta: metav1.ObjectMeta{Name: "group-mine"},
+			Spec: v1alpha1.LogicalVolumeGroupSnapshotSpec{Name: "g1", NodeName: node, SourceVolumeIDs: []string{node + "/vg0/pvc-mine"}}},
+		&v1alpha1.LogicalVolumeGroupSnapshot{ObjectMeta: metav1.ObjectMeta{Name: "group-theirs"},
+			Spec: v1alpha1.LogicalVolumeGroupSnapshotSpec{Name: "g2", NodeName: "node-b", SourceVolumeIDs: []string{"node-b/vg0/pvc-theirs"}}},
 		&v1alpha1.NodeStorage{ObjectMeta: metav1.ObjectMeta{Name: node}},
 		&v1alpha1.NodeStorage{ObjectMeta: metav1.ObjectMeta{Name: "node-b"}},
 	} {
@@ -43,6 +47,7 @@ func TestCacheHoldsOnlyTheNodesObjects(t *testing.T) {
 	defer cancel()
 	var lvs v1alpha1.LogicalVolumeList
 	var snaps v1alpha1.LogicalVolumeSnapshotList
+	var groups v1alpha1.LogicalVolumeGroupSnapshotList
 	var stores v1alpha1.NodeStorageList
 	// List starts each kind's informer (with the options' selection) and
 	// waits for it to sync.
@@ -50,7 +55,7 @@ func TestCacheHoldsOnlyTheNodesObjects(t *testing.T) {
 	if !ca.WaitForCacheSync(cctx) {
 		t.Fatal("cache not synced")
 	}
-	for _, l := range []client.ObjectList{&lvs, &snaps, &stores} {
+	for _, l := range []client.ObjectList{&lvs, &snaps, &groups, &stores} {
 		if err := ca.List(cctx, l); err != nil {
 			t.Fatal(err)
 		}
@@ -60,6 +65,9 @@ func TestCacheHoldsOnlyTheNodesObjects(t *testing.T) {
 	}
 	if len(snaps.Items) != 1 || snaps.Items[0].Name != "snap-mine" {
 		t.Errorf("cached LogicalVolumeSnapshots: %v", names(snaps.Items))
+	}
+	if len(groups.Items) != 1 || groups.Items[0].Name != "group-mine" {
+		t.Errorf("cached LogicalVolumeGroupSnapshots: %v", names(groups.Items))
 	}
 	if len(stores.Items) != 1 || stores.Items[0].Name != node {
 		t.Errorf("cached NodeStorages: %v", names(stores.Items))

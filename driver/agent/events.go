@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 
+	"carve.dev/carve/driver/api/v1alpha1"
 	"carve.dev/carve/driver/volume"
 )
 
@@ -66,6 +67,28 @@ func readyCondition(conds *[]metav1.Condition, generation int64, opErr error) {
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, volume.CodeOf(opErr).String(), opErr.Error()
 	}
 	meta.SetStatusCondition(conds, c)
+}
+
+// outcomeFields points at what a snapshot's or a group's status says of the
+// last operation.
+type outcomeFields struct {
+	phase      *v1alpha1.Phase
+	err        **v1alpha1.OperationError
+	conditions *[]metav1.Condition
+	observed   *int64
+}
+
+// set records an operation's outcome about generation: Ready, the phase
+// and the error (nil on success).
+func (o outcomeFields) set(generation int64, opErr error) {
+	*o.observed = generation
+	readyCondition(o.conditions, generation, opErr)
+	if opErr != nil {
+		*o.phase = v1alpha1.PhaseFailed
+		*o.err = &v1alpha1.OperationError{Code: volume.CodeOf(opErr).String(), Message: opErr.Error()}
+		return
+	}
+	*o.phase, *o.err = v1alpha1.PhaseReady, nil
 }
 
 // pendingOf returns the data work err says runs, or nil.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -93,18 +92,12 @@ func (r *SnapshotReconciler) report(ctx context.Context, s *v1alpha1.LogicalVolu
 		return r.reportPending(ctx, s, p)
 	}
 	st := &s.Status
-	st.ObservedGeneration = s.Generation
 	wasReady := st.ReadyToUse
-	readyCondition(&st.Conditions, s.Generation, opErr)
-	if opErr != nil {
-		st.Phase = v1alpha1.PhaseFailed
-		st.Error = &v1alpha1.OperationError{Code: volume.CodeOf(opErr).String(), Message: opErr.Error()}
-	} else {
-		st.Phase, st.Error = v1alpha1.PhaseReady, nil
+	outcomeFields{&st.Phase, &st.Error, &st.Conditions, &st.ObservedGeneration}.set(s.Generation, opErr)
+	if opErr == nil {
 		st.SnapshotID, st.SizeBytes, st.ReadyToUse = snap.ID.String(), snap.SizeBytes, snap.Ready
 		if !snap.CreatedAt.IsZero() {
-			t := metav1.NewTime(snap.CreatedAt)
-			st.CreationTime = &t
+			st.CreationTime = timeOrNil(snap.CreatedAt)
 		}
 	}
 	if err := r.Client.Status().Update(ctx, s); err != nil {

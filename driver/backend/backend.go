@@ -254,8 +254,14 @@ func (b *Backend) DeleteVolume(ctx context.Context, id volume.ID) error {
 			return fmt.Errorf("volume %s is still published: %w", id, volume.ErrInUse)
 		}
 	}
-	if err := b.Client.Delete(ctx, lv); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete %s: %w", lv.Name, err)
+	return b.deleteAndAwait(ctx, KindVolume, lv, volumeReport(lv))
+}
+
+// deleteAndAwait deletes obj (of kind) and waits until the agent has
+// removed what it holds and let it go: gone from the API.
+func (b *Backend) deleteAndAwait(ctx context.Context, kind string, obj client.Object, rep report) error {
+	if err := b.Client.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete %s: %w", obj.GetName(), err)
 	}
-	return b.await(ctx, KindVolume, lv, 0, volumeReport(lv), untilGone)
+	return b.await(ctx, kind, obj, 0, rep, untilGone)
 }

@@ -102,6 +102,9 @@ func startAgent(t *testing.T, m *lvmvol.Manager) {
 	if err := (&agent.SnapshotReconciler{Client: c, Node: "node-a", Snapshots: m}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
+	if err := (&agent.GroupSnapshotReconciler{Client: c, Node: "node-a", Groups: m}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()

@@ -51,7 +51,7 @@ func (c *Changes) Notify(kind, name string) {
 }
 
 // Handler is the informer event handler that notifies the changes of
-// resources of kind (KindVolume, KindSnapshot).
+// resources of kind (KindVolume, KindSnapshot, KindGroupSnapshot).
 func (c *Changes) Handler(kind string) toolscache.ResourceEventHandler {
 	notify := func(obj any) {
 		if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
@@ -70,17 +70,21 @@ func (c *Changes) Handler(kind string) toolscache.ResourceEventHandler {
 
 // Kinds of resources, as Changes names them.
 const (
-	KindVolume   = "LogicalVolume"
-	KindSnapshot = "LogicalVolumeSnapshot"
+	KindVolume        = "LogicalVolume"
+	KindSnapshot      = "LogicalVolumeSnapshot"
+	KindGroupSnapshot = "LogicalVolumeGroupSnapshot"
 )
 
 // WatchWith makes c watch what the backend reads (every LogicalVolume,
-// LogicalVolumeSnapshot and NodeStorage) and returns the Changes its watch
-// events feed. Call it before c starts; carve controller and the tests
-// wire the backend's cache with it.
+// LogicalVolumeSnapshot, LogicalVolumeGroupSnapshot and NodeStorage) and
+// returns the Changes its watch events feed. Call it before c starts;
+// carve controller and the tests wire the backend's cache with it.
 func WatchWith(ctx context.Context, c cache.Informers) (*Changes, error) {
 	changes := NewChanges()
-	for kind, obj := range map[string]client.Object{KindVolume: &v1alpha1.LogicalVolume{}, KindSnapshot: &v1alpha1.LogicalVolumeSnapshot{}} {
+	for kind, obj := range map[string]client.Object{
+		KindVolume: &v1alpha1.LogicalVolume{}, KindSnapshot: &v1alpha1.LogicalVolumeSnapshot{},
+		KindGroupSnapshot: &v1alpha1.LogicalVolumeGroupSnapshot{},
+	} {
 		inf, err := c.GetInformer(ctx, obj)
 		if err != nil {
 			return nil, fmt.Errorf("watch %s: %w", kind, err)

@@ -67,19 +67,37 @@ func snapshotOf(s *v1alpha1.LogicalVolumeSnapshot) (volume.Snapshot, error) {
 // the cache for reads that may lag), also while it is being deleted.
 func lookupSnapshot(ctx context.Context, r client.Reader, id volume.ID) (*v1alpha1.LogicalVolumeSnapshot, error) {
 	var s v1alpha1.LogicalVolumeSnapshot
-	err := r.Get(ctx, types.NamespacedName{Name: id.LV}, &s)
-	if apierrors.IsNotFound(err) || (err == nil && s.Status.SnapshotID != id.String()) {
-		return nil, fmt.Errorf("snapshot %s: %w", id, volume.ErrSnapshotNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get %s: %w", id.LV, err)
+	if err := lookupTaken(ctx, r, id, &s, func() string { return s.Status.SnapshotID }); err != nil {
+		return nil, err
 	}
 	return &s, nil
 }
 
-// GetSnapshot reports a snapshot; one being deleted is gone already.
+// lookupTaken reads the resource of a snapshot or group ID from r into
+// obj: the one named after the ID's last part, whose status (takenID)
+// names the ID; one not taken yet is not found either.
+func lookupTaken(ctx context.Context, r client.Reader, id volume.ID, obj client.Object, takenID func() string) error {
+	err := r.Get(ctx, types.NamespacedName{Name: id.LV}, obj)
+	if apierrors.IsNotFound(err) || (err == nil && takenID() != id.String()) {
+		return fmt.Errorf("snapshot %s: %w", id, volume.ErrSnapshotNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("get %s: %w", id.LV, err)
+	}
+	return nil
+}
+
+// GetSnapshot reports a snapshot, or a group's member; one being deleted
+// is gone already.
 func (b *Backend) GetSnapshot(ctx context.Context, id volume.ID) (volume.Snapshot, error) {
 	s, err := lookupSnapshot(ctx, b.cached(), id)
+	if errors.Is(err, volume.ErrSnapshotNotFound) {
+		g, member, err := memberOf(ctx, b.cached(), id)
+		if err == nil && !g.DeletionTimestamp.IsZero() {
+			return volume.Snapshot{}, fmt.Errorf("snapshot %s: its group is being deleted: %w", id, volume.ErrSnapshotNotFound)
+		}
+		return member, err
+	}
 	if err != nil {
 		return volume.Snapshot{}, err
 	}
@@ -89,13 +107,18 @@ func (b *Backend) GetSnapshot(ctx context.Context, id volume.ID) (volume.Snapsho
 	return snapshotOf(s)
 }
 
-// ListSnapshots lists the taken snapshots in ID order.
+// ListSnapshots lists the taken snapshots, groups' members included, in
+// ID order.
 func (b *Backend) ListSnapshots(ctx context.Context) ([]volume.Snapshot, error) {
 	var list v1alpha1.LogicalVolumeSnapshotList
 	if err := b.cached().List(ctx, &list); err != nil {
 		return nil, fmt.Errorf("list snapshots: %w", err)
 	}
-	var out []volume.Snapshot
+	var groups v1alpha1.LogicalVolumeGroupSnapshotList
+	if err := b.cached().List(ctx, &groups); err != nil {
+		return nil, fmt.Errorf("list group snapshots: %w", err)
+	}
+	out := groupMembers(&groups)
 	for i := range list.Items {
 		s := &list.Items[i]
 		if s.Status.SnapshotID == "" || !s.DeletionTimestamp.IsZero() {
@@ -112,17 +135,30 @@ func (b *Backend) ListSnapshots(ctx context.Context) ([]volume.Snapshot, error) 
 // DeleteSnapshot deletes the resource and waits until the agent has
 // removed the LV, or reports why it cannot; a retry of a deletion under
 // way waits for it again, so that success means the LV is gone. A
-// snapshot that does not exist is deleted already.
+// snapshot that does not exist is deleted already. A group's member is
+// deleted with its group only (INVALID_ARGUMENT, as in standalone mode:
+// driver/lvmvol/group.go says why).
 func (b *Backend) DeleteSnapshot(ctx context.Context, id volume.ID) error {
 	s, err := lookupSnapshot(ctx, b.Client, id)
+	if errors.Is(err, volume.ErrSnapshotNotFound) {
+		return b.refuseMember(ctx, id)
+	}
+	if err != nil {
+		return err
+	}
+	return b.deleteAndAwait(ctx, KindSnapshot, s, snapshotReport(s))
+}
+
+// refuseMember: a snapshot with no resource of its own is either gone
+// (deleted already) or a group's member, which is not deleted alone.
+func (b *Backend) refuseMember(ctx context.Context, id volume.ID) error {
+	g, _, err := memberOf(ctx, b.Client, id)
 	if errors.Is(err, volume.ErrSnapshotNotFound) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	if err := b.Client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete %s: %w", s.Name, err)
-	}
-	return b.await(ctx, KindSnapshot, s, 0, snapshotReport(s), untilGone)
+	return fmt.Errorf("%w: snapshot %s is a member of group snapshot %s: delete the group",
+		volume.ErrInvalidArgument, id, g.Status.GroupSnapshotID)
 }

@@ -24,6 +24,10 @@ func snapshotReport(s *v1alpha1.LogicalVolumeSnapshot) report {
 	return func() (int64, *v1alpha1.OperationError) { return s.Status.ObservedGeneration, s.Status.Error }
 }
 
+func groupReport(g *v1alpha1.LogicalVolumeGroupSnapshot) report {
+	return func() (int64, *v1alpha1.OperationError) { return g.Status.ObservedGeneration, g.Status.Error }
+}
+
 // untilGone, as await's done, waits for the resource to be deleted.
 var untilGone func() bool
 

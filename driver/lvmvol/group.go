@@ -2,13 +2,10 @@ package lvmvol
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -46,20 +43,10 @@ const (
 	tagGroupSizePrefix = "carve.dev/group-size="
 )
 
-// groupKey is the group name's tag- and LV-name-safe key: 128 bits of
-// its hash.
-func groupKey(name string) string {
-	sum := sha256.Sum256([]byte(name))
-	return hex.EncodeToString(sum[:16])
-}
-
-// groupIDPrefix starts the last part of a group snapshot's ID.
-const groupIDPrefix = "group-"
-
 // groupID is the ID of group key in vg: node/vg/group-<key>; no LV has
 // the name (members and frozen points are named snap-…).
 func (m *Manager) groupID(vg, key string) volume.ID {
-	return volume.ID{Node: m.node, VG: vg, LV: groupIDPrefix + key}
+	return volume.ID{Node: m.node, VG: vg, LV: volume.GroupNameOfKey(key)}
 }
 
 // memberLVName is the LV name of the member snapshot of source in group
@@ -70,8 +57,8 @@ func memberLVName(group, source string) string {
 
 // groupOf reads a group snapshot ID: its VG and key.
 func (m *Manager) groupOf(id volume.ID) (vg, key string, err error) {
-	key, ok := strings.CutPrefix(id.LV, groupIDPrefix)
-	if !ok || id.Node != m.node || len(key) != 32 || !slices.Contains(m.vgs, id.VG) {
+	key, ok := volume.GroupKeyOf(id.LV)
+	if !ok || id.Node != m.node || !slices.Contains(m.vgs, id.VG) {
 		return "", "", fmt.Errorf("group snapshot %s: %w", id, volume.ErrSnapshotNotFound)
 	}
 	return id.VG, key, nil
@@ -118,7 +105,7 @@ func (m *Manager) CreateGroupSnapshot(ctx context.Context, name string, sources 
 			return volume.GroupSnapshot{}, err
 		}
 	}
-	g := group{name: name, key: groupKey(name), srcs: srcs}
+	g := group{name: name, key: volume.GroupKey(name), srcs: srcs}
 	found, err := m.groupLVs(ctx, vg, g.key)
 	if err != nil {
 		return volume.GroupSnapshot{}, err

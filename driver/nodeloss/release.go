@@ -72,6 +72,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	groups, err := r.releaseGroups(ctx, node)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	snaps += groups // a group's members are snapshots too
 	metrics.LostNode(node, true, vols, snaps)
 	if vols+snaps > 0 {
 		klog.InfoS("Volumes remain on a lost node", "node", node, "volumes", vols, "snapshots", snaps)
@@ -130,6 +135,32 @@ func (r *Reconciler) releaseSnapshots(ctx context.Context, node string) (remaini
 	return remaining, nil
 }
 
+// releaseGroups is releaseVolumes for LogicalVolumeGroupSnapshots.
+func (r *Reconciler) releaseGroups(ctx context.Context, node string) (remaining int, err error) {
+	var list v1alpha1.LogicalVolumeGroupSnapshotList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return 0, fmt.Errorf("list LogicalVolumeGroupSnapshots: %w", err)
+	}
+	for i := range list.Items {
+		g := &list.Items[i]
+		if g.Spec.NodeName != node {
+			continue
+		}
+		if g.DeletionTimestamp.IsZero() {
+			remaining++
+			continue
+		}
+		what := g.Status.GroupSnapshotID // node/vg/group-… once taken
+		if what == "" {
+			what = g.Name
+		}
+		if err := r.release(ctx, g, v1alpha1.GroupSnapshotFinalizer, node, what); err != nil {
+			return 0, err
+		}
+	}
+	return remaining, nil
+}
+
 // release removes the agent's finalizer, which only the lost agent would
 // have removed after lvremove. The patch carries the resourceVersion read,
 // so a resource changed meanwhile is reconciled again, not overwritten.
@@ -154,7 +185,8 @@ func (r *Reconciler) emit(obj client.Object, typ, reason, note string, args ...a
 }
 
 // SetupWithManager reconciles a node when its NodeStorage or Node changes,
-// and when one of its volumes or snapshots does (a deletion to release).
+// and when one of its volumes, snapshots or group snapshots does (a
+// deletion to release).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	byName := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: o.GetName()}}}
@@ -166,6 +198,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			node = o.Spec.NodeName
 		case *v1alpha1.LogicalVolumeSnapshot:
 			node = o.Spec.NodeName
+		case *v1alpha1.LogicalVolumeGroupSnapshot:
+			node = o.Spec.NodeName
 		}
 		return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: node}}}
 	})
@@ -174,5 +208,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Node{}, byName).
 		Watches(&v1alpha1.LogicalVolume{}, byNode).
 		Watches(&v1alpha1.LogicalVolumeSnapshot{}, byNode).
+		Watches(&v1alpha1.LogicalVolumeGroupSnapshot{}, byNode).
 		Complete(r)
 }

@@ -52,8 +52,8 @@ func newClient(t *testing.T) client.Client {
 	return c
 }
 
-// rig: node's NodeStorage (annotated lost when marked), a volume and a
-// snapshot on it being deleted (held by the agent's finalizers), one of
+// rig: node's NodeStorage (annotated lost when marked), a volume, a
+// snapshot and a group snapshot on it being deleted (held by the agent's finalizers), one of
 // each still in use, and a volume of another node being deleted.
 func rig(t *testing.T, c client.Client, marked bool) {
 	t.Helper()
@@ -64,13 +64,13 @@ func rig(t *testing.T, c client.Client, marked bool) {
 	}
 	objs := []client.Object{ns,
 		volumeOn("pvc-deleted", node), volumeOn("pvc-kept", node), volumeOn("pvc-elsewhere", "node-alive"),
-		snapshotOn("snap-deleted", node), snapshotOn("snap-kept", node)}
+		snapshotOn("snap-deleted", node), snapshotOn("snap-kept", node), groupOn("group-deleted", node), groupOn("group-kept", node)}
 	for _, o := range objs {
 		if err := c.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, o := range []client.Object{objs[1], objs[3], objs[4]} {
+	for _, o := range []client.Object{objs[1], objs[3], objs[4], objs[6]} {
 		if err := c.Delete(ctx, o); err != nil {
 			t.Fatal(err)
 		}
@@ -87,22 +87,30 @@ func snapshotOn(name, node string) *v1alpha1.LogicalVolumeSnapshot {
 		Spec: v1alpha1.LogicalVolumeSnapshotSpec{Name: name, NodeName: node, SourceVolumeID: node + "/vg0/pvc-kept"}}
 }
 
+func groupOn(name, node string) *v1alpha1.LogicalVolumeGroupSnapshot {
+	return &v1alpha1.LogicalVolumeGroupSnapshot{ObjectMeta: metav1.ObjectMeta{Name: name, Finalizers: []string{v1alpha1.GroupSnapshotFinalizer}},
+		Spec: v1alpha1.LogicalVolumeGroupSnapshotSpec{Name: name, NodeName: node, SourceVolumeIDs: []string{node + "/vg0/pvc-kept"}}}
+}
+
 // exists lists which of names are still in the API.
 func exists(t *testing.T, c client.Client) map[string]bool {
 	t.Helper()
 	out := map[string]bool{}
 	var lvs v1alpha1.LogicalVolumeList
 	var snaps v1alpha1.LogicalVolumeSnapshotList
-	if err := c.List(context.Background(), &lvs); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.List(context.Background(), &snaps); err != nil {
-		t.Fatal(err)
+	var groups v1alpha1.LogicalVolumeGroupSnapshotList
+	for _, l := range []client.ObjectList{&lvs, &snaps, &groups} {
+		if err := c.List(context.Background(), l); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, o := range lvs.Items {
 		out[o.Name] = true
 	}
 	for _, o := range snaps.Items {
+		out[o.Name] = true
+	}
+	for _, o := range groups.Items {
 		out[o.Name] = true
 	}
 	return out
@@ -117,7 +125,7 @@ func reconcileNode(t *testing.T, c client.Client, rec events.EventRecorder) {
 }
 
 // A node declared lost (annotated, its Node deleted) has its deleted
-// volumes and snapshots released; those in use stay and are reported;
+// volumes, snapshots and group snapshots released; those in use stay and are reported;
 // another node's deletion waits for its own agent.
 func TestLostNodeReleasesWhatIsDeleted(t *testing.T) {
 	c := newClient(t)
@@ -125,7 +133,8 @@ func TestLostNodeReleasesWhatIsDeleted(t *testing.T) {
 	rec := events.NewFakeRecorder(10)
 	reconcileNode(t, c, rec)
 	got := exists(t, c)
-	for name, want := range map[string]bool{"pvc-deleted": false, "snap-deleted": false, "pvc-kept": true, "snap-kept": true, "pvc-elsewhere": true} {
+	for name, want := range map[string]bool{"pvc-deleted": false, "snap-deleted": false, "pvc-kept": true, "snap-kept": true, "pvc-elsewhere": true,
+		"group-deleted": false, "group-kept": true} {
 		if got[name] != want {
 			t.Errorf("%s exists: %v, want %v", name, got[name], want)
 		}
@@ -133,7 +142,8 @@ func TestLostNodeReleasesWhatIsDeleted(t *testing.T) {
 	evs := strings.Join(drain(rec), "\n")
 	for _, want := range []string{"Normal Released node node-lost is declared lost: deleted without its agent; LV vg0/pvc-deleted stays",
 		"Normal Released node node-lost is declared lost: deleted without its agent; LV snap-deleted stays",
-		"Warning NodeLost 1 volumes and 1 snapshots remain on lost node node-lost"} {
+		"Normal Released node node-lost is declared lost: deleted without its agent; LV group-deleted stays",
+		"Warning NodeLost 1 volumes and 2 snapshots remain on lost node node-lost"} {
 		if !strings.Contains(evs, want) {
 			t.Errorf("events:\n%s\nwant one starting %q", evs, want)
 		}
@@ -162,7 +172,7 @@ func TestNothingReleasedUntilDeclaredLost(t *testing.T) {
 			}
 			rig(t, c, tc.marked)
 			reconcileNode(t, c, nil)
-			if got := exists(t, c); !got["pvc-deleted"] || !got["snap-deleted"] {
+			if got := exists(t, c); !got["pvc-deleted"] || !got["snap-deleted"] || !got["group-deleted"] {
 				t.Errorf("released %v without the node declared lost", got)
 			}
 			if lost, err := Lost(context.Background(), c, node); err != nil || lost {

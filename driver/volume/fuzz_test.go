@@ -63,15 +63,22 @@ func FuzzValidateNodeID(f *testing.F) {
 // (as an object name) accept, short enough for any VG name of up to 56
 // characters, the same on every call; two names never share one, and no
 // volume's LV name is a snapshot's. A name that is already a safe LV name
-// is kept, so that `lvs` shows it.
+// is kept, so that `lvs` shows it. A group snapshot's name is an object
+// name too, read back to its key, and never a snapshot's (its members').
 func FuzzLVName(f *testing.F) {
 	for _, s := range []string{"pvc-0b6a0e5c-3d5f-4b1e-9a3e-1f2d3c4b5a69", "sanity Node Service 1", "csi-abc", "snap-x", "snapshot1",
 		"pvmove", "a_tmeta", "", ".", "..", "../../etc/passwd", "x\x00", "Ünïcode", "$(reboot)", strings.Repeat("x", 300)} {
 		f.Add(s, "pvc-1")
 	}
 	f.Fuzz(func(t *testing.T, a, b string) {
-		la, sa := volume.LVName(a), volume.SnapshotLVName(a)
-		for _, n := range []string{la, sa} {
+		la, sa, ga := volume.LVName(a), volume.SnapshotLVName(a), volume.GroupSnapshotName(a)
+		if key, ok := volume.GroupKeyOf(ga); !ok || key != volume.GroupKey(a) || ga == sa {
+			t.Fatalf("%q: group name %q reads back as %q, %v", a, ga, key, ok)
+		}
+		if _, ok := volume.GroupKeyOf(sa); ok {
+			t.Fatalf("%q: snapshot name %q reads as a group's", a, sa)
+		}
+		for _, n := range []string{la, sa, ga} {
 			if err := lvm.ValidateLVName(n); err != nil {
 				t.Fatalf("%q: LV name %q: %v", a, n, err)
 			}
@@ -89,7 +96,7 @@ func FuzzLVName(f *testing.F) {
 			t.Fatalf("%q: LV name %q", a, la)
 		}
 		lb, sb := volume.LVName(b), volume.SnapshotLVName(b)
-		if a != b && (la == lb || sa == sb) {
+		if a != b && (la == lb || sa == sb || ga == volume.GroupSnapshotName(b)) {
 			t.Fatalf("%q and %q share LV name %q / %q", a, b, la, sa)
 		}
 		if la == sb || lb == sa {

@@ -44,3 +44,29 @@ func LVName(csiName string) string {
 
 // SnapshotLVName derives the LV name of a CSI snapshot name.
 func SnapshotLVName(csiName string) string { return snapshotPrefix + LVName(csiName) }
+
+// groupPrefix starts the name of every group snapshot (the last part of
+// its ID, and its resource's name in cluster mode); no LV has it, members
+// being snapshots (snap-…).
+const groupPrefix = "group-"
+
+// GroupKey derives the key of a CSI group snapshot name: 128 bits of its
+// hash, safe in an LV tag and a resource name.
+func GroupKey(csiName string) string {
+	sum := sha256.Sum256([]byte(csiName))
+	return hex.EncodeToString(sum[:16])
+}
+
+// GroupSnapshotName derives the name of a CSI group snapshot: the last
+// part of its ID.
+func GroupSnapshotName(csiName string) string { return GroupNameOfKey(GroupKey(csiName)) }
+
+// GroupNameOfKey is the name of the group snapshot of key.
+func GroupNameOfKey(key string) string { return groupPrefix + key }
+
+// GroupKeyOf is GroupKey back from a GroupSnapshotName; ok is false for a
+// name that is not one.
+func GroupKeyOf(name string) (key string, ok bool) {
+	key, ok = strings.CutPrefix(name, groupPrefix)
+	return key, ok && len(key) == 32
+}

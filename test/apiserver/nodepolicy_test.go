@@ -114,8 +114,8 @@ func as(t *testing.T, tok string) client.Client {
 }
 
 // The world of the test: deploy/'s namespace, RBAC and policy; nodes A
-// and B; a carve node pod on A; a volume and a snapshot on each node and
-// B's NodeStorage (A's is the agent's to create).
+// and B; a carve node pod on A; a volume, a snapshot and a group snapshot
+// on each node and B's NodeStorage (A's is the agent's to create).
 type world struct {
 	admin      client.Client
 	agent      client.Client // carve-node with the token of its pod on A
@@ -152,7 +152,7 @@ func setUp(t *testing.T) *world {
 		controller: as(t, token(t, admin, "carve-controller", nil)),
 	}
 	for _, n := range []string{nodeA, nodeB} {
-		for _, o := range []client.Object{lvOn(n), snapshotOn(n)} {
+		for _, o := range []client.Object{lvOn(n), snapshotOn(n), groupOn(n)} {
 			if err := admin.Create(ctx, o); err != nil {
 				t.Fatal(err)
 			}
@@ -195,6 +195,14 @@ func snapshotOn(node string) *v1alpha1.LogicalVolumeSnapshot {
 	return &v1alpha1.LogicalVolumeSnapshot{
 		ObjectMeta: metav1.ObjectMeta{Name: "snap-" + node},
 		Spec:       v1alpha1.LogicalVolumeSnapshotSpec{Name: "snap-" + node, NodeName: node, SourceVolumeID: node + "/vg0/pvc-" + node},
+	}
+}
+
+func groupOn(node string) *v1alpha1.LogicalVolumeGroupSnapshot {
+	return &v1alpha1.LogicalVolumeGroupSnapshot{
+		ObjectMeta: metav1.ObjectMeta{Name: "group-" + node},
+		Spec: v1alpha1.LogicalVolumeGroupSnapshotSpec{Name: "group-" + node, NodeName: node,
+			SourceVolumeIDs: []string{node + "/vg0/pvc-" + node}},
 	}
 }
 
@@ -268,8 +276,9 @@ func accepted(t *testing.T, what string, err error) {
 // the tokens the API server issues (TokenRequest, bound to a pod on node A
 // as kubelet's projected token is): the agent's own work on node A goes
 // through, request by request and as driver/agent's reconcilers and
-// storage reporter do it; node B's volume, snapshot and NodeStorage are refused with the
-// policy's message, moving a volume either way too; a token of the
+// storage reporter do it; node B's volume, snapshot, group snapshot and
+// NodeStorage are refused with the policy's message, moving a volume or a
+// group snapshot either way too; a token of the
 // ServiceAccount bound to no pod, or to a pod on no node, is refused
 // everything; the controller and administrators are not matched. The
 // namespace, RBAC and policy are deploy/kubernetes/base's files as they
@@ -297,6 +306,16 @@ func TestNodePolicy(t *testing.T) {
 		accepted(t, "add a finalizer to own snapshot", a.Update(ctx, &s))
 		s.Status.ReadyToUse = true
 		accepted(t, "own snapshot's status", a.Status().Update(ctx, &s))
+
+		var g v1alpha1.LogicalVolumeGroupSnapshot
+		accepted(t, "get own group snapshot", a.Get(ctx, types.NamespacedName{Name: "group-" + nodeA}, &g))
+		controllerutil.AddFinalizer(&g, v1alpha1.GroupSnapshotFinalizer)
+		accepted(t, "add a finalizer to own group snapshot", a.Update(ctx, &g))
+		g.Status.ReadyToUse = true
+		accepted(t, "own group snapshot's status", a.Status().Update(ctx, &g))
+		gBefore := g.DeepCopy()
+		controllerutil.RemoveFinalizer(&g, v1alpha1.GroupSnapshotFinalizer)
+		accepted(t, "remove own group snapshot's finalizer by patch", a.Patch(ctx, &g, client.MergeFrom(gBefore)))
 
 		ns := &v1alpha1.NodeStorage{ObjectMeta: metav1.ObjectMeta{Name: nodeA}}
 		accepted(t, "create own NodeStorage", a.Create(ctx, ns))
@@ -387,6 +406,24 @@ func TestNodePolicy(t *testing.T) {
 		s.Status.ReadyToUse = true
 		refused(t, "node B's snapshot's status", a.Status().Update(ctx, &s), "LogicalVolumeSnapshot snap-"+nodeB+" status")
 
+		gB, gA := "group-"+nodeB, "group-"+nodeA
+		var g v1alpha1.LogicalVolumeGroupSnapshot
+		accepted(t, "get node B's group snapshot", a.Get(ctx, types.NamespacedName{Name: gB}, &g))
+		gf := g.DeepCopy()
+		controllerutil.AddFinalizer(gf, v1alpha1.GroupSnapshotFinalizer)
+		refused(t, "a finalizer on node B's group snapshot", a.Update(ctx, gf), "LogicalVolumeGroupSnapshot "+gB, nodeB+"'s")
+		refused(t, "a finalizer on node B's group snapshot by patch", a.Patch(ctx, gf, client.MergeFrom(&g)), gB, nodeB)
+		gs := g.DeepCopy()
+		gs.Status.ReadyToUse = true
+		refused(t, "node B's group snapshot's status", a.Status().Update(ctx, gs), "LogicalVolumeGroupSnapshot "+gB+" status", nodeB)
+		gm := g.DeepCopy()
+		gm.Spec.NodeName = nodeA
+		refused(t, "move node B's group snapshot to node A", a.Update(ctx, gm), gB, "node "+nodeB+"'s", "moves it to node "+nodeA)
+		var ownG v1alpha1.LogicalVolumeGroupSnapshot
+		accepted(t, "get own group snapshot", a.Get(ctx, types.NamespacedName{Name: gA}, &ownG))
+		ownG.Spec.NodeName = nodeB
+		refused(t, "move own group snapshot to node B", a.Update(ctx, &ownG), gA, "moves it to node "+nodeB)
+
 		var nsB v1alpha1.NodeStorage
 		accepted(t, "get NodeStorage B", a.Get(ctx, types.NamespacedName{Name: nodeB}, &nsB))
 		nsB.Status.OverprovisionRatio = "9"
@@ -413,6 +450,11 @@ func TestNodePolicy(t *testing.T) {
 			accepted(t, "get NodeStorage B", u.Get(ctx, types.NamespacedName{Name: nodeB}, &ns))
 			ns.Status.OverprovisionRatio = "2"
 			refused(t, "NodeStorage B's status with a token "+what, u.Status().Update(ctx, &ns), "NodeStorage "+nodeB, "names no node")
+			var g v1alpha1.LogicalVolumeGroupSnapshot
+			accepted(t, "get node A's group snapshot", u.Get(ctx, types.NamespacedName{Name: "group-" + nodeA}, &g))
+			g.Status.ReadyToUse = true
+			refused(t, "node A's group snapshot's status with a token "+what, u.Status().Update(ctx, &g),
+				"LogicalVolumeGroupSnapshot group-"+nodeA+" status", "names no node")
 		}
 	})
 
@@ -427,5 +469,12 @@ func TestNodePolicy(t *testing.T) {
 		accepted(t, "get NodeStorage B", w.admin.Get(ctx, types.NamespacedName{Name: nodeB}, &ns))
 		ns.Status.OverprovisionRatio = "3"
 		accepted(t, "admin writes NodeStorage B's status", w.admin.Status().Update(ctx, &ns))
+
+		// The controller creates and deletes group snapshots on any node
+		// (driver/backend; the node agent may do neither).
+		g := groupOn(nodeB)
+		g.Name, g.Spec.Name = "group-by-controller", "group-by-controller"
+		accepted(t, "controller creates a group snapshot on node B", w.controller.Create(ctx, g))
+		accepted(t, "controller deletes it", w.controller.Delete(ctx, g))
 	})
 }

@@ -9,4 +9,7 @@ const (
 	// SnapshotFinalizer holds a LogicalVolumeSnapshot until its LV is
 	// removed.
 	SnapshotFinalizer = "lvm.carve.dev/snapshot"
+	// GroupSnapshotFinalizer holds a LogicalVolumeGroupSnapshot until its
+	// members' LVs are removed.
+	GroupSnapshotFinalizer = "lvm.carve.dev/group-snapshot"
 )

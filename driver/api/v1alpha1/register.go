@@ -19,6 +19,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion,
 		&LogicalVolume{}, &LogicalVolumeList{},
 		&LogicalVolumeSnapshot{}, &LogicalVolumeSnapshotList{},
+		&LogicalVolumeGroupSnapshot{}, &LogicalVolumeGroupSnapshotList{},
 		&NodeStorage{}, &NodeStorageList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
