@@ -71,12 +71,20 @@ func (m *Mounter) FormatAndMount(ctx context.Context, device, target, fsType str
 	return existing == "", nil
 }
 
-// classifyMountError marks mount-utils' refusals to format as
-// volume.ErrCannotFormat: a state of the device, not a failure of Carve.
+// classifyMountError marks mount-utils' refusals as states of the device,
+// not failures of Carve: a format refused is volume.ErrCannotFormat, a
+// filesystem fsck -a would not repair volume.ErrFilesystemDamaged, which
+// says what the operator runs (a CO's retry cannot help; the data is
+// there, and a repair is a decision Carve leaves to a person).
 func classifyMountError(err error) error {
 	var me mount.MountError
-	if errors.As(err, &me) && (me.Type == mount.FormatFailed || me.Type == mount.UnformattedReadOnly) {
+	switch {
+	case !errors.As(err, &me):
+		return err
+	case me.Type == mount.FormatFailed || me.Type == mount.UnformattedReadOnly:
 		return fmt.Errorf("%w: %w", volume.ErrCannotFormat, err)
+	case me.Type == mount.HasFilesystemErrors:
+		return fmt.Errorf("%w (repair it with e2fsck -f, or xfs_repair, on the unstaged device): %w", volume.ErrFilesystemDamaged, err)
 	}
 	return err
 }

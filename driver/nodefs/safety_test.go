@@ -4,7 +4,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"google.golang.org/grpc/codes"
 
 	"carve.dev/carve/driver/volume"
 )
@@ -158,6 +161,30 @@ func TestMkfsRefusalIsCannotFormat(t *testing.T) {
 	}
 	if ok, _ := m.IsMountPoint(target); ok {
 		t.Fatal("mounted after a refused format")
+	}
+}
+
+// TestDamagedFilesystemIsNotMounted: an ext4 whose check finds what
+// fsck -a will not repair (its root inode cleared, the filesystem marked
+// not clean) is volume.ErrFilesystemDamaged (FAILED_PRECONDITION), naming
+// the repair; nothing is mounted and nothing is formatted.
+func TestDamagedFilesystemIsNotMounted(t *testing.T) {
+	dev, _ := newLoop(t, 64*mib)
+	mkfs(t, "ext4", dev)
+	run(t, "debugfs", "-w", "-R", "clri <2>", dev)
+	run(t, "debugfs", "-w", "-R", "ssv state 0", dev)
+	m := New(nil)
+	target := filepath.Join(t.TempDir(), "staging")
+	cleanupMounts(t, target)
+	_, err := m.FormatAndMount(ctxT(t), dev, target, "ext4", nil)
+	if !errors.Is(err, volume.ErrFilesystemDamaged) || volume.CodeOf(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "e2fsck -f") {
+		t.Fatalf("a damaged ext4: err = %v (%v), want volume.ErrFilesystemDamaged naming the repair", err, volume.CodeOf(err))
+	}
+	if ok, _ := m.IsMountPoint(target); ok {
+		t.Fatal("a damaged filesystem was mounted")
+	}
+	if fs, err := m.FilesystemType(ctxT(t), dev); err != nil || fs != "ext4" {
+		t.Fatalf("the device holds %q (%v) after the refusal, want its ext4 untouched", fs, err)
 	}
 }
 

@@ -44,6 +44,7 @@ var codeTable = []struct {
 	{ErrUnsupportedFilesystem, codes.InvalidArgument},
 	{ErrToolMissing, codes.FailedPrecondition},
 	{ErrCannotFormat, codes.FailedPrecondition},
+	{ErrFilesystemDamaged, codes.FailedPrecondition},
 	{ErrBadMountFlag, codes.InvalidArgument},
 	{ErrUnsafeTarget, codes.FailedPrecondition},
 	{ErrInvalidPath, codes.InvalidArgument},

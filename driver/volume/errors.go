@@ -66,6 +66,10 @@ var (
 	// filesystem: mkfs refused it (too small for xfs, say), or the mount was
 	// asked read-only, which leaves no way to format it.
 	ErrCannotFormat = errors.New("cannot format the device")
+	// ErrFilesystemDamaged: the device's filesystem has errors its
+	// automatic check (fsck -a, before every mount) would not repair; it is
+	// not mounted until an operator repairs it.
+	ErrFilesystemDamaged = errors.New("the filesystem has errors that need a manual repair")
 	// ErrBadMountFlag means a mount flag the CO asked for is not one the
 	// filesystem takes, or one that would change what mount does rather
 	// than how the volume is mounted.

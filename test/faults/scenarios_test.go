@@ -301,6 +301,9 @@ func (e *env) restage(v *csiflow.Volume, target, tag string, data []byte) string
 		// should; the runbook's manual fsck repairs it, and the data
 		// written before the fault must still be there.
 		e.t.Logf("restage after the fault: %v; running e2fsck as the runbook says", err)
+		if status.Code(err) != codes.FailedPrecondition {
+			e.t.Errorf("NodeStage of a filesystem that needs a manual fsck: code %v, want FAILED_PRECONDITION", status.Code(err))
+		}
 		out, ferr := exec.Command("e2fsck", "-fy", "/dev/"+vg+"/"+filepath.Base(v.ID)).CombinedOutput()
 		e.t.Logf("e2fsck -fy: %v: %s", ferr, out)
 		err = v.Up(context.Background(), node, staging, again)
