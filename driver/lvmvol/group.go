@@ -181,14 +181,22 @@ func (m *Manager) groupLVs(ctx context.Context, vg, key string) ([]lvm.LV, error
 // the group's window: thick sources held active first (an unpublished
 // volume must be active to be frozen, as for a single snapshot), the
 // layers of all sources suspended, each instant taken, the layers
-// resumed. Any failure leaves some instants, which the next call removes.
-func (m *Manager) cutGroup(ctx context.Context, g group, found []lvm.LV) error {
+// resumed. Any failure leaves some instants, which the next call removes;
+// a held source with no instant yet is let go at once, since a CO may
+// delete the group instead of retrying (one with its frozen point stays
+// held until the frozen point is dropped: dropFrozenLV releases it).
+func (m *Manager) cutGroup(ctx context.Context, g group, found []lvm.LV) (err error) {
 	if err := m.dropGroupLVs(ctx, found); err != nil {
 		return err
 	}
 	if err := m.groupRoom(ctx, g); err != nil {
 		return err
 	}
+	defer func() {
+		if err != nil {
+			m.releaseHeld(context.WithoutCancel(ctx), g)
+		}
+	}()
 	for _, s := range g.srcs {
 		if s.PoolLV == "" {
 			if err := m.hold(ctx, s); err != nil {
@@ -196,6 +204,11 @@ func (m *Manager) cutGroup(ctx context.Context, g group, found []lvm.LV) error {
 			}
 		}
 	}
+	return m.window(ctx, g)
+}
+
+// window takes every source's instant with their layers suspended.
+func (m *Manager) window(ctx context.Context, g group) error {
 	if err := m.canHoldTogether(g); err != nil {
 		return err
 	}
@@ -213,6 +226,21 @@ func (m *Manager) cutGroup(ctx context.Context, g group, found []lvm.LV) error {
 		}
 	}
 	return nil
+}
+
+// releaseHeld lets go of the thick sources a failed window held (release
+// keeps those with a frozen point, and leaves published ones alone). A
+// failure is only logged: the window's error is the call's, and a later
+// publish or snapshot of the volume takes the activation over.
+func (m *Manager) releaseHeld(ctx context.Context, g group) {
+	for _, s := range g.srcs {
+		if s.PoolLV != "" {
+			continue
+		}
+		if err := m.release(ctx, s.VGName, s.Name); err != nil {
+			klog.ErrorS(err, "Could not let go of a volume held for a failed group snapshot window", "lv", s.VGName+"/"+s.Name)
+		}
+	}
 }
 
 // canHoldTogether refuses a group with a volume in use but not through a

@@ -210,3 +210,54 @@ func TestGroupSnapshotRefusesAVolumeInUseWithoutALayer(t *testing.T) {
 		t.Fatalf("group %+v", g)
 	}
 }
+
+// TestGroupSnapshotFailedWindowLeavesNoHold: an unpublished thick source is
+// held (activated) for its frozen point. A window that fails lets it go at
+// once when it has no frozen point yet, and at the group's deletion when
+// it has one: a CO that deletes the group instead of retrying leaves no
+// volume active.
+func TestGroupSnapshotFailedWindowLeavesNoHold(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		thickFirst bool
+	}{{"cut before its instant", false}, {"cut after its instant", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var log []string
+			failOn := "pvc-thin"
+			f := lvmfake.New(100*mib, vg)
+			f.PutThinPool(vg, "pool", 40*mib, 0)
+			m := lvmvol.NewManager(failingSnapshots{snapshotLog{f, &log}, &failOn}, f, node, []string{vg})
+			m.SetCopier(f)
+			m.SetLayers(fakeLayers{log: &log})
+			var ids []volume.ID
+			for _, r := range []volume.CreateRequest{thinReq("pvc-thin", 4*mib), req("pvc-thick", 4*mib)} {
+				v, err := m.CreateVolume(ctx, r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, v.ID)
+			}
+			if tc.thickFirst {
+				slices.Reverse(ids)
+			}
+			if _, err := m.CreateGroupSnapshot(ctx, "group-1", ids); err == nil {
+				t.Fatal("a window cut short succeeded")
+			}
+			thick, _ := f.LV(vg, "pvc-thick")
+			// Held while its frozen point is there, for the retry to drop.
+			if held := thick.Active && thick.HasTag("carve.dev/held"); held != tc.thickFirst {
+				t.Errorf("after the cut window: thick source active %v, tags %v", thick.Active, thick.Tags)
+			}
+			if err := m.DeleteGroupSnapshot(ctx, volume.ID{Node: node, VG: vg, LV: volume.GroupSnapshotName("group-1")}); err != nil {
+				t.Fatal(err)
+			}
+			thick, _ = f.LV(vg, "pvc-thick")
+			if thick.Active || thick.HasTag("carve.dev/held") {
+				t.Errorf("after the group's deletion: thick source active %v, tags %v", thick.Active, thick.Tags)
+			}
+			if lvs, _ := f.ListLVs(ctx, vg); len(lvs) != 3 {
+				t.Errorf("LVs left: %v, want the pool and the two volumes", lvs)
+			}
+		})
+	}
+}
