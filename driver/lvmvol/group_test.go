@@ -32,6 +32,12 @@ func (s failingSnapshots) CreateSnapshotOf(ctx context.Context, origin lvm.LV, n
 // with a layer (fakeLayers), under a Manager that logs.
 func groupFixture(t *testing.T) (*lvmvol.Manager, *lvmfake.LVM, *[]string, *string, []volume.ID) {
 	t.Helper()
+	return groupVolumes(t, true)
+}
+
+// groupVolumes is groupFixture with the volumes published or not.
+func groupVolumes(t *testing.T, published bool) (*lvmvol.Manager, *lvmfake.LVM, *[]string, *string, []volume.ID) {
+	t.Helper()
 	var log []string
 	failOn := new(string)
 	f := lvmfake.New(100*mib, vg)
@@ -45,8 +51,10 @@ func groupFixture(t *testing.T) (*lvmvol.Manager, *lvmfake.LVM, *[]string, *stri
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := m.PublishVolume(ctx, v.ID, node); err != nil {
-			t.Fatal(err)
+		if published {
+			if _, err := m.PublishVolume(ctx, v.ID, node); err != nil {
+				t.Fatal(err)
+			}
 		}
 		ids = append(ids, v.ID)
 	}
@@ -222,21 +230,8 @@ func TestGroupSnapshotFailedWindowLeavesNoHold(t *testing.T) {
 		thickFirst bool
 	}{{"cut before its instant", false}, {"cut after its instant", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			var log []string
-			failOn := "pvc-thin"
-			f := lvmfake.New(100*mib, vg)
-			f.PutThinPool(vg, "pool", 40*mib, 0)
-			m := lvmvol.NewManager(failingSnapshots{snapshotLog{f, &log}, &failOn}, f, node, []string{vg})
-			m.SetCopier(f)
-			m.SetLayers(fakeLayers{log: &log})
-			var ids []volume.ID
-			for _, r := range []volume.CreateRequest{thinReq("pvc-thin", 4*mib), req("pvc-thick", 4*mib)} {
-				v, err := m.CreateVolume(ctx, r)
-				if err != nil {
-					t.Fatal(err)
-				}
-				ids = append(ids, v.ID)
-			}
+			m, f, _, failOn, ids := groupVolumes(t, false)
+			*failOn = "pvc-thin"
 			if tc.thickFirst {
 				slices.Reverse(ids)
 			}
