@@ -4,10 +4,12 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 
 	"carve.dev/carve/driver/lvmvol"
+	"carve.dev/carve/driver/metrics"
 	"carve.dev/carve/driver/volume"
 	"carve.dev/carve/lvm"
 	"carve.dev/carve/test/lvmfake"
@@ -349,4 +351,46 @@ func TestThinPoolMetadataLimit(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestFinishedCopyIsCounted: a thick snapshot's copy adds its bytes to
+// carve_copied_bytes_total (and its time to carve_copy_seconds_total),
+// from which the benchmark and an operator read the copies' throughput.
+func TestFinishedCopyIsCounted(t *testing.T) {
+	f := lvmfake.New(200*mib, vg)
+	m := lvmvol.NewManager(f, f, node, []string{vg})
+	m.SetCopier(f)
+	before := counterValue(t, "carve_copied_bytes_total")
+	vol, _ := m.CreateVolume(ctx, req("pvc-thick", 16*mib))
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		snap, err := m.CreateSnapshot(ctx, "snap-a", vol.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if snap.Ready {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("thick snapshot not ready")
+		}
+	}
+	if got := counterValue(t, "carve_copied_bytes_total") - before; got != 16*mib {
+		t.Errorf("copied bytes +%v, want %v", got, 16*mib)
+	}
+}
+
+// counterValue reads counter name from Carve's metrics registry.
+func counterValue(t *testing.T, name string) float64 {
+	t.Helper()
+	mfs, err := metrics.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no counter %s", name)
+	return 0
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"k8s.io/klog/v2"
 
+	"carve.dev/carve/driver/metrics"
 	"carve.dev/carve/driver/volume"
 	"carve.dev/carve/lvm"
 )
@@ -239,9 +241,11 @@ func (m *Manager) copyLV(ctx context.Context, src, target lvm.LV, size uint64, m
 		mt.set(done)
 		return record(done, flush)
 	}
+	start := time.Now()
 	if err := m.copier.Copy(ctx, devicePath(vg, src.Name), devicePath(vg, dst), from, int64(size), checkpoint); err != nil {
 		return err
 	}
+	metrics.Copied(int64(size)-from, time.Since(start))
 	p.clear(ctx)
 	return nil
 }

@@ -47,6 +47,14 @@ var (
 		Name: "carve_unmatched_volumes",
 		Help: "A node's volumes with no counterpart, by kind: orphaned (Carve's LV, no LogicalVolume) or missing (a carved LogicalVolume, no LV).",
 	}, []string{"node", "kind"})
+	copiedBytes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "carve_copied_bytes_total",
+		Help: "Bytes a node copied between LVs (thick snapshots, clones, restores of thick snapshots); with carve_copy_seconds_total, the copies' throughput.",
+	})
+	copySeconds = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "carve_copy_seconds_total",
+		Help: "Time a node spent copying between LVs: the copy loop alone, not the lvm2 commands around it.",
+	})
 	lostNode = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "carve_lost_node_resources",
 		Help: "Resources still on a node declared lost, by kind (volume|snapshot): their data is on that node only.",
@@ -54,7 +62,8 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(operations, latency, commands, commandLatency, vgBytes, poolPercent, unmatched, lostNode)
+	ctrlmetrics.Registry.MustRegister(operations, latency, commands, commandLatency, vgBytes, poolPercent, unmatched, lostNode,
+		copiedBytes, copySeconds)
 }
 
 // Registry is where Carve's metrics are registered.
@@ -84,6 +93,12 @@ func Command(name string, args []string, d time.Duration, err error) {
 	}
 	commands.WithLabelValues(label, result).Inc()
 	commandLatency.WithLabelValues(label).Observe(d.Seconds())
+}
+
+// Copied records a copy between LVs that finished: n bytes in d.
+func Copied(n int64, d time.Duration) {
+	copiedBytes.Add(float64(n))
+	copySeconds.Add(d.Seconds())
 }
 
 // VolumeGroup records a VG's size and free bytes.

@@ -83,3 +83,18 @@ func TestCommandsByLVMSubcommand(t *testing.T) {
 		t.Errorf("lint: %v %v", out, err)
 	}
 }
+
+func TestCopiedBytesAndSeconds(t *testing.T) {
+	bytes, secs := testutil.ToFloat64(copiedBytes), testutil.ToFloat64(copySeconds)
+	Copied(128<<20, 2*time.Second)
+	Copied(64<<20, time.Second)
+	if got := testutil.ToFloat64(copiedBytes) - bytes; got != 192<<20 {
+		t.Errorf("copied bytes +%v, want %v", got, 192<<20)
+	}
+	if got := testutil.ToFloat64(copySeconds) - secs; got != 3 {
+		t.Errorf("copy seconds +%v, want 3", got)
+	}
+	if out, err := testutil.GatherAndLint(Registry(), "carve_copied_bytes_total", "carve_copy_seconds_total"); err != nil || len(out) != 0 {
+		t.Errorf("lint: %v %v", out, err)
+	}
+}

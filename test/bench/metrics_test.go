@@ -18,6 +18,9 @@ import (
 type counters struct {
 	runs    map[string]float64
 	seconds map[string]float64
+	// copied and copySecs: carve_copied_bytes_total and
+	// carve_copy_seconds_total, the copy loops' own bytes and time.
+	copied, copySecs float64
 }
 
 // scrape reads carve_commands_total and carve_command_duration_seconds
@@ -45,10 +48,15 @@ func scrapeURL(url string) (counters, error) {
 	defer func() { _ = resp.Body.Close() }()
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if cmd, v, ok := sample(sc.Text(), "carve_commands_total{"); ok {
+		line := sc.Text()
+		if cmd, v, ok := sample(line, "carve_commands_total{"); ok {
 			c.runs[cmd] += v
-		} else if cmd, v, ok := sample(sc.Text(), "carve_command_duration_seconds_sum{"); ok {
+		} else if cmd, v, ok := sample(line, "carve_command_duration_seconds_sum{"); ok {
 			c.seconds[cmd] += v
+		} else if v, ok := unlabelled(line, "carve_copied_bytes_total"); ok {
+			c.copied = v
+		} else if v, ok := unlabelled(line, "carve_copy_seconds_total"); ok {
+			c.copySecs = v
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -77,9 +85,20 @@ func sample(line, prefix string) (cmd string, v float64, ok bool) {
 	return cmd, v, err == nil
 }
 
+// unlabelled parses one exposition line of the label-less metric name.
+func unlabelled(line, name string) (float64, bool) {
+	num, ok := strings.CutPrefix(line, name+" ")
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	return v, err == nil
+}
+
 // minus is c - before, command by command.
 func (c counters) minus(before counters) counters {
-	d := counters{runs: map[string]float64{}, seconds: map[string]float64{}}
+	d := counters{runs: map[string]float64{}, seconds: map[string]float64{},
+		copied: c.copied - before.copied, copySecs: c.copySecs - before.copySecs}
 	for k, v := range c.runs {
 		if x := v - before.runs[k]; x != 0 {
 			d.runs[k] = x

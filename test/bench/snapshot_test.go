@@ -65,6 +65,7 @@ func (e *env) thickCopy() {
 	srcDev := src.PublishContext["devicePath"]
 	e.must(fillRandom(srcDev, size))
 	var k cmdsPerOp
+	var phase []float64 // the copy loop's own throughput, from carve's metrics
 	mb := float64(size) / mib
 	raw, carve := e.pairs(e.cfg.reps, func() float64 {
 		dst := e.name("raw-copy")
@@ -83,11 +84,18 @@ func (e *env) thickCopy() {
 			return err
 		})
 		e.must(e.deleteSnapshot(ctx, s.GetSnapshotId()))
+		if k.last.copied != float64(size) || k.last.copySecs <= 0 {
+			e.t.Fatalf("carve's copy metrics counted %v bytes in %v s for a snapshot of %d bytes", k.last.copied, k.last.copySecs, size)
+		}
+		phase = append(phase, k.last.copied/mib/k.last.copySecs)
 		return mb / d
 	})
 	e.add(results.Row{Section: "snapshots", Op: fmt.Sprintf("thick snapshot copy of %d MiB vs dd direct", size/mib), Unit: "MiB/s",
 		RawS: raw, CarveS: carve, Goal: ratioGoal(">=", 0.9),
 		Note: "Carve: CreateSnapshot until ready_to_use, polled each second as a CO does; dd: the copy alone"}, &k)
+	e.add(results.Row{Section: "snapshots", Op: fmt.Sprintf("thick snapshot copy loop of %d MiB vs dd direct", size/mib), Unit: "MiB/s",
+		RawS: raw, CarveS: phase, Goal: ratioGoal(">=", 0.9),
+		Note: "Carve: the copy alone (carve_copied_bytes_total / carve_copy_seconds_total), without the lvm2 commands around it"}, nil)
 	e.must(src.Detach(ctx))
 	e.must(src.Delete(ctx))
 }
