@@ -136,6 +136,7 @@ func TestCreateSnapshotOf(t *testing.T) {
 	c := newFake(t,
 		step{args: []string{"lvcreate", "-s", "-n", "s1", "-kn", "-an", "--yes", "--addtag", "a", "carve-thin/thin1"}},
 		step{args: []string{"lvcreate", "-s", "-n", "f1", "-L", "8388608b", "--yes", "carve-cow/origin1"}},
+		step{args: []string{"lvcreate", "-s", "-n", "f2", "-L", "8388608b", "--chunksize", "64k", "--yes", "carve-cow/origin1"}},
 		step{args: []string{"lvcreate", "-s", "-n", "thinsnap2", "-kn", "--yes", "carve-thin/thin1"}},
 		step{args: lvsArgs("carve-thin/thinsnap2"), out: "@thin-lvs"},
 	)
@@ -147,12 +148,23 @@ func TestCreateSnapshotOf(t *testing.T) {
 	if err != nil || !cow.Active || cow.Size != 8*mib || cow.Origin != "origin1" {
 		t.Errorf("COW CreateSnapshotOf = %+v, %v", cow, err)
 	}
+	if _, err := c.CreateSnapshotOf(ctx, thick, "f2", SnapshotOptions{COWSize: 5 * mib, ChunkSize: 64 << 10, SkipReadBack: true}); err != nil {
+		t.Errorf("COW CreateSnapshotOf with a chunk size: %v", err)
+	}
 	if snap, err := c.CreateSnapshotOf(ctx, thin, "thinsnap2", SnapshotOptions{}); err != nil || snap.Name != "thinsnap2" {
 		t.Errorf("read back: %+v, %v", snap, err)
 	}
 	for name, bad := range map[string]func() error{
 		"thin of thick": func() error { _, err := c.CreateSnapshotOf(ctx, thick, "s", SnapshotOptions{}); return err },
 		"COW of thin":   func() error { _, err := c.CreateSnapshotOf(ctx, thin, "s", SnapshotOptions{COWSize: mib}); return err },
+		"chunk of 3 KiB": func() error {
+			_, err := c.CreateSnapshotOf(ctx, thick, "s", SnapshotOptions{COWSize: mib, ChunkSize: 3 << 10})
+			return err
+		},
+		"chunk of 1 MiB": func() error {
+			_, err := c.CreateSnapshotOf(ctx, thick, "s", SnapshotOptions{COWSize: mib, ChunkSize: 1 << 20})
+			return err
+		},
 		"inactive COW": func() error {
 			_, err := c.CreateSnapshotOf(ctx, thick, "s", SnapshotOptions{COWSize: mib, Inactive: true})
 			return err

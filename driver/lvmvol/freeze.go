@@ -110,6 +110,18 @@ func cowSizeFor(size uint64) uint64 {
 	return min(max(size/4, 64<<20), size+size/32+(4<<20))
 }
 
+// frozenChunk is a COW frozen point's chunk size. The copy reads the whole
+// frozen point, and dm-snapshot splits each read into chunks: with lvm2's
+// default of 4 KiB, reading 1 GiB of a frozen point took 2.87 s in the
+// test VM against 0.34 s for the LV itself (dd, direct IO, 4 MiB blocks);
+// with 64 KiB 0.57 s, with 256 KiB 0.31 s. The price is paid by writes to
+// the volume while it is frozen: the first write to a chunk copies the
+// whole chunk into the COW space (64 KiB for a 4 KiB write): the store
+// above fills once writes have touched a quarter of the volume's chunks,
+// not a quarter of its bytes. Hence 64 KiB, not more. The exception table
+// shrinks as chunks grow: the cap above holds for every chunk size.
+const frozenChunk = 64 << 10
+
 // freeze makes, or finds from an interrupted earlier call, the frozen point
 // of live volume src for copy target dst: a thin snapshot for a thin volume
 // (instant, no space), a COW snapshot for a thick one.
@@ -126,7 +138,7 @@ func (m *Manager) freeze(ctx context.Context, src lvm.LV, dst string) error {
 	o := lvm.SnapshotOptions{Tags: []string{tagFrozen}, SkipReadBack: true}
 	var err error
 	if src.PoolLV == "" {
-		o.COWSize = cowSizeFor(src.Size)
+		o.COWSize, o.ChunkSize = cowSizeFor(src.Size), frozenChunk
 		err = m.hold(ctx, src)
 	}
 	if err == nil {

@@ -279,7 +279,7 @@ func (m *Manager) takeInstant(ctx context.Context, g group, s lvm.LV, created st
 		return err
 	}
 	o := lvm.SnapshotOptions{Tags: append([]string{tagFrozen, tagCreatedPrefix + created}, g.tags()...),
-		COWSize: cowSizeFor(s.Size), SkipReadBack: true}
+		COWSize: cowSizeFor(s.Size), ChunkSize: frozenChunk, SkipReadBack: true}
 	_, err := m.lvm.CreateSnapshotOf(ctx, s, frozenName(member), o)
 	return err
 }
