@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -143,4 +144,35 @@ func fdFlags(t *testing.T, f *os.File) int {
 	}
 	t.Fatal("no flags in fdinfo")
 	return 0
+}
+
+// A read that fails mid-copy (a source shorter than the copy, as a bad
+// disk's read error) ends the copy with that error, where it happened,
+// after the chunks read before it were written.
+func TestCopyDeviceReportsAReadError(t *testing.T) {
+	const size = 3 * copyChunk
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	data := make([]byte, copyChunk+copyChunk/2)
+	if _, err := rand.Read(data); err != nil {
+		t.Fatal(err)
+	}
+	must(t, os.WriteFile(src, data, 0o600))
+	must(t, os.WriteFile(dst, make([]byte, size), 0o600))
+	var seen []int64
+	err := copyDevice(context.Background(), src, dst, 0, size, func(done int64, flush func() error) error {
+		seen = append(seen, done)
+		return flush()
+	})
+	if !errors.Is(err, io.ErrUnexpectedEOF) || !strings.Contains(err.Error(), fmt.Sprintf("read %s at %d", src, copyChunk)) {
+		t.Fatalf("copy of a short source: %v, want the read error at %d", err, copyChunk)
+	}
+	if !slices.Equal(seen, []int64{copyChunk}) {
+		t.Errorf("checkpoints %v, want the first chunk's only", seen)
+	}
+	got, err := os.ReadFile(dst)
+	must(t, err)
+	if !bytes.Equal(got[:copyChunk], data[:copyChunk]) {
+		t.Error("the chunk read before the failure was not written")
+	}
 }
