@@ -45,6 +45,18 @@ func (s csiSeconds) minus(before csiSeconds) csiSeconds {
 	return out
 }
 
+// setupMethods are the calls a pod with a new claim waits for, in order.
+var setupMethods = []string{"CreateVolume", "ControllerPublishVolume", "NodeStageVolume", "NodePublishVolume"}
+
+// setup is the time of the calls a new pod waited for (setupMethods).
+func (s csiSeconds) setup() float64 {
+	var sum float64
+	for _, m := range setupMethods {
+		sum += s[m]
+	}
+	return sum
+}
+
 func (s csiSeconds) total() float64 {
 	var sum float64
 	for _, v := range s {

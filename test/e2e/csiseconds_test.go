@@ -29,10 +29,11 @@ func TestCSISecondsMinusAndTotal(t *testing.T) {
 	before := csiSeconds{"CreateVolume": 1, "NodeStageVolume": 2}
 	after := csiSeconds{"CreateVolume": 3.5, "NodeStageVolume": 2, "NodePublishVolume": 0.5}
 	d := after.minus(before)
-	if len(d) != 2 || d["CreateVolume"] != 2.5 || d["NodePublishVolume"] != 0.5 || d.total() != 3 {
+	d["DeleteVolume"] = 4
+	if len(d) != 3 || d["CreateVolume"] != 2.5 || d["NodePublishVolume"] != 0.5 || d.total() != 7 || d.setup() != 3 {
 		t.Errorf("minus = %v (total %v)", d, d.total())
 	}
-	if got := d.String(); got != "CreateVolume 2.50 s, NodePublishVolume 0.50 s" {
+	if got := d.String(); got != "CreateVolume 2.50 s, DeleteVolume 4.00 s, NodePublishVolume 0.50 s" {
 		t.Errorf("String() = %q", got)
 	}
 }
