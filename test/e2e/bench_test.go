@@ -87,6 +87,12 @@ func (r clusterBench) print(t *testing.T) {
 	med := slices.Clone(r.PodSeconds)
 	slices.Sort(med)
 	p := med[(len(med)-1)/2]
+	carve := slices.Clone(r.CarveCSISeconds)
+	slices.Sort(carve)
+	if len(carve) > 0 {
+		t.Logf("Carve's CSI calls a pod waited for (CreateVolume, ControllerPublishVolume, NodeStageVolume, NodePublishVolume): median %.1f s of %v",
+			carve[(len(carve)-1)/2], r.CarveCSISeconds)
+	}
 	t.Logf("cluster mode against the raw steps on the same node (goal: ratio <= 1.3)\n"+
 		"  pod + new claim to Running: %.1f s (median of %d: %v); raw lvcreate+mkfs+mount+bind: %.1f s; ratio %.2f\n"+
 		"  StatefulSet of %d to all Running: %.1f s; raw steps of %d volumes, one after the other: %.1f s; ratio %.2f",
