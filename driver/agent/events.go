@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -8,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"carve.dev/carve/driver/api/v1alpha1"
 	"carve.dev/carve/driver/volume"
@@ -89,6 +91,22 @@ func (o outcomeFields) set(generation int64, opErr error) {
 		return
 	}
 	*o.phase, *o.err = v1alpha1.PhaseReady, nil
+}
+
+// reportPending says in obj's status (fields) that data work runs, with no
+// Error: the controller keeps waiting. It returns the pending error once
+// the status says so; the event goes out when the work is first seen.
+func reportPending(ctx context.Context, c client.Client, rec events.EventRecorder, obj client.Object,
+	fields outcomeFields, p *volume.PendingError, action string) error {
+	*fields.err, *fields.observed = nil, obj.GetGeneration()
+	started := pendingCondition(fields.conditions, obj.GetGeneration(), p)
+	if err := c.Status().Update(ctx, obj); err != nil {
+		return fmt.Errorf("update status of %s: %w", obj.GetName(), err)
+	}
+	if started {
+		emit(rec, obj, "Normal", pendingReason(p), action, "%s", pendingMessage(p))
+	}
+	return p
 }
 
 // pendingOf returns the data work err says runs, or nil.

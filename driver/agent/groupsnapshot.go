@@ -112,8 +112,14 @@ func (r *GroupSnapshotReconciler) remove(ctx context.Context, g *v1alpha1.Logica
 
 func (r *GroupSnapshotReconciler) report(ctx context.Context, g *v1alpha1.LogicalVolumeGroupSnapshot, grp volume.GroupSnapshot, opErr error) error {
 	st := &g.Status
+	fields := outcomeFields{&st.Phase, &st.Error, &st.Conditions, &st.ObservedGeneration}
+	if p := pendingOf(opErr); p != nil {
+		// A thick member's wipe runs on after the group's delete call:
+		// the controller keeps waiting, as for a single snapshot.
+		return reportPending(ctx, r.Client, r.Events, g, fields, p, "GroupSnapshot")
+	}
 	wasReady := st.ReadyToUse
-	outcomeFields{&st.Phase, &st.Error, &st.Conditions, &st.ObservedGeneration}.set(g.Generation, opErr)
+	fields.set(g.Generation, opErr)
 	if opErr == nil {
 		st.GroupSnapshotID, st.ReadyToUse, st.CreationTime = grp.ID.String(), grp.Ready, timeOrNil(grp.CreatedAt)
 		st.Members = make([]v1alpha1.GroupMember, 0, len(grp.Snapshots))

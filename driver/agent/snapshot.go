@@ -88,12 +88,13 @@ func (r *SnapshotReconciler) remove(ctx context.Context, s *v1alpha1.LogicalVolu
 }
 
 func (r *SnapshotReconciler) report(ctx context.Context, s *v1alpha1.LogicalVolumeSnapshot, snap volume.Snapshot, opErr error) error {
-	if p := pendingOf(opErr); p != nil {
-		return r.reportPending(ctx, s, p)
-	}
 	st := &s.Status
+	fields := outcomeFields{&st.Phase, &st.Error, &st.Conditions, &st.ObservedGeneration}
+	if p := pendingOf(opErr); p != nil {
+		return reportPending(ctx, r.Client, r.Events, s, fields, p, "Snapshot")
+	}
 	wasReady := st.ReadyToUse
-	outcomeFields{&st.Phase, &st.Error, &st.Conditions, &st.ObservedGeneration}.set(s.Generation, opErr)
+	fields.set(s.Generation, opErr)
 	if opErr == nil {
 		st.SnapshotID, st.SizeBytes, st.ReadyToUse = snap.ID.String(), snap.SizeBytes, snap.Ready
 		if !snap.CreatedAt.IsZero() {
@@ -110,21 +111,6 @@ func (r *SnapshotReconciler) report(ctx context.Context, s *v1alpha1.LogicalVolu
 		emit(r.Events, s, "Normal", ReasonCreated, "Snapshot", "snapshot %s of %s is ready (%d bytes)", st.SnapshotID, s.Spec.SourceVolumeID, st.SizeBytes)
 	}
 	return opErr
-}
-
-// reportPending says in the status that a wipe runs (no Error: the
-// controller keeps waiting); it returns the pending error once the status
-// says so.
-func (r *SnapshotReconciler) reportPending(ctx context.Context, s *v1alpha1.LogicalVolumeSnapshot, p *volume.PendingError) error {
-	s.Status.Error, s.Status.ObservedGeneration = nil, s.Generation
-	started := pendingCondition(&s.Status.Conditions, s.Generation, p)
-	if err := r.Client.Status().Update(ctx, s); err != nil {
-		return fmt.Errorf("update status of %s: %w", s.Name, err)
-	}
-	if started {
-		emit(r.Events, s, "Normal", pendingReason(p), "Snapshot", "%s", pendingMessage(p))
-	}
-	return p
 }
 
 // SetupWithManager watches LogicalVolumeSnapshots.

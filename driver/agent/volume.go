@@ -268,23 +268,16 @@ func (r *VolumeReconciler) report(ctx context.Context, lv *v1alpha1.LogicalVolum
 	return opErr
 }
 
-// reportPending says in the status that data work runs: not Ready yet,
-// and no failure either (no Error, so the controller keeps waiting). It
-// returns the pending error only once the status says so.
+// reportPending says in the status that data work runs: not Ready yet
+// (a volume not carved yet is Pending), and no failure either (see
+// reportPending in events.go).
 func (r *VolumeReconciler) reportPending(ctx context.Context, lv *v1alpha1.LogicalVolume, p *volume.PendingError) error {
 	st := &lv.Status
-	st.ObservedGeneration, st.Error = lv.Generation, nil
 	if st.VolumeID == "" {
 		st.Phase = v1alpha1.PhasePending
 	}
-	started := pendingCondition(&st.Conditions, lv.Generation, p)
-	if err := r.Client.Status().Update(ctx, lv); err != nil {
-		return fmt.Errorf("update status of %s: %w", lv.Name, err)
-	}
-	if started {
-		emit(r.Events, lv, "Normal", pendingReason(p), "Reconcile", "%s", pendingMessage(p))
-	}
-	return p
+	fields := outcomeFields{&st.Phase, &st.Error, &st.Conditions, &st.ObservedGeneration}
+	return reportPending(ctx, r.Client, r.Events, lv, fields, p, "Reconcile")
 }
 
 // events tells what changed, once the status says so.
