@@ -7,12 +7,14 @@
 # Environment: CARVE_BENCH_QUICK=1 (small counts: the whole run in 15
 # minutes on a loaded machine), CARVE_BENCH_SCALE="10 100" (the ladder),
 # CARVE_BENCH_REPS, CARVE_BENCH_PARALLEL, CARVE_BENCH_IDLE=2m (see
-# docs/performance.md). Output in _output/bench: results.json, the PNG
-# plots, carve's log in logs/.
+# docs/performance.md). Output in _output/bench (CARVE_BENCH_DIR: another
+# directory under the repo, for two runs side by side): results.json, the
+# PNG plots, carve's log in logs/.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
-out=_output/bench
+out=${CARVE_BENCH_DIR:-_output/bench}
+case $out in /* | *..*) echo "CARVE_BENCH_DIR must be a path inside the repo" >&2; exit 2 ;; esac
 rm -rf "$out" && mkdir -p "$out/bin" "$out/logs"
 command -v fio >/dev/null || { echo "fio is missing: apt-get install fio (the VM runs the host's)" >&2; exit 1; }
 
