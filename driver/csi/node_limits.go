@@ -10,13 +10,15 @@ import (
 	"carve.dev/carve/driver/iolimit"
 	"carve.dev/carve/driver/nodefs"
 	"carve.dev/carve/driver/volume"
+	"carve.dev/carve/lvm"
 )
 
 // IO limits (volume.IOLimits) are put on pods here, on the node: at each
 // NodePublishVolume for the pod being published, and by ApplyLimits for
 // every pod of the node using the volume when ModifyVolume changes them.
-// The LV's tags are their one record (lvmvol.limitTags), read afresh by
-// each under the volume's limits lock (Node.limitLocks): a publish
+// The LV's tags are their one record (lvmvol.limitTags), read by each
+// under the volume's limits lock (Node.limitLocks), from no report older
+// than Carve's last change of them (see limitPublish): a publish
 // reads, writes io.max and mounts under it, and a change writes the tags
 // before ApplyLimits reads them and looks for mounts under it. So a
 // publish either sees the new tags, or is done and mounted when
@@ -30,8 +32,14 @@ import (
 // hierarchy given) is FAILED_PRECONDITION: a limit the user asked for is
 // never silently left off. A volume without limits clears any line a
 // former publish into the same pod left.
+//
+// The limits may come from a recent report (lvm.WithCachedReads), usually
+// the one NodeStageVolume read: they are tags only Carve writes, through
+// the same lvm.Cache, which never answers from a report older than its
+// last change, so a cached answer is what a fresh lvs would say. A fresh
+// read cost every pod start one more lvs (docs/performance.md).
 func (n *Node) limitPublish(ctx context.Context, id volume.ID, rdev uint64, target string) error {
-	vol, err := n.volumes.GetVolume(ctx, id)
+	vol, err := n.volumes.GetVolume(lvm.WithCachedReads(ctx), id)
 	if err != nil {
 		return err
 	}

@@ -35,15 +35,21 @@ type nodeEnv struct {
 }
 
 // namesLVM records every VG/LV name pair that reached LVM and that lvm
-// itself would refuse: there must be none.
+// itself would refuse: there must be none. It also records the LVs read
+// afresh: with neither lvm.WithCachedReads nor lvm.WithSharedReads, which
+// an lvm.Cache answers only by running lvs.
 type namesLVM struct {
 	*lvmfake.LVM
 	invalid []string
+	fresh   []string
 }
 
 func (l *namesLVM) GetLV(ctx context.Context, vg, name string) (lvm.LV, error) {
 	if lvm.ValidateVGName(vg) != nil || lvm.ValidateLVName(name) != nil {
 		l.invalid = append(l.invalid, vg+"/"+name)
+	}
+	if !lvm.CachedReads(ctx) && lvm.SharedScope(ctx) == nil {
+		l.fresh = append(l.fresh, vg+"/"+name)
 	}
 	return l.LVM.GetLV(ctx, vg, name)
 }
