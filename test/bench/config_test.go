@@ -37,6 +37,7 @@ func loadConfig(t *testing.T) config {
 	}
 	c.reps = envInt(t, "CARVE_BENCH_REPS", c.reps)
 	c.parallel = envInt(t, "CARVE_BENCH_PARALLEL", c.parallel)
+	c.fioReps = envInt(t, "CARVE_BENCH_FIO_REPS", c.fioReps)
 	if s := os.Getenv("CARVE_BENCH_SCALE"); s != "" {
 		c.scale = nil
 		for _, f := range strings.Fields(s) {
