@@ -34,6 +34,8 @@ type nodeExec struct {
 	utilexec.Interface
 	ctx  context.Context
 	data context.Context
+	// probe, when set, judges the blkid of its device (FormatAndMount).
+	probe *probeGuard
 }
 
 // probeExec is the exec of an operation that only probes.
@@ -65,6 +67,9 @@ func isProbe(name string, args []string) bool {
 
 // Command gives the command its class and logs mkfs; see nodeExec.
 func (e nodeExec) Command(name string, args ...string) utilexec.Cmd {
+	if e.probe != nil && name == "blkid" && len(args) > 0 && args[len(args)-1] == e.probe.device {
+		return &guardedProbe{Cmd: e.CommandContext(e.ctx, name, args...), g: e.probe}
+	}
 	if e.data == nil || isProbe(name, args) {
 		return e.CommandContext(e.ctx, name, args...)
 	}
@@ -97,3 +102,36 @@ func (c *formatCmd) CombinedOutput() ([]byte, error) {
 	klog.InfoS("formatted", "device", c.device, "fsType", c.fsType)
 	return out, nil
 }
+
+// guardedProbe is a blkid whose result its probeGuard judges.
+type guardedProbe struct {
+	utilexec.Cmd
+	g *probeGuard
+}
+
+// CombinedOutput is what mount-utils uses to run blkid.
+func (c *guardedProbe) CombinedOutput() ([]byte, error) {
+	out, err := c.Cmd.CombinedOutput()
+	return out, c.g.check(out, err)
+}
+
+// replayExec answers mount-utils' reading of a blkid (GetDiskFormat, which
+// only runs Command(...).CombinedOutput()) with a result already had. Its
+// other methods are the nil embedded ones: nothing calls them.
+type replayExec struct {
+	utilexec.Interface
+	out []byte
+	err error
+}
+
+func (r *replayExec) Command(string, ...string) utilexec.Cmd {
+	return replayCmd{out: r.out, err: r.err}
+}
+
+type replayCmd struct {
+	utilexec.Cmd
+	out []byte
+	err error
+}
+
+func (c replayCmd) CombinedOutput() ([]byte, error) { return c.out, c.err }

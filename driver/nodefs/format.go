@@ -21,8 +21,10 @@ import (
 // partition table, an LVM or LUKS header) may hold someone's data — a
 // volume restored from elsewhere, or a mistake in the caller. Formatting is
 // irreversible, so a mismatch is an error wrapping volume.ErrFilesystemMismatch and
-// the device is left untouched. Only a device blkid finds blank is formatted
-// (mount.SafeFormatAndMount does that check again right before mkfs).
+// the device is left untouched. Only a device blkid finds blank is formatted.
+// The check is made on mount.SafeFormatAndMount's own blkid, the one it
+// decides to mkfs on (probeGuard): one probe, and nothing between the check
+// and the decision.
 //
 // Idempotency: if target is already a mount point, it is fine when the mount
 // is the root of this device's filesystem (same device number, per
@@ -47,10 +49,6 @@ func (m *Mounter) FormatAndMount(ctx context.Context, device, target, fsType str
 	if err != nil || done {
 		return false, err
 	}
-	existing, err := m.refuseForeignFS(ctx, device, fsType)
-	if err != nil {
-		return false, err
-	}
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("mount %s at %s: %w", device, target, err)
 	}
@@ -59,16 +57,23 @@ func (m *Mounter) FormatAndMount(ctx context.Context, device, target, fsType str
 		return false, fmt.Errorf("mount %s at %s: %w", device, target, err)
 	}
 	defer endData()
+	guard := &probeGuard{device: device, fsType: fsType}
+	ex.probe = guard
 	sfm := &mount.SafeFormatAndMount{Interface: m.mounter, Exec: ex}
 	// Clone: SafeFormatAndMount appends "defaults" to the slice it is given,
 	// which would write into the caller's backing array.
-	if err := sfm.FormatAndMount(device, target, fsType, slices.Clone(options)); err != nil {
+	err = sfm.FormatAndMount(device, target, fsType, slices.Clone(options))
+	if guard.refused != nil {
+		return false, guard.refused
+	}
+	if err != nil {
 		return false, fmt.Errorf("mount %s at %s as %s: %w", device, target, fsType, classifyMountError(err))
 	}
 	klog.InfoS("mounted", "device", device, "target", target, "fsType", fsType, "options", options)
 	// Blank before, mounted now: SafeFormatAndMount formatted it (it
-	// mounts a blank device only after mkfs).
-	return existing == "", nil
+	// mounts a blank device only after mkfs). Unprobed, it is taken as
+	// found formatted, which only costs the caller a grow check.
+	return guard.probed && guard.existing == "", nil
 }
 
 // classifyMountError marks mount-utils' refusals as states of the device,
@@ -105,19 +110,36 @@ func (m *Mounter) FilesystemType(ctx context.Context, device string) (string, er
 	return fsType, nil
 }
 
-// refuseForeignFS errors when device holds anything but blank or fsType,
-// and returns what it holds ("" when blank). SafeFormatAndMount alone
-// would only warn and try to mount it as fsType.
-func (m *Mounter) refuseForeignFS(ctx context.Context, device, fsType string) (string, error) {
-	existing, err := m.FilesystemType(ctx, device)
+// probeGuard refuses a device that holds anything but blank or fsType, on
+// the blkid SafeFormatAndMount runs to decide between mkfs and mount:
+// alone, it would only warn of a foreign filesystem and try to mount it as
+// fsType. The guard reads that blkid's result as mount-utils does
+// (GetDiskFormat) and, on a foreign one, fails the probe, which ends
+// SafeFormatAndMount before mkfs or mount; refused says why. A separate
+// blkid before it cost every NodeStage one more process
+// (docs/performance.md), and checked a moment earlier than the decision.
+type probeGuard struct {
+	device, fsType string
+	probed         bool
+	existing       string // what the probe found: "" when blank
+	refused        error
+}
+
+// check judges the result of blkid on the device; a non-nil error
+// replaces the probe's own.
+func (g *probeGuard) check(out []byte, runErr error) error {
+	replay := &replayExec{out: out, err: runErr}
+	existing, err := (&mount.SafeFormatAndMount{Exec: replay}).GetDiskFormat(g.device)
 	if err != nil {
-		return "", err
+		return err
 	}
-	if existing != "" && existing != fsType {
-		return "", fmt.Errorf("%w: device %s holds %q, asked for %q; not reformatting",
-			volume.ErrFilesystemMismatch, device, existing, fsType)
+	g.probed, g.existing = true, existing
+	if existing != "" && existing != g.fsType {
+		g.refused = fmt.Errorf("%w: device %s holds %q, asked for %q; not reformatting",
+			volume.ErrFilesystemMismatch, g.device, existing, g.fsType)
+		return g.refused
 	}
-	return existing, nil
+	return runErr
 }
 
 // alreadyMounted is true when target is already a mount of device's

@@ -528,3 +528,36 @@ func TestMountsOf(t *testing.T) {
 		t.Errorf("MountsOf(unmounted %s) = %q, %v", other, got, err)
 	}
 }
+
+// TestFormatAndMountProbesOnce: a stage runs one blkid, the one
+// SafeFormatAndMount decides on, blank device or formatted; formatted says
+// which it was. Carve's own check used to run a blkid of its own before
+// it: one process more for every NodeStage (docs/performance.md).
+func TestFormatAndMountProbesOnce(t *testing.T) {
+	for _, fsType := range []string{"ext4", "xfs"} {
+		dev, _ := newLoop(t, minSize["xfs"])
+		rec := newRecordingExec()
+		m := New(rec)
+		target := filepath.Join(t.TempDir(), "staging")
+		cleanupMounts(t, target)
+		formatted, err := m.FormatAndMount(ctxT(t), dev, target, fsType, nil)
+		if err != nil || !formatted {
+			t.Fatalf("%s, blank device: formatted = %t, %v; want a format", fsType, formatted, err)
+		}
+		if n := rec.count("blkid"); n != 1 {
+			t.Errorf("%s, blank device: %d blkid runs, want 1", fsType, n)
+		}
+		if err := m.Unmount(target); err != nil {
+			t.Fatal(err)
+		}
+		rec = newRecordingExec()
+		m = New(rec)
+		formatted, err = m.FormatAndMount(ctxT(t), dev, target, fsType, nil)
+		if err != nil || formatted {
+			t.Fatalf("%s, formatted device: formatted = %t, %v; want it mounted as it is", fsType, formatted, err)
+		}
+		if n, mk := rec.count("blkid"), rec.count("mkfs."); n != 1 || mk != 0 {
+			t.Errorf("%s, formatted device: %d blkid and %d mkfs runs, want 1 and 0", fsType, n, mk)
+		}
+	}
+}
