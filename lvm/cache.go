@@ -49,6 +49,8 @@ type Cache struct {
 	lvs  map[string]cached[[]LV] // every LV of the VG, hidden ones included
 	// derived: values built from the lvs reports (cache_derived.go).
 	derived map[string]derived
+	// alive: when an lvm2 command of each VG last succeeded (Alive).
+	alive map[string]time.Time
 }
 
 // cached is one report: what was read, at which generation and when.
@@ -61,7 +63,27 @@ type cached[T any] struct {
 // NewCache caches the reports of c for at most maxAge.
 func NewCache(c *Client, maxAge time.Duration) *Cache {
 	return &Cache{c: c, MaxAge: maxAge, now: time.Now, gens: map[string]uint64{},
-		vgs: map[string]cached[VG]{}, pvs: map[string]cached[[]PV]{}, lvs: map[string]cached[[]LV]{}}
+		vgs: map[string]cached[VG]{}, pvs: map[string]cached[[]PV]{}, lvs: map[string]cached[[]LV]{},
+		alive: map[string]time.Time{}}
+}
+
+// Alive tells whether an lvm2 command of vg, a report or a change, ended
+// in success within the last within: proof that lvm2 reads vg and takes
+// its lock now, without running a command of the caller's own. A liveness
+// probe asks it first (lvmvol.Manager.Probe): its own vgs would wait for
+// the VG's lock behind every command Carve has queued.
+func (x *Cache) Alive(vg string, within time.Duration) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	at, ok := x.alive[vg]
+	return ok && x.now().Sub(at) < within
+}
+
+// ran notes that a command of vg succeeded.
+func (x *Cache) ran(vg string) {
+	x.mu.Lock()
+	x.alive[vg] = x.now()
+	x.mu.Unlock()
 }
 
 type cachedReadsKey struct{}
@@ -181,6 +203,7 @@ func read[T any](x *Cache, ctx context.Context, kind string, m map[string]cached
 		x.failedRead(ctx, vg)
 		return v, err
 	}
+	x.ran(vg)
 	store(x, ctx, kind, m, vg, gen, v)
 	return v, nil
 }
@@ -189,7 +212,11 @@ func read[T any](x *Cache, ctx context.Context, kind string, m map[string]cached
 func (x *Cache) changing(vg string, change func() error) error {
 	x.bump(vg)
 	defer x.bump(vg)
-	return change()
+	err := change()
+	if err == nil {
+		x.ran(vg)
+	}
+	return err
 }
 
 func (x *Cache) bump(vg string) {
@@ -278,6 +305,8 @@ func (x *Cache) GetLV(ctx context.Context, vg, name string) (LV, error) {
 		lv, err := x.c.GetLV(ctx, vg, name)
 		if err != nil {
 			x.failedRead(ctx, vg)
+		} else {
+			x.ran(vg)
 		}
 		return lv, err
 	}

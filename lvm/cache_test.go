@@ -329,3 +329,34 @@ func TestACancelledReadKeepsTheCache(t *testing.T) {
 		t.Errorf("query after a cancelled read: %v, %d lvs runs; want the cached answer", err, r.count("lvs")-before)
 	}
 }
+
+// Alive: a command of the VG that succeeded (a report lvm2 ran, or a
+// change) within the window; answers from the cache and failures prove
+// nothing.
+func TestAliveAfterSuccessfulCommandsOnly(t *testing.T) {
+	x, r, now := newCacheUnderTest(t)
+	if x.Alive("carve-thin", time.Minute) {
+		t.Fatal("alive before any command")
+	}
+	r.fail = errors.New("vgs: device vanished")
+	_, _ = x.GetVG(queryCtx, "carve-thin")
+	if x.Alive("carve-thin", time.Minute) {
+		t.Fatal("alive after a failed report")
+	}
+	r.fail = nil
+	_, _ = x.GetVG(queryCtx, "carve-thin")
+	if !x.Alive("carve-thin", 30*time.Second) || x.Alive("other", 30*time.Second) {
+		t.Fatal("a report of carve-thin proves it, and only it, alive")
+	}
+	*now = now.Add(30 * time.Second)
+	_, _ = x.GetVG(queryCtx, "carve-thin") // from the cache: runs nothing
+	if r.count("vgs") != 2 || x.Alive("carve-thin", 30*time.Second) {
+		t.Fatalf("vgs ran %d times; a cached answer kept the VG alive", r.count("vgs"))
+	}
+	if err := x.AddTags(context.Background(), "carve-thin", "thin1", "t"); err != nil {
+		t.Fatal(err)
+	}
+	if !x.Alive("carve-thin", time.Second) {
+		t.Error("a successful change does not prove the VG alive")
+	}
+}
