@@ -82,7 +82,7 @@ test-vm: ## lvm package, CSI lifecycle and csi-sanity on real LVM inside a QEMU 
 	@echo "== $@ passed at $$(date -u +%T)"
 
 test-crash: ## the whole crash matrix on real LVM in the VM: carve killed after every command of every multi-step operation, 145 points, about an hour (test-vm runs a bounded part)
-	CARVE_SUITES=crash CARVE_CRASH_EVERY=1 CARVE_CRASH_OPS=. CARVE_VM_TIMEOUT=14400 scripts/test-vm.sh -test.timeout 230m
+	CARVE_SUITES=crash CARVE_CRASH_EVERY=1 CARVE_CRASH_OPS=. scripts/test-vm.sh -test.timeout 230m
 	@echo "== $@ passed at $$(date -u +%T)"
 
 # make soak's run is SOAK_DURATION of chaos plus the calls still under way,
@@ -90,7 +90,7 @@ test-crash: ## the whole crash matrix on real LVM in the VM: carve killed after 
 # CI) runs 90 s of it.
 soak: ## chaos under load on real LVM in the VM: random CSI calls across thick, thin, striped and raid1 with checksummed writes while carve is SIGKILLed at random, invariants checked throughout (SOAK_DURATION, default 10m; SOAK_SEED repeats a run's choices)
 	CARVE_SUITES=soak CARVE_SOAK_DURATION=$(or $(SOAK_DURATION),10m) $(if $(SOAK_SEED),CARVE_SOAK_SEED=$(SOAK_SEED)) \
-		CARVE_VM_TIMEOUT=$(or $(CARVE_VM_TIMEOUT),7200) scripts/test-vm.sh -test.timeout 110m
+		scripts/test-vm.sh -test.timeout 110m
 	@echo "== $@ passed at $$(date -u +%T)"
 
 test-vm-full: ## test-vm with every csi-sanity configuration's whole suite

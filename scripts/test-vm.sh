@@ -43,8 +43,87 @@ fi
 
 [[ ${1:-} == --build-only ]] && exit 0
 
-echo "== booting the VM"
-CARVE_BIN="$repo/$out/carve" CARVE_CRASH_BIN="$repo/$out/carve-crash" CARVE_TEST_LOGS="$repo/$out/logs" \
-CARVE_SUITES="$runs" \
-	scripts/vm/run.sh --disks 6 --disk-size 4G --timeout "${CARVE_VM_TIMEOUT:-3000}" --share "$repo/$out/logs" \
-	-- bash scripts/vm-suites.sh "$repo/$out" "$@"
+# Hang guards, never budgets: each run of a suite is ended by its own
+# -test.timeout (CARVE_SUITE_TIMEOUT, 45m, or the caller's -test.timeout,
+# the last one given winning as for go test), and the VM lives for all of
+# them plus its boot. A loaded machine makes the suites later, never
+# failed: a fixed VM lifetime (3000 s) once cut a cold run's suites off
+# in the middle while each was still well within its own guard.
+guard=${CARVE_SUITE_TIMEOUT:-45m}
+prev=
+for a in "$@"; do
+	case $prev in -test.timeout | -timeout) guard=$a ;; esac
+	case $a in -test.timeout=* | -timeout=*) guard=${a#*=} ;; esac
+	prev=$a
+done
+# seconds DURATION: a Go duration of hours, minutes and seconds ("1h30m").
+seconds() {
+	local d=$1 n=0
+	[[ $d =~ ^([0-9]+h)?([0-9]+m)?([0-9]+s)?$ && -n $d ]] || { echo "test-vm: cannot read the timeout $d" >&2; return 1; }
+	[[ -n ${BASH_REMATCH[1]} ]] && n=$((n + ${BASH_REMATCH[1]%h} * 3600))
+	[[ -n ${BASH_REMATCH[2]} ]] && n=$((n + ${BASH_REMATCH[2]%m} * 60))
+	[[ -n ${BASH_REMATCH[3]} ]] && n=$((n + ${BASH_REMATCH[3]%s}))
+	echo "$n"
+}
+guard_s=$(seconds "$guard")
+# CARVE_VM_LANES VMs at once (default 1), each booted for its share of the
+# runs: with two, the suites use both cores when nothing else needs them.
+# The runs are shared out longest first by their weight, about their
+# seconds in a quiet run (test/README.md), and keep their order within a
+# lane (suites reuse the disks that earlier ones leave clean; a lane's VM
+# starts with blank ones).
+weight() {
+	case $1 in
+	lvm) echo 150 ;; lifecycle) echo 500 ;; nodesafety) echo 600 ;; crash) echo 420 ;;
+	faults) echo 600 ;; soak) echo 250 ;; sanity:*Mount*) echo 540 ;; sanity:*Block*) echo 80 ;;
+	sanity:*Thin*) echo 230 ;; *) echo 300 ;;
+	esac
+}
+read -ra run_list <<<"$runs"
+lanes=${CARVE_VM_LANES:-1}
+[[ $lanes =~ ^[1-9]$ ]] || { echo "test-vm: CARVE_VM_LANES must be 1..9, got $lanes" >&2; exit 2; }
+((lanes <= ${#run_list[@]})) || lanes=${#run_list[@]}
+declare -a load lane_of
+for ((l = 0; l < lanes; l++)); do load[l]=0; done
+while read -r _ i; do
+	best=0
+	for ((l = 1; l < lanes; l++)); do ((load[l] < load[best])) && best=$l; done
+	lane_of[i]=$best
+	load[best]=$((load[best] + $(weight "${run_list[i]}")))
+done < <(for i in "${!run_list[@]}"; do echo "$(weight "${run_list[i]}") $i"; done | sort -rn)
+
+# boot_lane N RUNS: one VM for RUNS, its carve logs in logs/vmN when there
+# are several lanes.
+boot_lane() {
+	local n=$1 lane_runs=$2 logs=$repo/$out/logs count
+	((lanes == 1)) || logs=$logs/vm$n
+	mkdir -p "$logs"
+	read -ra count <<<"$lane_runs"
+	local vm_timeout=${CARVE_VM_TIMEOUT:-$((guard_s * ${#count[@]} + 600))}
+	echo "== booting VM $n for $lane_runs (each run ended by its own $guard guard; the VM's: $vm_timeout s)"
+	CARVE_BIN="$repo/$out/carve" CARVE_CRASH_BIN="$repo/$out/carve-crash" CARVE_TEST_LOGS="$logs" \
+	CARVE_SUITES="$lane_runs" CARVE_SUITE_TIMEOUT="$guard" \
+		scripts/vm/run.sh --disks 6 --disk-size 4G --timeout "$vm_timeout" --share "$logs" \
+		-- bash scripts/vm-suites.sh "$repo/$out" "${args[@]}"
+}
+args=("$@")
+if ((lanes == 1)); then
+	boot_lane 1 "$runs"
+	exit
+fi
+pids=()
+for ((l = 0; l < lanes; l++)); do
+	lane_runs=
+	for i in "${!run_list[@]}"; do
+		((lane_of[i] == l)) && lane_runs+="${lane_runs:+ }${run_list[i]}"
+	done
+	# Each line says its VM; pipefail keeps boot_lane's status.
+	(set -o pipefail; boot_lane $((l + 1)) "$lane_runs" 2>&1 | sed -u "s/^/[vm$((l + 1))] /") &
+	pids+=($!)
+done
+rc=0 failed=()
+for l in "${!pids[@]}"; do
+	wait "${pids[l]}" || { rc=1; failed+=("VM $((l + 1))"); }
+done
+((rc == 0)) && echo "== every VM's suites passed" || echo "== FAILED: ${failed[*]}"
+exit "$rc"

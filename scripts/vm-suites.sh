@@ -54,7 +54,7 @@ for run in $CARVE_SUITES; do
 	start=$(date +%s)
 	log=$(mktemp)
 	watch_stall "$log" & watcher=$!
-	CARVE_TEST_DISK=${disk[$bin]:-} CARVE_TEST_DISK2=${disk2[$bin]:-} CARVE_TEST_RAW=${raw[$bin]:-} "$out/$bin.test" -test.v -test.timeout 45m ${pattern:+-test.run "$pattern"} "$@" 2>&1 | tee "$log"
+	CARVE_TEST_DISK=${disk[$bin]:-} CARVE_TEST_DISK2=${disk2[$bin]:-} CARVE_TEST_RAW=${raw[$bin]:-} "$out/$bin.test" -test.v -test.timeout "${CARVE_SUITE_TIMEOUT:-45m}" ${pattern:+-test.run "$pattern"} "$@" 2>&1 | tee "$log"
 	rc=${PIPESTATUS[0]}
 	kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null; rm -f "$log"
 	echo "== suite $run: exit $rc after $(( $(date +%s) - start )) s"
