@@ -95,7 +95,7 @@ env CARVE_E2E_WORK="$out" CARVE_E2E_K8S_BIN="$K8S_BIN" CARVE_E2E_K8S_CRD="$K8S_C
 		mount --make-rshared /
 		"$@" &
 		wait $!
-	' e2e-namespaces "$out/bin/e2e.test" -test.v -test.timeout 90m "$@" || rc=$?
+	' e2e-namespaces "$out/bin/e2e.test" -test.v -test.timeout 3h "$@" || rc=$?
 if [[ -n $upstream_pid ]] && kill -0 "$upstream_pid" 2>/dev/null; then
 	echo "== stopping the upstream suite's build (the test ended first)"
 	kill -- -"$upstream_pid" 2>/dev/null || true

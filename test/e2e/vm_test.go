@@ -6,12 +6,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -43,16 +45,18 @@ const (
 )
 
 // vmLifetime is how long, in seconds, the VM node may run before run.sh
-// stops it: a bound on a wedged run. The whole upstream suite
-// (CARVE_E2E_UPSTREAM=full, make e2e-upstream) runs for hours.
+// stops it: a bound on a wedged run, never a budget. It follows the test
+// binary's own hang guard (-test.timeout, which scripts/e2e.sh and the
+// make targets set; 0, no guard, as for make e2e-upstream's hours): a
+// loaded machine makes the run later, and the VM must outlive it.
 func vmLifetime() int {
-	if os.Getenv("CARVE_E2E_UPSTREAM") == "full" {
-		return 10 * 3600
+	guard := 24 * time.Hour
+	if f := flag.Lookup("test.timeout"); f != nil {
+		if d, ok := f.Value.(flag.Getter).Get().(time.Duration); ok && d > 0 {
+			guard = d
+		}
 	}
-	// scripts/e2e.sh gives the test 90 minutes; a longer cluster soak
-	// (make soak-cluster) more.
-	soak, _ := time.ParseDuration(os.Getenv("CARVE_E2E_SOAK_DURATION"))
-	return 100*60 + int(soak.Seconds())
+	return int((guard + 10*time.Minute).Seconds())
 }
 
 // vmDiskSize is the size of each of the VM node's two disks (sparse files;
@@ -180,7 +184,7 @@ func (x *harness) bootVM() error {
 		http: &http.Client{Timeout: 10 * time.Minute}}
 	go func() { _ = cmd.Wait(); _ = log.Close(); close(v.done) }()
 	x.vm = v
-	if err := v.waitReady(5 * time.Minute); err != nil {
+	if err := v.waitReady(hangGuard(5 * time.Minute)); err != nil {
 		return err
 	}
 	return x.waitNodeReady(vmNode)
@@ -286,8 +290,25 @@ func (x *harness) waitPlugin(node string) error {
 	})
 }
 
-// waitFor polls cond every second until it holds, fails, or timeout.
+// hangGuardSlack stretches every wait's timeout (waitFor, the VM's boot):
+// a wait is a hang guard, never a speed check. The figures written at the
+// waits are about the slowest seen on a quiet machine; a cold run, with
+// the VM suites and builds beside the e2e on two cores, ran the same
+// steps two to three times slower (issue 36), so a wait gives up only at
+// four times its figure. CARVE_E2E_SLACK sets another factor (a
+// deliberately slowed run).
+func hangGuard(d time.Duration) time.Duration {
+	slack := 4.0
+	if f, err := strconv.ParseFloat(os.Getenv("CARVE_E2E_SLACK"), 64); err == nil && f >= 1 {
+		slack = f
+	}
+	return time.Duration(float64(d) * slack)
+}
+
+// waitFor polls cond every second until it holds, fails, or its hang
+// guard (timeout, stretched by hangGuard) ends.
 func (x *harness) waitFor(what string, timeout time.Duration, cond func(context.Context) (bool, error)) error {
+	timeout = hangGuard(timeout)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var last error

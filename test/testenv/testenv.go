@@ -190,13 +190,19 @@ func (p *Process) Kill() {
 	_ = p.log.Close()
 }
 
+// startGuard bounds carve's start, a hang guard: at start carve repairs
+// what a killed lvm2 command left (dmsetup, lvm2 runs), which in the VM
+// of a cold run, beside builds and a second VM, took several times a
+// quiet run's second or two. A slow start is late, never failed.
+const startGuard = 5 * time.Minute
+
 // waitForSocket waits until carve accepts connections on sock. The
 // socket file alone is not enough: it exists from bind(), and a client
 // dialing before listen() is refused (seen on a loaded machine, where the
 // window is long enough to hit).
 func waitForSocket(t *testing.T, sock string, p *Process) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(startGuard)
 	for time.Now().Before(deadline) {
 		if c, err := net.DialTimeout("unix", sock, time.Second); err == nil {
 			_ = c.Close()
@@ -207,7 +213,7 @@ func waitForSocket(t *testing.T, sock string, p *Process) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("carve did not accept connections on %s within 30 s", sock)
+	t.Fatalf("carve did not accept connections on %s within %v", sock, startGuard)
 }
 
 // logDir is where process logs go: $CARVE_TEST_LOGS (a share the VM harness
