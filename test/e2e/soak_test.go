@@ -76,7 +76,7 @@ const soakDefaultDuration = 90 * time.Second
 func readSoakConfig(t *testing.T) soakConfig {
 	t.Helper()
 	c := soakConfig{seed: uint64(time.Now().UnixNano()), duration: soakDefaultDuration,
-		killEvery: 20 * time.Second, checkEvery: time.Minute, deadline: 4 * time.Minute}
+		killEvery: 20 * time.Second, checkEvery: time.Minute, deadline: hangGuard(4 * time.Minute)}
 	if s := os.Getenv("CARVE_E2E_SOAK_SEED"); s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
