@@ -27,7 +27,7 @@ BG           = $(if $(TAG_OUTPUT),nice -n 10)
 CONTROLLER_GEN ?= $(shell go env GOPATH)/bin/controller-gen
 CONTROLLER_GEN_VERSION := v0.23.0
 
-.PHONY: all build image test image-then-unit vet check-generated test-unit test-vm test-crash soak soak-cluster test-vm-full e2e e2e-upstream bench-cluster demo lint fuzz fuzz-ci bench generate clean
+.PHONY: all build image test test-full test-vm-build image-then-unit vet check-generated test-unit test-vm test-crash soak soak-cluster test-vm-full e2e e2e-upstream bench-cluster demo lint fuzz fuzz-ci bench generate clean
 
 all: build
 
@@ -39,26 +39,46 @@ image: ## Carve's image as an OCI archive (_output/image/carve.tar): the Dockerf
 	CARVE_IMAGE_ARCHIVE=$(CURDIR)/_output/image/carve.tar $(BG) $(GO) test -tags image -count=1 -v ./test/image $(TAG)
 	@echo "== $@ passed at $$(date -u +%T)"
 
+# make test is the gate: CI runs it on a fresh machine, cold caches, two
+# cores, and it must end within the hour (issue 36 measured the whole set
+# at two hours: about 170 core-minutes). It runs every suite's core: the
+# real-LVM VM suites lvm, lifecycle, csi-sanity (mount and block), node
+# safety's misuses and faults; the e2e's scenarios that take each flow
+# through Kubernetes once; the image; the unit tests with every fuzz
+# target's corpus. Both test binaries get -test.short, which skips the
+# long tables and scenarios. make test-full (FULL=1) runs everything:
+# those, csi-sanity thin, the bounded crash matrix and soak, the fuzz
+# targets' 5 s runs, every e2e scenario and the upstream storage suite's
+# subset. Each target below takes FULL=1 the same way.
+FULL       ?=
+SHORT       = $(if $(FULL),,-test.short)
+GATE_VM     = lvm lifecycle sanity:^TestSanityMount$$ sanity:^TestSanityBlock$$ nodesafety faults
+VM_SUITES   = $(if $(FULL),,CARVE_SUITES='$(or $(CARVE_SUITES),$(GATE_VM))')
+
 # make test runs in three lanes, side by side: the real-LVM VM suites; the
 # e2e (which starts its cluster once the Kubernetes build it waits for is
-# done); the image, then the fuzz targets and the unit tests, niced. The
-# VM suites are a chain of their own (a single-core TCG VM, about an hour
-# of suites on a quiet machine), so nothing waits for them: in a cold run
-# the unit tests used to, and ran beside the e2e after them, making the
-# VM lane the run's longest chain (issue 36). The unit tests need the
-# Kubernetes build's etcd and kube-apiserver, so they wait for it there;
-# the fuzz targets do not, and use what the builds leave. The VM's test
-# binaries are built first, so that the shared packages compile once
-# rather than several times at once. Each output line carries its lane's
-# target.
-test: ## every test: unit tests, the real-LVM suites in a VM, cluster mode end to end and the image, in three lanes
-	scripts/test-vm.sh --build-only
+# done); the image, then (FULL=1) the fuzz targets, then the unit tests,
+# niced. The VM suites are a chain of their own (a single-core TCG VM), so
+# nothing waits for them. The unit tests need the Kubernetes build's etcd
+# and kube-apiserver, so they wait for it there. The VM's test binaries are
+# built first, so that the shared packages compile once rather than
+# several times at once. Each output line carries its lane's target.
+test: ## the gate (CI): unit tests, the real-LVM suites' core in a VM, cluster mode's core end to end and the image, in three lanes; FULL=1: everything
+	$(MAKE) --no-print-directory test-vm-build
 	$(MAKE) --no-print-directory -j3 TAG_OUTPUT=1 test-vm e2e image-then-unit
+
+# carve and the test binaries of the VM suites make test-vm runs (.ci/run
+# builds them first, on both cores).
+test-vm-build:
+	$(VM_SUITES) scripts/test-vm.sh --build-only
+
+test-full: ## every test make test leaves out too: the long VM tables, crash matrix and soak (bounded), the fuzz runs, every e2e scenario and the upstream storage suite's subset (hours)
+	$(MAKE) --no-print-directory test FULL=1
 
 # make test's third lane; the image is also the e2e's prerequisite, made
 # once.
 image-then-unit: image
-	$(MAKE) --no-print-directory fuzz-ci
+	$(if $(FULL),$(MAKE) --no-print-directory fuzz-ci)
 	$(BG) $(MAKE) --no-print-directory test-unit
 
 vet: ## gofmt and go vet clean, with every build tag
@@ -79,8 +99,8 @@ test-unit: vet check-generated ## vet and the generated files' check, then unit 
 	$(GO) test -count=1 -tags crashpoints ./driver/crashpoint/ $(TAG)
 	@echo "== $@ passed at $$(date -u +%T)"
 
-test-vm: ## lvm package, CSI lifecycle and csi-sanity on real LVM inside a QEMU VM (block and thin sanity: only what they add to the mount run)
-	scripts/test-vm.sh $(TAG)
+test-vm: ## lvm package, CSI lifecycle, csi-sanity, node safety and faults on real LVM inside a QEMU VM; FULL=1 (or CARVE_SUITES) adds thin sanity, crash and soak and the long tables
+	$(VM_SUITES) scripts/test-vm.sh $(SHORT) $(TAG)
 	@echo "== $@ passed at $$(date -u +%T)"
 
 test-crash: ## the whole crash matrix on real LVM in the VM: carve killed after every command of every multi-step operation, 145 points, about an hour (test-vm runs a bounded part)
@@ -98,10 +118,12 @@ soak: ## chaos under load on real LVM in the VM: random CSI calls across thick, 
 test-vm-full: ## test-vm with every csi-sanity configuration's whole suite
 	CARVE_SANITY_FULL=1 scripts/test-vm.sh
 
-# make e2e (and so CI) runs the upstream storage suite's subset after Carve's
-# own scenarios; UPSTREAM=off leaves it out, UPSTREAM=full runs it all.
-e2e: image ## cluster mode on real Kubernetes components, Carve's image as pods under containerd on a host node and a VM node; then the upstream storage suite's subset
-	CARVE_E2E_UPSTREAM=$(or $(UPSTREAM),subset) scripts/e2e.sh $(TAG)
+# make e2e FULL=1 (make test-full) runs every scenario, then the upstream
+# storage suite's subset; make e2e (and so CI) the scenarios that take
+# each flow once (test/e2e's fullRunOnly). UPSTREAM=off|subset|full says
+# how much of the upstream suite runs.
+e2e: image ## cluster mode on real Kubernetes components, Carve's image as pods under containerd on a host node and a VM node (FULL=1: every scenario, then the upstream storage suite's subset)
+	CARVE_E2E_UPSTREAM=$(or $(UPSTREAM),$(if $(FULL),subset,off)) scripts/e2e.sh $(SHORT) $(TAG)
 	@echo "== $@ passed at $$(date -u +%T)"
 
 e2e-upstream: image ## the Kubernetes project's external storage suite against Carve, thick and thin: every spec for Carve's capabilities (UPSTREAM=subset: one of each suite and pattern)
@@ -153,7 +175,7 @@ fuzz: ## each fuzz target (FUZZ_TARGETS) for FUZZTIME (30s), from its committed 
 	done
 	@echo "== $@ passed at $$(date -u +%T)"
 
-fuzz-ci: ## make fuzz as CI runs it (make test, after the image): every target for 5 s, one worker, niced
+fuzz-ci: ## make fuzz as make test-full runs it (after the image): every target for 5 s, one worker, niced
 	$(BG) $(MAKE) --no-print-directory fuzz FUZZTIME=$(or $(CI_FUZZTIME),5s) FUZZPARALLEL=1
 
 # The VM benchmark's knobs (CARVE_BENCH_QUICK=1 and others) are in

@@ -37,6 +37,7 @@ import (
 // machine makes the other pod later, not the copy earlier. The waits are
 // hang guards (hangGuard).
 func TestPublishWhileACloneCopies(t *testing.T) {
+	fullRunOnly(t)
 	ctx := context.Background()
 	create(t, pvc("copysrc", "carve-thick", "1Gi"))
 	p := runPod(t, "copysrc-1", "copysrc")

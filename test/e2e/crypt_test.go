@@ -23,6 +23,7 @@ import (
 // opens with the same passphrase and holds the data; and the passphrase is
 // in no component's log, no event and not in carve node's metrics.
 func TestEncryptedVolume(t *testing.T) {
+	fullRunOnly(t)
 	t.Parallel()
 	passphrase := applyEncryptionSecret(t)
 	const class, src, snap, dst = "carve-encrypted", "enc-src", "enc-snap", "enc-restored"

@@ -34,6 +34,7 @@ type groupMember struct{ claim, class, dir string }
 // first volume's one ahead (the writer was between its two writes).
 // Deleting the VolumeGroupSnapshot removes Carve's group and its LVs.
 func TestVolumeGroupSnapshot(t *testing.T) {
+	fullRunOnly(t)
 	t.Parallel()
 	members := []groupMember{{"grp-thin", "carve-thin", "/data"}, {"grp-thick", "carve-thick", "/data2"}}
 	for _, m := range members {

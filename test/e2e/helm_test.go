@@ -34,6 +34,7 @@ import (
 const helmRelease = "carve"
 
 func TestHelmTakesOver(t *testing.T) {
+	fullRunOnly(t)
 	create(t, pvc("handover", "carve-thick", "64Mi"))
 	p := runPod(t, "handover-1", "handover")
 	pvName := boundClaim(t, "handover").Spec.VolumeName

@@ -19,6 +19,7 @@ import (
 // carve-unthrottled removes the line. A second pod started on the claim
 // while it is throttled gets the limits at its publish.
 func TestIOLimitsClass(t *testing.T) {
+	fullRunOnly(t)
 	t.Parallel()
 	create(t, pvc("throttle", "carve-thick", "64Mi"))
 	first := runPod(t, "throttle-1", "throttle")

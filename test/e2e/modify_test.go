@@ -23,6 +23,7 @@ import (
 // and the writer's log, a sequence synced line by line, has no line lost,
 // then and in a new pod after the volume was torn down.
 func TestModifyVolumeClass(t *testing.T) {
+	fullRunOnly(t)
 	t.Parallel()
 	claim := pvc("morph", "carve-thick", "128Mi")
 	linear := "carve-linear"

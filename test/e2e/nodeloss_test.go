@@ -21,6 +21,7 @@ import (
 // and carve node leaves active exactly the published LV, although the boot
 // activated every LV (test/e2e/node-vm.sh, as lvm2's autoactivation does).
 func TestNodeReboot(t *testing.T) {
+	fullRunOnly(t)
 	create(t, pvc("reboot-used", "carve-thick", "256Mi"))
 	create(t, pvc("reboot-idle", "carve-thin", "256Mi"))
 	used := runPod(t, "reboot-used", "reboot-used")
@@ -68,6 +69,7 @@ func TestNodeReboot(t *testing.T) {
 // the released volumes are there, untouched, reported as orphans, and the
 // administrator removes them.
 func TestNodeLostForGood(t *testing.T) {
+	fullRunOnly(t)
 	create(t, pvc("lost-used", "carve-thick", "256Mi"))
 	create(t, pvc("lost-idle", "carve-thin", "256Mi"))
 	used := runPod(t, "lost-used", "lost-used")

@@ -125,6 +125,7 @@ func checkNoLeaks(t *testing.T) {
 // belong to the node, not to carve node's pod), none is lost, and the new
 // pod unpublishes and unstages the volume cleanly when the workload goes.
 func TestNodePodReplacedUnderWrites(t *testing.T) {
+	fullRunOnly(t)
 	ctx := context.Background()
 	create(t, pvc("steady", "carve-thick", "64Mi"))
 	// Appends 1, 2, 3... to /data/log, each line synced, 5 a second.

@@ -41,6 +41,7 @@ import (
 // The seed (CARVE_E2E_SOAK_SEED, printed) repeats the choices; which
 // operation ends first, and so the interleaving, follows timing.
 func TestClusterSoak(t *testing.T) {
+	fullRunOnly(t)
 	cfg := readSoakConfig(t)
 	if cfg.duration == 0 {
 		t.Skip("CARVE_E2E_SOAK_DURATION=0")
