@@ -27,7 +27,7 @@ BG           = $(if $(TAG_OUTPUT),nice -n 10)
 CONTROLLER_GEN ?= $(shell go env GOPATH)/bin/controller-gen
 CONTROLLER_GEN_VERSION := v0.23.0
 
-.PHONY: all build image test test-full test-vm-build image-then-unit vet check-generated test-unit test-vm test-crash soak soak-cluster test-vm-full e2e e2e-upstream bench-cluster demo lint fuzz fuzz-ci bench generate clean
+.PHONY: all build image test test-full test-vm-build image-then-unit vet check-generated test-unit test-vm test-vm-production test-crash soak soak-cluster test-vm-full e2e e2e-upstream bench-cluster demo lint fuzz fuzz-ci bench generate clean
 
 all: build
 
@@ -101,6 +101,12 @@ test-unit: vet check-generated ## vet and the generated files' check, then unit 
 
 test-vm: ## lvm package, CSI lifecycle, csi-sanity, node safety and faults on real LVM inside a QEMU VM; FULL=1 (or CARVE_SUITES) adds thin sanity, crash and soak and the long tables
 	$(VM_SUITES) scripts/test-vm.sh $(SHORT) $(TAG)
+	@echo "== $@ passed at $$(date -u +%T)"
+
+# make test-vm-production: issue 37's production profile; test/README.md
+# says which host setting each piece mirrors.
+test-vm-production: ## the lifecycle suite in a VM set up as users' nodes are: systemd-udevd with lvm2's and device-mapper's rules, event autoactivation, dmeventd with a thin pool autoextend policy, lvm2's devices file, Carve on the machine's lvm.conf
+	CARVE_VM_PROFILE=production CARVE_SUITES=lifecycle scripts/test-vm.sh $(SHORT) $(TAG)
 	@echo "== $@ passed at $$(date -u +%T)"
 
 test-crash: ## the whole crash matrix on real LVM in the VM: carve killed after every command of every multi-step operation, 145 points, about an hour (test-vm runs a bounded part)

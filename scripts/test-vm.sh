@@ -103,10 +103,14 @@ boot_lane() {
 	echo "== booting VM $n for $lane_runs (each run ended by its own $guard guard; the VM's: $vm_timeout s)"
 	CARVE_BIN="$repo/$out/carve" CARVE_CRASH_BIN="$repo/$out/carve-crash" CARVE_TEST_LOGS="$logs" \
 	CARVE_SUITES="$lane_runs" CARVE_SUITE_TIMEOUT="$guard" \
-		scripts/vm/run.sh --disks 6 --disk-size 4G --timeout "$vm_timeout" --share "$logs" \
+		scripts/vm/run.sh --disks 6 --disk-size 4G --timeout "$vm_timeout" --share "$logs" --profile "$profile" \
 		-- bash scripts/vm-suites.sh "$repo/$out" "${args[@]}"
 }
 args=("$@")
+# CARVE_VM_PROFILE=production boots the VMs as users' nodes are set up
+# (scripts/vm/run.sh --profile; test/testenv keeps the machine's lvm.conf
+# then): make test-vm-production.
+profile=${CARVE_VM_PROFILE:-stripped}
 if ((lanes == 1)); then
 	boot_lane 1 "$runs"
 	exit

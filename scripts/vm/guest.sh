@@ -48,12 +48,14 @@ for i in "${!vm_shares[@]}"; do
     fail "cannot mount share $d"
 done
 
-# No udev runs in the guest: LVM must create device nodes itself and not wait
-# for udev. DM_DISABLE_UDEV=1 does that too, but programs may build their own
-# environment for children; the config file holds regardless. The host's
-# lvm.conf (filters, devices file) must not apply to the scratch disks.
-mkdir -p /etc/lvm
-cat >/etc/lvm/lvm.conf <<'EOF'
+# stripped_profile: no udev runs in the guest: LVM must create device nodes
+# itself and not wait for udev. DM_DISABLE_UDEV=1 does that too, but
+# programs may build their own environment for children; the config file
+# holds regardless. The host's lvm.conf (filters, devices file) must not
+# apply to the scratch disks.
+stripped_profile() {
+  mkdir -p /etc/lvm
+  cat >/etc/lvm/lvm.conf <<'EOF'
 # Written by carve-vm (scripts/vm/guest.sh) for a guest without udev.
 devices {
 	obtain_device_list_from_udev = 0
@@ -69,7 +71,51 @@ global {
 	use_lvmpolld = 0
 }
 EOF
-: >/etc/lvm/lvmlocal.conf
+  : >/etc/lvm/lvmlocal.conf
+}
+
+# production_profile: the guest set up as users' nodes are (run.sh
+# --profile production; scripts/vm/README.md says which host setting each
+# piece mirrors). lvm.conf stays the host's, as Debian's lvm2 package
+# writes it (every setting at lvm2's default: udev sync and rules,
+# monitoring, event autoactivation on); lvmlocal.conf adds what RHEL 9 and
+# a careful administrator add: the devices file, in use and empty until
+# pvcreate or vgcreate list a disk, and a thin pool autoextend policy for
+# dmeventd.
+production_profile() {
+  [[ -n ${vm_udev_tree:-} ]] || fail "the production profile needs the udev tree (setup.sh --udev)"
+  # udev's files over the guest's / (the tmpfs overlay: RAM only), directory
+  # symlinks of a merged /usr kept.
+  tar -C "$host$vm_udev_tree" -c . | tar -C / -x --keep-directory-symlink ||
+    fail "cannot lay udev's files over /"
+  cat >/etc/lvm/lvmlocal.conf <<'EOF'
+# Written by carve-vm (scripts/vm/guest.sh), production profile.
+devices {
+	use_devicesfile = 1
+}
+activation {
+	thin_pool_autoextend_threshold = 80
+	thin_pool_autoextend_percent = 20
+}
+EOF
+  mkdir -p /etc/lvm/devices
+  : >/etc/lvm/devices/system.devices
+  # dmeventd as dm-event.service starts it; lvm2 hands it the thin pools to
+  # monitor (and extend, by the policy above).
+  dmeventd || fail "dmeventd did not start"
+  /lib/systemd/systemd-udevd --daemon || fail "systemd-udevd did not start"
+  # What udevadm trigger does at boot (it refuses to run in a chroot): an
+  # add event for every block device, so that udev's database knows each
+  # one and lvm2's rules see the disks (autoactivating a complete VG).
+  local u
+  for u in /sys/class/block/*/uevent; do echo add >"$u"; done
+  udevadm settle --timeout=120 || fail "udevadm settle timed out"
+}
+
+case ${vm_profile:-stripped} in
+  production) production_profile ;;
+  *) stripped_profile ;;
+esac
 echo carve-vm >/etc/hostname
 printf '127.0.0.1\tlocalhost\n127.0.1.1\tcarve-vm\n::1\tlocalhost ip6-localhost ip6-loopback\n' >/etc/hosts
 

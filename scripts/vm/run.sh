@@ -23,6 +23,13 @@
 #                      (10.0.2.2, QEMU's own host alias, refuses guestfwd.)
 #   --expose PORT      let the host reach the guest's PORT at its own
 #                      127.0.0.1:PORT (repeatable; QEMU hostfwd)
+#   --profile P        stripped (default): no udev, no autoactivation, no
+#                      dmeventd, no devices file, the fastest lvm2;
+#                      production: set up as users' nodes are (systemd-udevd
+#                      with lvm2's and device-mapper's rules, event
+#                      autoactivation, dmeventd with a thin pool autoextend
+#                      policy, lvm2's devices file listing the disks);
+#                      scripts/vm/README.md says what each piece mirrors
 #   --console          copy the guest's kernel console to stderr
 #   --verbose          report boot and run times on stderr
 # Exit status: COMMAND's; 124 on timeout; 125 when the VM failed before
@@ -47,6 +54,7 @@ cpus=1
 timeout_s=1800
 console=0
 verbose=0
+vm_profile=stripped
 shares=()
 views=()
 forwards=()
@@ -63,6 +71,7 @@ while [[ $# -gt 0 ]]; do
     --view) views+=("${2:?--view needs a value}"); shift 2 ;;
     --forward) forwards+=("${2:?--forward needs a port}"); shift 2 ;;
     --expose) exposes+=("${2:?--expose needs a port}"); shift 2 ;;
+    --profile) vm_profile=${2:?--profile needs a value}; shift 2 ;;
     --console) console=1; shift ;;
     --verbose) verbose=1; shift ;;
     -h | --help) usage ;;
@@ -77,6 +86,7 @@ done
 [[ $disks =~ ^[0-9]+$ && $disks -le 20 ]] || vm_die "--disks must be 0..20"
 [[ $timeout_s =~ ^[0-9]+$ && $timeout_s -gt 0 ]] || vm_die "--timeout must be a positive number of seconds"
 [[ $cpus =~ ^[1-8]$ ]] || vm_die "--cpus must be 1..8"
+[[ $vm_profile == stripped || $vm_profile == production ]] || vm_die "--profile must be stripped or production"
 for p in "${forwards[@]}" "${exposes[@]}"; do
   [[ $p =~ ^[0-9]+$ && $p -gt 0 && $p -lt 65536 ]] || vm_die "--forward needs a port number, got '$p'"
 done
@@ -87,6 +97,10 @@ if [[ ! -f $VM_CACHE/current/.complete ||
   "$VM_DIR/setup.sh" >&2 || vm_die "setup.sh failed"
 fi
 kdir=$(cd -- "$VM_CACHE/current" && pwd -P)
+vm_udev_tree=
+if [[ $vm_profile == production ]]; then
+  vm_udev_tree=$("$VM_DIR/setup.sh" --udev) || vm_die "setup.sh --udev failed"
+fi
 kver=$(<"$kdir/kver")
 
 job=$(mktemp -d "${TMPDIR:-/tmp}/carve-vm.XXXXXX")
@@ -143,14 +157,14 @@ for d in "${candidates[@]}"; do
 done
 
 # The environment contract: CARVE_*, GO*, PATH and HOME from the caller, and
-# DM_DISABLE_UDEV=1 because the guest has no udev.
+# DM_DISABLE_UDEV=1 when the guest has no udev (the stripped profile).
 vm_env=()
 while IFS= read -r name; do
   case $name in
     CARVE_* | GO* | PATH | HOME) vm_env+=("$name=${!name}") ;;
   esac
 done < <(compgen -e)
-vm_env+=(DM_DISABLE_UDEV=1)
+[[ $vm_profile == production ]] || vm_env+=(DM_DISABLE_UDEV=1)
 
 vm_cwd=$cwd
 vm_argv=("$@")
@@ -158,7 +172,7 @@ vm_moddir=$kdir/tree/lib/modules/$kver
 vm_modules=${CARVE_VM_MODULES-dm_snapshot dm_thin_pool dm_mirror raid1 dm_raid dm_crypt dm_writecache loop}
 vm_net=0
 [[ ${#forwards[@]} -eq 0 && ${#exposes[@]} -eq 0 ]] || vm_net=1
-declare -p vm_cwd vm_argv vm_env vm_shares vm_overlays vm_moddir vm_modules vm_net >"$job/share/config.sh"
+declare -p vm_cwd vm_argv vm_env vm_shares vm_overlays vm_moddir vm_modules vm_net vm_profile vm_udev_tree >"$job/share/config.sh"
 cp -- "$VM_DIR/guest.sh" "$job/share/guest.sh"
 
 # COMMAND's output arrives on two virtio-serial ports. QEMU writes each into a

@@ -7,6 +7,8 @@
 # Network: only apt-get, against the machine's configured Debian mirror.
 #
 # Usage: scripts/vm/setup.sh
+#        scripts/vm/setup.sh --udev  (the udev package for the production
+#                                     profile, unpacked; prints its tree)
 # Env:   CARVE_VM_CACHE  cache directory (default ~/.cache/carve-vm)
 set -euo pipefail
 
@@ -221,7 +223,40 @@ build_initramfs() {
   printf '%s\n' "$stamp" >"$dir/initramfs.stamp"
 }
 
+# The udev package for the production profile (run.sh --profile
+# production), unpacked into the cache, never installed: installing it
+# would start udevd on the host. Its version is the host's systemd's (udevd
+# links libsystemd-shared of the same version, which the host has).
+# Prints the tree's directory.
+ensure_udev() {
+  local ver dir
+  ver=$(dpkg-query -W -f='${Version}' systemd 2>/dev/null) ||
+    vm_die "the production profile needs the host's systemd package (for libsystemd-shared)"
+  dir=$VM_CACHE/udev/$ver
+  if [[ ! -f $dir/.complete ]]; then
+    vm_log "unpacking udev $ver for the production profile"
+    rm -rf -- "$dir" "$dir.partial"
+    mkdir -p -- "$dir.partial/tree"
+    if ! download_deb udev "$ver" "$dir.partial"; then
+      apt_update_once
+      download_deb udev "$ver" "$dir.partial"
+    fi
+    dpkg-deb --fsys-tarfile "$dir.partial"/*.deb | tar -x -C "$dir.partial/tree"
+    rm -f -- "$dir.partial"/*.deb
+    touch -- "$dir.partial/.complete"
+    mv -- "$dir.partial" "$dir"
+  fi
+  printf '%s\n' "$dir/tree"
+}
+
 main() {
+  if [[ ${1:-} == --udev ]]; then
+    mkdir -p -- "$VM_CACHE"
+    exec 9>"$VM_CACHE/.lock"
+    flock 9
+    ensure_udev
+    return
+  fi
   ensure_packages
   mkdir -p -- "$VM_CACHE/kernel"
   # Serialise concurrent setups (e.g. parallel run.sh calls on a cold cache).

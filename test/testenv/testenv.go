@@ -39,9 +39,18 @@ func Disk(t *testing.T, env string) string {
 // PrivateLVM points lvm2, for this test and the processes it starts, at a
 // fresh private configuration instead of the machine's /etc/lvm, and returns
 // a client for it.
+//
+// In the VM's production profile (CARVE_VM_PROFILE=production, set by
+// scripts/test-vm.sh) lvm2 keeps the machine's configuration instead, as
+// Carve's node DaemonSet does with the host's /etc/lvm: udev sync and rules
+// with udevd running, monitoring by dmeventd, autoactivation and the
+// devices file all as the guest set them up (scripts/vm/guest.sh).
 func PrivateLVM(t *testing.T) *lvm.Client {
 	t.Helper()
 	env, err := lvm.WritePrivateConfig(t.TempDir())
+	if ProductionProfile() {
+		env, err = []string{"LVM_SUPPRESS_FD_WARNINGS=1"}, nil
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,4 +294,11 @@ func WriteSynced(path string, data []byte) error {
 	}
 	defer func() { _ = d.Close() }()
 	return d.Sync()
+}
+
+// ProductionProfile reports whether the suite runs in the VM's production
+// profile (udevd, autoactivation, dmeventd, the devices file: run.sh
+// --profile production).
+func ProductionProfile() bool {
+	return os.Getenv("CARVE_VM_PROFILE") == "production"
 }
