@@ -79,9 +79,8 @@ EOF
 # piece mirrors). lvm.conf stays the host's, as Debian's lvm2 package
 # writes it (every setting at lvm2's default: udev sync and rules,
 # monitoring, event autoactivation on); lvmlocal.conf adds what RHEL 9 and
-# a careful administrator add: the devices file, in use and empty until
-# pvcreate or vgcreate list a disk, and a thin pool autoextend policy for
-# dmeventd.
+# a careful administrator add: the devices file, in use and listing the
+# scratch disks, and a thin pool autoextend policy for dmeventd.
 production_profile() {
   [[ -n ${vm_udev_tree:-} ]] || fail "the production profile needs the udev tree (setup.sh --udev)"
   # udev's files over the guest's / (the tmpfs overlay: RAM only), directory
@@ -98,8 +97,17 @@ activation {
 	thin_pool_autoextend_percent = 20
 }
 EOF
+  # The devices file lists the scratch disks, as a RHEL 9 node's lists the
+  # disks its administrator gave lvm2; listed at every boot, since the
+  # guest's /etc is RAM (a node rebooted on its kept disks finds them
+  # listed, as a real one finds its /etc).
   mkdir -p /etc/lvm/devices
   : >/etc/lvm/devices/system.devices
+  local d
+  for d in /dev/vd[a-z]; do
+    [[ -b $d ]] || continue
+    lvm lvmdevices -q --adddev "$d" || fail "lvm lvmdevices --adddev $d failed"
+  done
   # dmeventd as dm-event.service starts it; lvm2 hands it the thin pools to
   # monitor (and extend, by the policy above).
   dmeventd || fail "dmeventd did not start"
