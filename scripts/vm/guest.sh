@@ -76,9 +76,9 @@ EOF
 
 # production_profile: the guest set up as users' nodes are (run.sh
 # --profile production; scripts/vm/README.md says which host setting each
-# piece mirrors). lvm.conf stays the host's, as Debian's lvm2 package
-# writes it (every setting at lvm2's default: udev sync and rules,
-# monitoring, event autoactivation on); lvmlocal.conf adds what RHEL 9 and
+# piece mirrors). lvm.conf as Debian's lvm2 package writes it (every
+# setting at lvm2's default: udev sync and rules, monitoring, event
+# autoactivation on); lvmlocal.conf adds what RHEL 9 and
 # a careful administrator add: the devices file, in use and listing the
 # scratch disks, and a thin pool autoextend policy for dmeventd.
 production_profile() {
@@ -87,6 +87,36 @@ production_profile() {
   # symlinks of a merged /usr kept.
   tar -C "$host$vm_udev_tree" -c . | tar -C / -x --keep-directory-symlink ||
     fail "cannot lay udev's files over /"
+  # The node's own /etc/lvm, a fresh tmpfs: the host's, seen through 9p,
+  # may be anything (the e2e's host node binds its private configuration
+  # there in its namespace). lvm.conf as Debian's lvm2 package ships it:
+  # every line a comment, so every setting at lvm2's default.
+  mkdir -p /etc/lvm
+  mount -t tmpfs -o mode=0755 tmpfs /etc/lvm || fail "cannot mount a tmpfs on /etc/lvm"
+  # (lvm2 refuses a file with no section at all: Debian's has them, empty.)
+  cat >/etc/lvm/lvm.conf <<'EOF'
+# Written by carve-vm (scripts/vm/guest.sh), production profile: every
+# setting at lvm2's default, as Debian ships lvm.conf (its sections hold
+# only comments).
+config {
+}
+devices {
+}
+allocation {
+}
+log {
+}
+backup {
+}
+shell {
+}
+global {
+}
+activation {
+}
+dmeventd {
+}
+EOF
   cat >/etc/lvm/lvmlocal.conf <<'EOF'
 # Written by carve-vm (scripts/vm/guest.sh), production profile.
 devices {
@@ -134,8 +164,19 @@ printf '127.0.0.1\tlocalhost\n127.0.1.1\tcarve-vm\n::1\tlocalhost ip6-localhost 
 # answer at 10.0.2.100.
 if [[ ${vm_net:-0} = 1 ]]; then
   modprobe virtio_net || fail "modprobe virtio_net failed"
-  ip link set eth0 up || fail "cannot bring eth0 up"
-  ip addr add 10.0.2.15/24 dev eth0 || fail "cannot address eth0"
+  # eth0, unless udevd (the production profile) gave it a predictable name
+  # (enp0s2...): the one interface with a device behind it.
+  nic=''
+  for _ in $(seq 50); do
+    for n in /sys/class/net/*; do
+      [[ -e $n/device ]] && nic=${n##*/}
+    done
+    [[ -z $nic ]] || break
+    sleep 0.1
+  done
+  [[ -n $nic ]] || fail "no network interface after modprobe virtio_net"
+  ip link set "$nic" up || fail "cannot bring $nic up"
+  ip addr add 10.0.2.15/24 dev "$nic" || fail "cannot address $nic"
 fi
 
 out='' err=''
