@@ -90,10 +90,10 @@ production_profile() {
   # The node's own /etc/lvm, a fresh tmpfs: the host's, seen through 9p,
   # may be anything (the e2e's host node binds its private configuration
   # there in its namespace). lvm.conf as Debian's lvm2 package ships it:
-  # every line a comment, so every setting at lvm2's default.
+  # empty sections, every setting at lvm2's default (lvm2 refuses a file
+  # with no section at all).
   mkdir -p /etc/lvm
   mount -t tmpfs -o mode=0755 tmpfs /etc/lvm || fail "cannot mount a tmpfs on /etc/lvm"
-  # (lvm2 refuses a file with no section at all: Debian's has them, empty.)
   cat >/etc/lvm/lvm.conf <<'EOF'
 # Written by carve-vm (scripts/vm/guest.sh), production profile: every
 # setting at lvm2's default, as Debian ships lvm.conf (its sections hold

@@ -110,6 +110,14 @@ download_deb() {
   rm -rf -- "$scratch"
 }
 
+# download_deb, once more after apt-get update when it fails: the package
+# lists may name a version the mirror has since dropped.
+fetch_deb() {
+  download_deb "$@" && return
+  apt_update_once
+  download_deb "$@"
+}
+
 # Read a little-endian unsigned integer of $3 bytes at offset $2 of file $1.
 read_le() {
   od -An -tu"$3" -j "$2" -N "$3" -- "$1" | tr -d ' '
@@ -156,11 +164,7 @@ extract_vmlinux() {
 build_kernel() {
   local pkg=$1 ver=$2 dir=$3 deb kver
   mkdir -p -- "$dir/tree"
-  if ! download_deb "$pkg" "$ver" "$dir"; then
-    # The package lists may name a version the mirror has since dropped.
-    apt_update_once
-    download_deb "$pkg" "$ver" "$dir"
-  fi
+  fetch_deb "$pkg" "$ver" "$dir"
   deb=$(echo "$dir"/*.deb)
   # dpkg-deb --fsys-tarfile rather than dpkg -i: installing would rewrite the
   # host's /boot and bootloader.
@@ -237,10 +241,7 @@ ensure_udev() {
     vm_log "unpacking udev $ver for the production profile"
     rm -rf -- "$dir" "$dir.partial"
     mkdir -p -- "$dir.partial/tree"
-    if ! download_deb udev "$ver" "$dir.partial"; then
-      apt_update_once
-      download_deb udev "$ver" "$dir.partial"
-    fi
+    fetch_deb udev "$ver" "$dir.partial"
     dpkg-deb --fsys-tarfile "$dir.partial"/*.deb | tar -x -C "$dir.partial/tree"
     rm -f -- "$dir.partial"/*.deb
     touch -- "$dir.partial/.complete"
@@ -249,19 +250,23 @@ ensure_udev() {
   printf '%s\n' "$dir/tree"
 }
 
+# Serialise concurrent setups (e.g. parallel run.sh calls on a cold cache):
+# held until the script exits.
+lock_cache() {
+  mkdir -p -- "$VM_CACHE"
+  exec 9>"$VM_CACHE/.lock"
+  flock 9
+}
+
 main() {
   if [[ ${1:-} == --udev ]]; then
-    mkdir -p -- "$VM_CACHE"
-    exec 9>"$VM_CACHE/.lock"
-    flock 9
+    lock_cache
     ensure_udev
     return
   fi
   ensure_packages
   mkdir -p -- "$VM_CACHE/kernel"
-  # Serialise concurrent setups (e.g. parallel run.sh calls on a cold cache).
-  exec 9>"$VM_CACHE/.lock"
-  flock 9
+  lock_cache
 
   local resolved pkg ver dir
   resolved=$(resolve_kernel_cached)

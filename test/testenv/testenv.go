@@ -47,12 +47,12 @@ func Disk(t *testing.T, env string) string {
 // devices file all as the guest set them up (scripts/vm/guest.sh).
 func PrivateLVM(t *testing.T) *lvm.Client {
 	t.Helper()
-	env, err := lvm.WritePrivateConfig(t.TempDir())
-	if ProductionProfile() {
-		env, err = []string{"LVM_SUPPRESS_FD_WARNINGS=1"}, nil
-	}
-	if err != nil {
-		t.Fatal(err)
+	env := []string{"LVM_SUPPRESS_FD_WARNINGS=1"}
+	if !ProductionProfile() {
+		var err error
+		if env, err = lvm.WritePrivateConfig(t.TempDir()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
