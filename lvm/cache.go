@@ -31,10 +31,15 @@ import (
 // # What can still change under it, and for how long
 //
 // lvm2 state that changes without a command of Carve's: thin pools fill as
-// volumes are written, an administrator runs lvm2 by hand, a disk fails or
-// vanishes. A report is used for at most MaxAge after it was read, so such
-// a change shows within MaxAge, or at once when a fresh read fails first
-// (failedRead). Nothing that changes data relies on it.
+// volumes are written, an administrator runs lvm2 by hand, dmeventd
+// extends a thin pool, a disk fails or vanishes. Changes to the VG's
+// metadata show at the next query: the VG's metadata print (mdaprint.go,
+// two sector reads per PV, no lvm2) is taken before the first report of
+// each generation is read, and a query compares it with the PVs' headers
+// now (at most once a second per VG); a moved print starts a new
+// generation. Other changes (a thin pool's data filling up) show within
+// MaxAge, for which a report is used at most, or at once when a fresh
+// read fails first (failedRead). Nothing that changes data relies on it.
 type Cache struct {
 	c *Client
 	// MaxAge is how long a report may answer queries; 0 turns caching off
@@ -51,7 +56,26 @@ type Cache struct {
 	derived map[string]derived
 	// alive: when an lvm2 command of each VG last succeeded (Alive).
 	alive map[string]time.Time
+	// The metadata prints (mdaprint.go): print reads one, nil for none;
+	// pvPaths are each VG's PVs from its last pvs report, base the print
+	// taken at the start of each VG's generation, checked when each was
+	// last compared with the disks.
+	print   func(pvs []string) (string, error)
+	pvPaths map[string][]string
+	base    map[string]genPrint
+	checked map[string]time.Time
 }
+
+// genPrint is a VG's metadata print taken before the first report of
+// generation gen was read ("" when it could not be read).
+type genPrint struct {
+	gen   uint64
+	print string
+}
+
+// printEvery paces the comparisons of a VG's metadata print with its
+// disks: a burst of queries reads the headers once.
+const printEvery = time.Second
 
 // cached is one report: what was read, at which generation and when.
 type cached[T any] struct {
@@ -64,7 +88,8 @@ type cached[T any] struct {
 func NewCache(c *Client, maxAge time.Duration) *Cache {
 	return &Cache{c: c, MaxAge: maxAge, now: time.Now, gens: map[string]uint64{},
 		vgs: map[string]cached[VG]{}, pvs: map[string]cached[[]PV]{}, lvs: map[string]cached[[]LV]{},
-		alive: map[string]time.Time{}}
+		alive: map[string]time.Time{}, print: metadataPrint, pvPaths: map[string][]string{},
+		base: map[string]genPrint{}, checked: map[string]time.Time{}}
 }
 
 // Alive tells whether an lvm2 command of vg, a report or a change, ended
@@ -165,6 +190,9 @@ func (x *Cache) fromCache(ctx context.Context) bool {
 // lookup returns the report of vg in m if ctx may use one and it is
 // current; the generation to read a new one at otherwise.
 func lookup[T any](x *Cache, ctx context.Context, kind string, m map[string]cached[T], vg string) (v T, gen uint64, ok bool) {
+	if x.fromCache(ctx) {
+		x.checkPrint(vg)
+	}
 	x.mu.Lock()
 	gen = x.gens[vg]
 	e, found := m[vg]
@@ -198,6 +226,7 @@ func read[T any](x *Cache, ctx context.Context, kind string, m map[string]cached
 	if ok {
 		return v, nil
 	}
+	x.takeBasePrint(vg, gen)
 	v, err := fetch()
 	if err != nil {
 		x.failedRead(ctx, vg)
@@ -257,7 +286,13 @@ func (x *Cache) ListVGPVs(ctx context.Context, vg string) ([]PV, error) {
 	if err := ValidateVGName(vg); err != nil {
 		return nil, err
 	}
-	pvs, err := read(x, ctx, "pvs", x.pvs, vg, func() ([]PV, error) { return x.c.ListVGPVs(ctx, vg) })
+	pvs, err := read(x, ctx, "pvs", x.pvs, vg, func() ([]PV, error) {
+		pvs, err := x.c.ListVGPVs(ctx, vg)
+		if err == nil {
+			x.notePVs(vg, pvs)
+		}
+		return pvs, err
+	})
 	return slices.Clone(pvs), err
 }
 
@@ -320,4 +355,64 @@ func (x *Cache) GetLV(ctx context.Context, vg, name string) (LV, error) {
 		}
 	}
 	return LV{}, fmt.Errorf("lvs %s/%s: logical volume %w", vg, name, ErrNotFound)
+}
+
+// takeBasePrint takes vg's metadata print before the first report of
+// generation gen is read, so that a change after it shows (checkPrint).
+func (x *Cache) takeBasePrint(vg string, gen uint64) {
+	x.mu.Lock()
+	b, pvs := x.base[vg], x.pvPaths[vg]
+	x.mu.Unlock()
+	if x.print == nil || (b.gen == gen && b.print != "") || len(pvs) == 0 {
+		return
+	}
+	p, err := x.print(pvs)
+	if err != nil {
+		p = "" // unknown: this generation's reports live out MaxAge
+	}
+	x.mu.Lock()
+	if x.gens[vg] == gen && (x.base[vg].gen != gen || x.base[vg].print == "") {
+		x.base[vg] = genPrint{gen: gen, print: p}
+		x.checked[vg] = x.now()
+	}
+	x.mu.Unlock()
+}
+
+// checkPrint compares vg's metadata print with the one its generation
+// began with, at most every printEvery, and starts a new generation when
+// the metadata moved: something outside this Cache changed the VG. A
+// print that cannot be read now, where it could before, counts as moved:
+// the fresh read tells what happened to the disks.
+func (x *Cache) checkPrint(vg string) {
+	x.mu.Lock()
+	b, gen, pvs, last := x.base[vg], x.gens[vg], x.pvPaths[vg], x.checked[vg]
+	due := x.print != nil && b.gen == gen && b.print != "" && x.now().Sub(last) >= printEvery
+	if due {
+		x.checked[vg] = x.now()
+	}
+	x.mu.Unlock()
+	if !due {
+		return
+	}
+	if p, err := x.print(pvs); err != nil || p != b.print {
+		x.mu.Lock()
+		if x.gens[vg] == gen {
+			x.gens[vg]++
+		}
+		x.mu.Unlock()
+	}
+}
+
+// notePVs keeps the device paths of vg's PVs for its metadata print.
+func (x *Cache) notePVs(vg string, pvs []PV) {
+	paths := make([]string, 0, len(pvs))
+	for _, pv := range pvs {
+		if pv.Name != "" && !pv.Missing {
+			paths = append(paths, pv.Name)
+		}
+	}
+	slices.Sort(paths)
+	x.mu.Lock()
+	x.pvPaths[vg] = paths
+	x.mu.Unlock()
 }

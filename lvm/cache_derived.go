@@ -57,6 +57,9 @@ func (x *Cache) DerivedFromLVs(ctx context.Context, vg, key string, build func([
 // derivedOf returns the value kept for vg and key when the report it was
 // built from is current and may answer ctx's reads.
 func (x *Cache) derivedOf(ctx context.Context, vg, key string) (any, bool) {
+	if x.fromCache(ctx) {
+		x.checkPrint(vg)
+	}
 	x.mu.Lock()
 	e, found := x.lvs[vg]
 	d, kept := x.derived[vg+"\x00"+key]

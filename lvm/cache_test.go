@@ -360,3 +360,87 @@ func TestAliveAfterSuccessfulCommandsOnly(t *testing.T) {
 		t.Error("a successful change does not prove the VG alive")
 	}
 }
+
+// fakePrints is a metadata print the test moves by hand, counting reads.
+type fakePrints struct {
+	mu    sync.Mutex
+	print string
+	err   error
+	reads int
+}
+
+func (f *fakePrints) read(pvs []string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reads++
+	return f.print + " of " + pvs[0], f.err
+}
+
+func (f *fakePrints) set(p string, err error) {
+	f.mu.Lock()
+	f.print, f.err = p, err
+	f.mu.Unlock()
+}
+
+func TestAMovedMetadataPrintEndsTheReports(t *testing.T) {
+	x, r, now := newCacheUnderTest(t)
+	prints := &fakePrints{print: "seqno 1"}
+	x.print = prints.read
+	x.notePVs("carve-thin", []PV{{Name: "/dev/vdz"}})
+	query := func() {
+		t.Helper()
+		if _, err := x.ListLVs(queryCtx, "carve-thin"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	query()
+	*now = now.Add(2 * printEvery)
+	query()
+	if r.count("lvs") != 1 {
+		t.Fatalf("lvs ran %d times with the metadata unchanged, want 1", r.count("lvs"))
+	}
+	// Changed outside the cache (lvcreate by hand, dmeventd's lvextend):
+	// the next query past printEvery reads again.
+	prints.set("seqno 2", nil)
+	query()
+	if r.count("lvs") != 1 {
+		t.Errorf("lvs ran again within printEvery of the last comparison")
+	}
+	*now = now.Add(printEvery)
+	query()
+	if r.count("lvs") != 2 {
+		t.Errorf("lvs ran %d times after the metadata moved, want 2", r.count("lvs"))
+	}
+	// The new report's generation began with the new print: it stays.
+	*now = now.Add(printEvery)
+	query()
+	if r.count("lvs") != 2 {
+		t.Errorf("lvs ran %d times with the new print unchanged, want 2", r.count("lvs"))
+	}
+	// Headers that cannot be read any more: the disks tell, so read.
+	prints.set("", errors.New("no such device"))
+	*now = now.Add(printEvery)
+	query()
+	if r.count("lvs") != 3 {
+		t.Errorf("lvs ran %d times once the print could not be read, want 3", r.count("lvs"))
+	}
+}
+
+func TestWithoutAPrintReportsLiveOutMaxAge(t *testing.T) {
+	x, r, now := newCacheUnderTest(t)
+	prints := &fakePrints{err: errors.New("not readable here")}
+	x.print = prints.read
+	x.notePVs("carve-thin", []PV{{Name: "/dev/vdz"}})
+	for range 3 {
+		if _, err := x.ListLVs(queryCtx, "carve-thin"); err != nil {
+			t.Fatal(err)
+		}
+		*now = now.Add(2 * printEvery)
+	}
+	if r.count("lvs") != 1 {
+		t.Errorf("lvs ran %d times, want 1: a print that never reads turns the check off", r.count("lvs"))
+	}
+	if prints.reads != 1 {
+		t.Errorf("the print was read %d times, want once (the generation's base)", prints.reads)
+	}
+}
