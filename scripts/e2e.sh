@@ -5,8 +5,8 @@
 # snapshot-controller (scripts/k8s/build.sh) and their images
 # (scripts/k8s/images.sh), and the test; Carve's image is make image's.
 # The test (test/e2e) then starts a loopback control plane, a node on the
-# host (containerd, kubelet; the controller Deployment runs there) and a
-# VM node on real LVM, all inside network, mount and PID namespaces of its
+# host (containerd, kubelet; the controller Deployment runs there) and two
+# VM nodes on real LVM, all inside network, mount and PID namespaces of its
 # own: nothing it starts, mounts or configures outlives it or reaches the
 # machine's network.
 #
@@ -77,9 +77,9 @@ echo "== running the e2e test in its own network, mount and PID namespaces"
 # VolumeSnapshot not ready in 4 min, PV deletions over 3 min).
 # The namespaces: 10.0.0.1, the kubernetes Service (the test proxies it to
 # the apiserver); 10.0.1.1, the host node's InternalIP; the nodes' names
-# resolve to loopback, where the apiserver finds both kubelets (the VM's
-# through QEMU's forward): see test/e2e/vm_test.go.
-printf '127.0.0.1 localhost carve-host carve-vm\n::1 localhost\n' >"$out/hosts"
+# resolve to loopback, where the apiserver finds every kubelet (the VMs'
+# through QEMU's forwards): see test/e2e/vm_test.go.
+printf '127.0.0.1 localhost carve-host carve-vm carve-vm2\n::1 localhost\n' >"$out/hosts"
 cd test/e2e
 rc=0
 env CARVE_E2E_WORK="$out" CARVE_E2E_K8S_BIN="$K8S_BIN" CARVE_E2E_K8S_CRD="$K8S_CRD" \

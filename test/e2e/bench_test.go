@@ -59,7 +59,7 @@ func TestClusterBench(t *testing.T) {
 		t.Logf("pod %d: %.1f s to Running, of which Carve's CSI calls %.1f s (then the deletion's; by call: %s)", i, single[i].Seconds(), calls.setup(), calls)
 	}
 	rawAll := rawSteps(t, replicas)
-	sts, down := statefulSetUp(t, "bench-sts", replicas)
+	sts, down := statefulSetUp(t, "bench-sts", replicas, onNode(vmNode))
 
 	res := clusterBench{Replicas: replicas, RawOneSeconds: rawOne.Seconds(), RawAllSeconds: rawAll.Seconds(),
 		StatefulSetSeconds: sts.Seconds()}
@@ -137,7 +137,7 @@ for i in $(seq $n); do
 	lvremove -q -y e2e/bench-raw-$i >/dev/null
 done
 echo $(( (end - start) / 1000000 ))`
-	out, err := h.vm.sh("bash", "-c", script, "bash", strconv.Itoa(n))
+	out, err := nodeVM(t, vmNode).sh("bash", "-c", script, "bash", strconv.Itoa(n))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func podWithNewClaim(t *testing.T, name string) time.Duration {
 	t.Helper()
 	start := time.Now()
 	create(t, pvc(name, "carve-thick", "100Mi"))
-	create(t, pod(name, name))
+	create(t, podWith(name, name, onNode(vmNode)))
 	waitRunning(t, name, 5*time.Minute)
 	d := time.Since(start)
 	deletePod(t, name)
@@ -164,13 +164,13 @@ func podWithNewClaim(t *testing.T, name string) time.Duration {
 
 // statefulSetUp times a StatefulSet of n replicas, each with its own new
 // claim (Parallel: the pods start together, as for a database cluster
-// scaled out), from creation to all Running. down removes it and its
-// claims.
-func statefulSetUp(t *testing.T, name string, n int) (time.Duration, func()) {
+// scaled out), from creation to all Running; its pod template is pod's
+// with mutate applied. down removes it and its claims.
+func statefulSetUp(t *testing.T, name string, n int, mutate func(*corev1.Pod)) (time.Duration, func()) {
 	t.Helper()
 	labels := map[string]string{"app": name}
 	class := "carve-thick"
-	p := pod("x", "data")
+	p := podWith("x", "data", mutate)
 	p.Spec.Volumes = nil
 	sts := &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS},

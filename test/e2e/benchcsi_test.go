@@ -26,7 +26,7 @@ func readCSISeconds(t *testing.T) csiSeconds {
 		var text string
 		var err error
 		if component == "node" {
-			text, err = h.vm.sh("busybox", "wget", "-q", "-O", "-", url)
+			text, err = nodeVM(t, vmNode).sh("busybox", "wget", "-q", "-O", "-", url)
 		} else {
 			text, err = httpGet(url)
 		}

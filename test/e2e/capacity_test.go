@@ -24,8 +24,10 @@ import (
 // node stays Pending with a clear event, without an LV being tried.
 func TestTooLargeStaysPending(t *testing.T) {
 	ctx := context.Background()
-	waitCapacity(t, vmNode, vgFree(t))
-	// The second node's VG is small, and its capacity says so.
+	for _, node := range lvmNodes() {
+		waitCapacity(t, node, vgFree(t, node))
+	}
+	// The host node's VG is small, and its capacity says so.
 	hostFree := hostVGFree(t)
 	waitCapacity(t, hostNode, hostFree)
 	if hostFree >= hostVGSize {
@@ -66,34 +68,26 @@ func TestTooLargeStaysPending(t *testing.T) {
 	}
 }
 
-// When the capacity the scheduler saw is stale (here an LV made behind
-// Carve's back took the space), the node refuses the volume with
-// RESOURCE_EXHAUSTED and csi-provisioner reschedules; once the space is
-// back, the claim binds and the pod runs, without anyone's help.
+// When the capacity the scheduler saw is stale (here LVs made behind
+// Carve's back took the space of every node), the node refuses the
+// volume with RESOURCE_EXHAUSTED and csi-provisioner reschedules; once
+// the space is back, the claim binds and the pod runs, without anyone's
+// help.
 func TestNodeRefusalReschedules(t *testing.T) {
-	// The scheduler must first know that carve-vm has room.
-	wait(t, "CSIStorageCapacity of carve-thick on carve-vm", 4*time.Minute, func(ctx context.Context) (bool, error) {
-		c, err := storageCapacity(ctx, "carve-thick", vmNode)
-		return c != nil && c.Capacity != nil && c.Capacity.Value() > 1<<30, err
-	})
+	// The scheduler must first know that the nodes have room.
+	for _, node := range lvmNodes() {
+		wait(t, "CSIStorageCapacity of carve-thick on "+node, 4*time.Minute, func(ctx context.Context) (bool, error) {
+			c, err := storageCapacity(ctx, "carve-thick", node)
+			return c != nil && c.Capacity != nil && c.Capacity.Value() > 1<<30, err
+		})
+	}
 	// Then the space goes, and the claim comes before the capacity
 	// (NodeStorage every 30 s, csi-provisioner's poll every minute) shows it.
-	if _, err := h.vm.sh("lvcreate", "-q", "-an", "-Zn", "-l", "100%FREE", "-n", "filler", "e2e"); err != nil {
-		t.Fatal(err)
-	}
-	filled := true
-	t.Cleanup(func() {
-		if filled {
-			_, _ = h.vm.sh("lvremove", "-q", "-y", "e2e/filler")
-		}
-	})
+	refill := fillVGs(t)
 	create(t, pvc("tight", "carve-thick", "256Mi"))
 	create(t, pod("tight-1", "tight"))
 	waitEvent(t, "tight", "ProvisioningFailed", "ResourceExhausted", 2*time.Minute)
-	if _, err := h.vm.sh("lvremove", "-q", "-y", "e2e/filler"); err != nil {
-		t.Fatal(err)
-	}
-	filled = false
+	refill()
 	// Once the space is back, nobody needs to step in.
 	waitRunning(t, "tight-1", 6*time.Minute)
 	pvName := boundClaim(t, "tight").Spec.VolumeName
@@ -102,6 +96,30 @@ func TestNodeRefusalReschedules(t *testing.T) {
 	}
 	deletePod(t, "tight-1")
 	deleteClaim(t, "tight")
+}
+
+// fillVGs takes every VM node's free space with an LV made behind Carve's
+// back; the function it returns gives the space back (and runs at the
+// test's end if the test has not).
+func fillVGs(t *testing.T) func() {
+	t.Helper()
+	var filled []string
+	release := func() {
+		for len(filled) > 0 {
+			if _, err := nodeVM(t, filled[0]).sh("lvremove", "-q", "-y", "e2e/filler"); err != nil {
+				t.Error(err)
+			}
+			filled = filled[1:]
+		}
+	}
+	t.Cleanup(release)
+	for _, node := range lvmNodes() {
+		if _, err := nodeVM(t, node).sh("lvcreate", "-q", "-an", "-Zn", "-l", "100%FREE", "-n", "filler", "e2e"); err != nil {
+			t.Fatal(err)
+		}
+		filled = append(filled, node)
+	}
+	return release
 }
 
 // waitCapacity waits until the CSIStorageCapacity of carve-thick on node
@@ -120,10 +138,10 @@ func waitCapacity(t *testing.T, node string, free int64) {
 
 var vgFreeArgs = []string{"vgs", "--noheadings", "--units", "b", "--nosuffix", "-o", "vg_free", "e2e"}
 
-// vgFree is VG e2e's free space in the VM, from vgs.
-func vgFree(t *testing.T) int64 {
+// vgFree is VG e2e's free space on a VM node, from vgs.
+func vgFree(t *testing.T, node string) int64 {
 	t.Helper()
-	out, err := h.vm.sh(vgFreeArgs...)
+	out, err := nodeVM(t, node).sh(vgFreeArgs...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func TestPublishWhileACloneCopies(t *testing.T) {
 	fullRunOnly(t)
 	ctx := context.Background()
 	create(t, pvc("copysrc", "carve-thick", "1Gi"))
-	p := runPod(t, "copysrc-1", "copysrc")
+	p := runPodWith(t, "copysrc-1", "copysrc", onNode(vmNode))
 	writeData(t, p, "state", "cloned")
 
 	slow := throttleNode(t)
@@ -49,7 +49,7 @@ func TestPublishWhileACloneCopies(t *testing.T) {
 	clone := pvc("copyclone", "carve-thick", "1Gi")
 	clone.Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "copysrc"}
 	create(t, clone)
-	create(t, pod("copyclone-1", "copyclone"))
+	create(t, podWith("copyclone-1", "copyclone", onNode(vmNode)))
 	// csi-provisioner names the volume pvc-<claim UID>; so is its
 	// LogicalVolume (volume.LVName keeps such names).
 	cloneLV := "pvc-" + string(clone.UID)
@@ -78,10 +78,11 @@ func TestPublishWhileACloneCopies(t *testing.T) {
 	}
 }
 
-// runPodWithin is runPod with another hang guard.
+// runPodWithin is runPod on carve-vm (the throttled node) with another
+// hang guard.
 func runPodWithin(t *testing.T, name, claim string, timeout time.Duration) {
 	t.Helper()
-	create(t, pod(name, claim))
+	create(t, podWith(name, claim, onNode(vmNode)))
 	waitRunning(t, name, timeout)
 }
 
@@ -175,15 +176,16 @@ for _ in $(seq 100); do
 done
 echo "$cg still holds: $(cat "$cg/cgroup.procs")" >&2
 exit 1`
-	if _, err := h.vm.sh(append([]string{"sh", "-c", script, "sh", s.home, slowCgroup}, s.limited...)...); err != nil {
+	if _, err := nodeVM(s.t, vmNode).sh(append([]string{"sh", "-c", script, "sh", s.home, slowCgroup}, s.limited...)...); err != nil {
 		s.t.Errorf("unthrottle carve node: %v", err)
 	}
 }
 
-// vmOut runs argv in the VM and returns its output; a failure fails t.
+// vmOut runs argv on VM node carve-vm and returns its output; a failure
+// fails t. The tests that use it pin their pods there (onNode).
 func vmOut(t *testing.T, argv ...string) string {
 	t.Helper()
-	out, err := h.vm.sh(argv...)
+	out, err := nodeVM(t, vmNode).sh(argv...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,20 +33,21 @@ func TestEncryptedVolume(t *testing.T) {
 	writeData(t, p, "state", strings.Repeat(pattern, 64))
 	pv := boundClaim(t, src).Spec.VolumeName
 	lvDev := "/dev/e2e/" + pv
-	if out, err := h.vm.sh("blkid", "-p", "-o", "value", "-s", "TYPE", lvDev); strings.TrimSpace(out) != "crypto_LUKS" {
+	vm := podVM(t, p)
+	if out, err := vm.sh("blkid", "-p", "-o", "value", "-s", "TYPE", lvDev); strings.TrimSpace(out) != "crypto_LUKS" {
 		t.Fatalf("blkid %s: %q, %v; want crypto_LUKS", lvDev, out, err)
 	}
-	if _, err := h.vm.sh("blockdev", "--flushbufs", lvDev); err != nil {
+	if _, err := vm.sh("blockdev", "--flushbufs", lvDev); err != nil {
 		t.Fatal(err)
 	}
 	// grep -c counts matching lines: 0 (and exit 1) when the LV holds none.
-	if out, _ := h.vm.sh("grep", "-a", "-c", "-F", pattern, lvDev); strings.TrimSpace(out) != "0" {
+	if out, _ := vm.sh("grep", "-a", "-c", "-F", pattern, lvDev); strings.TrimSpace(out) != "0" {
 		t.Fatalf("grep for the pattern in the raw LV %s: %q, want 0: the plaintext is on the disk", lvDev, out)
 	}
 
 	vs := takeSnapshot(t, snap, src)
 	create(t, restoreClaim(dst, class, "256Mi", snap))
-	p2 := runPod(t, dst+"-1", dst)
+	p2 := runPodWith(t, dst+"-1", dst, onNode(p.Spec.NodeName))
 	if got := readData(t, p2, "state"); got != strings.Repeat(pattern, 64) {
 		t.Errorf("restored encrypted volume holds %d bytes, not the snapshot's data", len(got))
 	}
@@ -120,7 +121,7 @@ func noPassphraseAnywhere(t *testing.T, passphrase string, p *corev1.Pod) {
 		}
 	}
 	node := carvePod(t, "node", p.Spec.NodeName)
-	metrics, err := h.vm.sh("busybox", "wget", "-q", "-O", "-", "http://"+node.Status.PodIP+":8080/metrics")
+	metrics, err := podVM(t, p).sh("busybox", "wget", "-q", "-O", "-", "http://"+node.Status.PodIP+":8080/metrics")
 	if err != nil || !strings.Contains(metrics, "carve_commands_total") {
 		t.Fatalf("carve node's metrics: %v (%d bytes)", err, len(metrics))
 	}

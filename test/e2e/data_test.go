@@ -94,7 +94,7 @@ func snapshotRestore(t *testing.T, class string) {
 	writeData(t, p, "state", "after the snapshot")
 
 	create(t, restoreClaim(dst, class, "384Mi", snap))
-	p2 := runPod(t, dst+"-1", dst)
+	p2 := runPodWith(t, dst+"-1", dst, onNode(p.Spec.NodeName))
 	if got := readData(t, p2, "state"); got != "before the snapshot" {
 		t.Errorf("restored volume holds %q", got)
 	}
@@ -108,7 +108,7 @@ func snapshotRestore(t *testing.T, class string) {
 	deleteClaim(t, dst)
 	deleteClaim(t, src)
 	wait(t, "snapshot LVs removed", 2*time.Minute, func(context.Context) (bool, error) {
-		lvs, err := listLVs()
+		lvs, err := listLVs(p.Spec.NodeName)
 		for _, l := range lvs {
 			if strings.HasPrefix(l.Name, "snap-") {
 				return false, err

@@ -59,7 +59,7 @@ func TestVolumeGroupSnapshot(t *testing.T) {
 	})
 	logf("group snapshot ready after %v; the writer counted to %d meanwhile", time.Since(start).Round(time.Second), counterIn(t, p, "/data2"))
 	logf("carve node: %s", heldWindow(t))
-	lvs := carveGroupLVs(t, len(members))
+	lvs := carveGroupLVs(t, p.Spec.NodeName, len(members))
 
 	snaps := memberSnapshots(t, vgs)
 	var counts []int
@@ -69,7 +69,7 @@ func TestVolumeGroupSnapshot(t *testing.T) {
 			t.Fatalf("no member VolumeSnapshot of %s among %v", m.claim, snaps)
 		}
 		create(t, restoreClaim(m.claim+"-restored", m.class, "128Mi", snap))
-		r := runPod(t, m.claim+"-restored-1", m.claim+"-restored")
+		r := runPodWith(t, m.claim+"-restored-1", m.claim+"-restored", onNode(p.Spec.NodeName))
 		counts = append(counts, counterIn(t, r, "/data"))
 		deletePod(t, r.Name)
 		deleteClaim(t, m.claim+"-restored")
@@ -80,7 +80,7 @@ func TestVolumeGroupSnapshot(t *testing.T) {
 	}
 
 	deletePod(t, p.Name)
-	deleteGroupSnapshot(t, vgs, lvs)
+	deleteGroupSnapshot(t, p.Spec.NodeName, vgs, lvs)
 	for _, m := range members {
 		deleteClaim(t, m.claim)
 	}
@@ -190,9 +190,9 @@ func snapshotHandle(ctx context.Context, vs *unstructured.Unstructured) (string,
 	return handle, nil
 }
 
-// carveGroupLVs checks Carve's side of the group, its resource: on the VM
-// node, with n members ready, whose LV names it returns.
-func carveGroupLVs(t *testing.T, n int) []string {
+// carveGroupLVs checks Carve's side of the group, its resource: on node,
+// with n members ready, whose LV names it returns.
+func carveGroupLVs(t *testing.T, node string, n int) []string {
 	t.Helper()
 	var list v1alpha1.LogicalVolumeGroupSnapshotList
 	if err := h.kc.List(context.Background(), &list); err != nil {
@@ -202,7 +202,7 @@ func carveGroupLVs(t *testing.T, n int) []string {
 		t.Fatalf("%d LogicalVolumeGroupSnapshots, want 1", len(list.Items))
 	}
 	g := list.Items[0]
-	if g.Spec.NodeName != vmNode || !g.Status.ReadyToUse || len(g.Status.Members) != n {
+	if g.Spec.NodeName != node || !g.Status.ReadyToUse || len(g.Status.Members) != n {
 		t.Fatalf("LogicalVolumeGroupSnapshot %s: node %s, status %+v", g.Name, g.Spec.NodeName, g.Status)
 	}
 	var lvs []string
@@ -235,7 +235,7 @@ func heldWindow(t *testing.T) string {
 
 // deleteGroupSnapshot deletes vgs and waits until it, Carve's group and
 // its members' LVs are gone.
-func deleteGroupSnapshot(t *testing.T, vgs *unstructured.Unstructured, members []string) {
+func deleteGroupSnapshot(t *testing.T, node string, vgs *unstructured.Unstructured, members []string) {
 	t.Helper()
 	if err := h.kc.Delete(context.Background(), vgs); err != nil {
 		t.Fatal(err)
@@ -248,7 +248,7 @@ func deleteGroupSnapshot(t *testing.T, vgs *unstructured.Unstructured, members [
 		if err := h.kc.List(ctx, &groups); err != nil || len(groups.Items) > 0 {
 			return false, err
 		}
-		lvs, err := listLVs()
+		lvs, err := listLVs(node)
 		for _, l := range lvs {
 			if slices.Contains(members, l.Name) {
 				return false, err

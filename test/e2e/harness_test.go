@@ -3,9 +3,11 @@
 // Package e2e runs Carve in cluster mode on real Kubernetes components, the
 // way a user runs it (scripts/e2e.sh builds everything and runs this): a
 // loopback control plane; a node on the host (containerd, runc, kubelet)
-// where the controller Deployment and snapshot-controller run as pods; a
-// QEMU VM node on real LVM (containerd, runc, kubelet) where the node
-// DaemonSet's pod and the workloads run. deploy/'s manifests are applied
+// where the controller Deployment and snapshot-controller run as pods; two
+// QEMU VM nodes on real LVM (containerd, runc, kubelet), booted as users'
+// nodes are (udevd, autoactivation, dmeventd, the devices file), where the
+// node DaemonSet's pods and the workloads run: the scheduler places each
+// claim on one of them. deploy/'s manifests are applied
 // as rendered, from the images Carve and the sidecars are published as
 // (imported, never pulled), and workload containers write and read the
 // data themselves.
@@ -13,7 +15,7 @@
 // Scenarios that change what the others see (a full VG, killed or replaced
 // Carve pods, a throttled node) run one at a time; those that touch only
 // their own claims call t.Parallel and so run together after them, their
-// pods starting side by side on the VM node as a busy node's do.
+// pods starting side by side on the VM nodes as a busy node's do.
 package e2e
 
 import (
@@ -37,9 +39,10 @@ import (
 )
 
 const (
+	// The VM nodes (vmNodes): a test that needs a given one names it.
 	vmNode     = "carve-vm"
+	vmNode2    = "carve-vm2"
 	driverNS   = "carve-system"
-	vmexecPrt  = 7070
 	driverName = "lvm.carve.dev"
 )
 
@@ -51,7 +54,8 @@ type harness struct {
 	adminKC          string
 	kc               client.Client
 	procs            map[string]*proc
-	vm               *vm
+	vms              map[string]*vm // by node name; vmOf
+	vmsMu            sync.Mutex
 	// images: name -> OCI archive (carve, the sidecars, pause, busybox)
 	images     map[string]string
 	loop       string   // the host node's PV
@@ -115,7 +119,7 @@ func setUp() (*harness, error) {
 	}{
 		{"control plane", x.clusterUp},
 		{"host node", x.startHostNode},
-		{"VM node", x.startVM},
+		{"VM nodes", x.startVMs},
 		{"snapshot add-on", x.installSnapshotAddon},
 		{"Carve", x.installCarve},
 		{"containers only", x.checkContainerised},
@@ -180,9 +184,9 @@ func (x *harness) tearDown(check bool) error {
 			err = x.checkNothingLeft()
 		}
 	}
-	if x.vm != nil {
-		x.vm.shutdown(ctx)
-		_ = os.RemoveAll(x.vmDisks())
+	for node, v := range x.vms {
+		v.shutdown(ctx)
+		_ = os.RemoveAll(x.vmDisks(node))
 	}
 	x.stopHostNode()
 	for name := range x.procs {

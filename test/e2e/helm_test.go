@@ -53,7 +53,7 @@ func TestHelmTakesOver(t *testing.T) {
 		t.Fatalf("helm status: %v\n%s", err, out)
 	}
 	for _, c := range []struct{ component, node string }{
-		{"controller", hostNode}, {"node", vmNode}, {"node", hostNode}} {
+		{"controller", hostNode}, {"node", vmNode}, {"node", vmNode2}, {"node", hostNode}} {
 		if err := releasePod(carvePod(t, c.component, c.node)); err != nil {
 			t.Errorf("carve %s pod on %s: %v", c.component, c.node, err)
 		}
@@ -121,10 +121,11 @@ func (x *harness) helmInstall() error {
 	if err := x.waitPodsReady(map[string]string{"app.kubernetes.io/component": "controller"}, 1, 5*time.Minute); err != nil {
 		return err
 	}
-	if err := x.waitPodsReady(map[string]string{"app.kubernetes.io/component": "node"}, 2, 5*time.Minute); err != nil {
+	nodes := append(lvmNodes(), hostNode)
+	if err := x.waitPodsReady(map[string]string{"app.kubernetes.io/component": "node"}, len(nodes), 5*time.Minute); err != nil {
 		return err
 	}
-	for _, n := range []string{vmNode, hostNode} {
+	for _, n := range nodes {
 		if err := x.waitPlugin(n); err != nil {
 			return err
 		}

@@ -100,10 +100,11 @@ func (x *harness) installCarve() error {
 	if err := x.waitPodsReady(map[string]string{"app.kubernetes.io/component": "controller"}, 1, 5*time.Minute); err != nil {
 		return err
 	}
-	if err := x.waitPodsReady(map[string]string{"app.kubernetes.io/component": "node"}, 2, 5*time.Minute); err != nil {
+	nodes := append(lvmNodes(), hostNode)
+	if err := x.waitPodsReady(map[string]string{"app.kubernetes.io/component": "node"}, len(nodes), 5*time.Minute); err != nil {
 		return err
 	}
-	for _, n := range []string{vmNode, hostNode} {
+	for _, n := range nodes {
 		if err := x.waitPlugin(n); err != nil {
 			return err
 		}
@@ -223,19 +224,21 @@ func (x *harness) checkContainerised() error {
 	if err != nil {
 		return err
 	}
-	// The same walk in the VM, in its shell: name, then whether the
-	// process shares PID 1's mount namespace.
-	vmOut, err := x.vm.sh("sh", "-c", `self=$(readlink /proc/1/ns/mnt)
+	// The same walk in each VM, in its shell: the names of the processes
+	// that share PID 1's mount namespace.
+	for _, node := range lvmNodes() {
+		vmOut, err := x.vmOf(node).sh("sh", "-c", `self=$(readlink /proc/1/ns/mnt)
 for p in /proc/[0-9]*; do
 	c=$(cat $p/comm 2>/dev/null) && n=$(readlink $p/ns/mnt 2>/dev/null) || continue
 	[ "$n" = "$self" ] && echo "$c"
 done; exit 0`)
-	if err != nil {
-		return err
-	}
-	for _, c := range strings.Fields(vmOut) {
-		if containerised[c] {
-			host = append(host, c+" (VM node)")
+		if err != nil {
+			return err
+		}
+		for _, c := range strings.Fields(vmOut) {
+			if containerised[c] {
+				host = append(host, c+" ("+node+")")
+			}
 		}
 	}
 	if len(host) > 0 {

@@ -22,7 +22,7 @@ func TestIOLimitsClass(t *testing.T) {
 	fullRunOnly(t)
 	t.Parallel()
 	create(t, pvc("throttle", "carve-thick", "64Mi"))
-	first := runPod(t, "throttle-1", "throttle")
+	first := runPodWith(t, "throttle-1", "throttle", onNode(vmNode)) // vmOut's node
 	pvName := boundClaim(t, "throttle").Spec.VolumeName
 	// The pod's I/O goes to the device its filesystem is on: the layer
 	// over the LV (driver/mapper), where the limits go.

@@ -178,9 +178,29 @@ type lv struct {
 
 func (l *lv) bytes() int64 { n, _ := strconv.ParseInt(l.Size, 10, 64); return n }
 
-// lvInfo reports LV name of VG e2e in the VM, nil when there is none.
+// lvInfo reports LV name of VG e2e on whichever VM node has it, nil when
+// none has: looking on every node also catches an LV made, or left, on a
+// node it should not be on.
 func lvInfo(name string) (*lv, error) {
-	lvs, err := listLVs()
+	var found *lv
+	for _, node := range lvmNodes() {
+		l, err := lvOn(node, name)
+		if err != nil {
+			return nil, err
+		}
+		if l != nil && found != nil {
+			return nil, fmt.Errorf("LV %s is on more than one node", name)
+		}
+		if l != nil {
+			found = l
+		}
+	}
+	return found, nil
+}
+
+// lvOn reports LV name of VG e2e on node, nil when it has none.
+func lvOn(node, name string) (*lv, error) {
+	lvs, err := listLVs(node)
 	if err != nil {
 		return nil, err
 	}
@@ -192,8 +212,13 @@ func lvInfo(name string) (*lv, error) {
 	return nil, nil
 }
 
-func listLVs() ([]lv, error) {
-	out, err := h.vm.sh("lvs", "--reportformat", "json", "--units", "b", "--nosuffix",
+// listLVs lists VG e2e's LVs on a VM node.
+func listLVs(node string) ([]lv, error) {
+	v := h.vmOf(node)
+	if v == nil {
+		return nil, fmt.Errorf("node %q is not a VM node", node)
+	}
+	out, err := v.sh("lvs", "--reportformat", "json", "--units", "b", "--nosuffix",
 		"-o", "lv_name,lv_attr,lv_size,lv_active", "e2e")
 	if err != nil {
 		return nil, err
@@ -223,9 +248,13 @@ func stagingPath(volumeHandle string) string {
 	return fmt.Sprintf("/var/lib/kubelet/plugins/kubernetes.io/csi/%s/%s/globalmount", driverName, hex.EncodeToString(sum[:]))
 }
 
-// mounted tells whether path is a mount point in the VM.
-func mounted(path string) (bool, error) {
-	out, err := h.vm.sh("cat", "/proc/self/mountinfo")
+// mounted tells whether path is a mount point on a VM node.
+func mounted(node, path string) (bool, error) {
+	v := h.vmOf(node)
+	if v == nil {
+		return false, fmt.Errorf("node %q is not a VM node", node)
+	}
+	out, err := v.sh("cat", "/proc/self/mountinfo")
 	if err != nil {
 		return false, err
 	}

@@ -30,6 +30,28 @@ for p in /proc/[0-9]*; do
 done
 exit 0`
 
+// lvmLeftoversScript prints, one per line, what an LVM node still holds
+// of volumes once every claim is gone, beside what udev and lvm2 share:
+// device-mapper devices of VG e2e other than its thin pool's, links under
+// /dev/e2e and /dev/mapper that lead nowhere (a node made and never
+// removed, by lvm2 or udev), and udev cookies (SysV semaphores that
+// lvm2 made to wait on udev and no one completed) in the node's IPC
+// namespace and in those of the processes still running there.
+const lvmLeftoversScript = `dmsetup ls 2>/dev/null | while read -r name _; do
+	case $name in e2e-thinpool|e2e-thinpool_t*|e2e-thinpool-tpool) ;; e2e-*) echo "device-mapper device $name" ;; esac
+done
+for l in /dev/e2e/* /dev/mapper/*; do
+	[ -L "$l" ] && [ ! -e "$l" ] && echo "dangling link $l"
+done
+seen=
+for p in 1 /proc/[0-9]*; do
+	ns=$(readlink "/proc/${p#/proc/}/ns/ipc" 2>/dev/null) || continue
+	case " $seen " in *" $ns "*) continue ;; esac
+	seen="$seen $ns"
+	nsenter -t "${p#/proc/}" -i dmsetup udevcookies 2>/dev/null | awk -v ns="$ns" 'NR > 1 && NF { print "udev cookie " $1 " in " ns }'
+done
+exit 0`
+
 // checkNothingLeft runs at teardown, after uninstall: with Carve, the
 // snapshot add-on and every test's pods deleted, neither node may hold a
 // container, a pod's mount, a pod network namespace or a pod's process,
@@ -38,7 +60,7 @@ exit 0`
 // for the nodes to settle before it reports what is left.
 func (x *harness) checkNothingLeft() error {
 	var left []string
-	err := x.waitFor("nothing of any pod left on either node", time.Minute, func(context.Context) (bool, error) {
+	err := x.waitFor("nothing of any pod left on any node", time.Minute, func(context.Context) (bool, error) {
 		var err error
 		left, err = x.leftovers()
 		return len(left) == 0, err
@@ -51,21 +73,32 @@ func (x *harness) checkNothingLeft() error {
 
 func (x *harness) leftovers() ([]string, error) {
 	var left []string
-	if x.vm != nil {
-		out, err := x.vm.sh("sh", "-c", leftoversScript, "sh", "/run/carve-containerd/containerd.sock")
+	for _, node := range lvmNodes() {
+		v := x.vmOf(node)
+		if v == nil {
+			continue
+		}
+		out, err := v.sh("sh", "-c", leftoversScript, "sh", "/run/carve-containerd/containerd.sock")
 		if err != nil {
 			return nil, err
 		}
 		for _, l := range nonEmptyLines(out) {
-			left = append(left, "VM node: "+l)
+			left = append(left, node+": "+l)
 		}
-		lvs, err := listLVs()
+		out, err = v.sh("sh", "-c", lvmLeftoversScript)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range nonEmptyLines(out) {
+			left = append(left, node+": "+l)
+		}
+		lvs, err := listLVs(node)
 		if err != nil {
 			return nil, err
 		}
 		for _, l := range lvs {
 			if l.Name != "thinpool" {
-				left = append(left, "VM node: LV "+l.Name)
+				left = append(left, node+": LV "+l.Name)
 			}
 		}
 	}

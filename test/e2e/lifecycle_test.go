@@ -33,28 +33,29 @@ func TestProvisionAttachStagePublish(t *testing.T) {
 	claim := boundClaim(t, "life")
 	pvName := claim.Spec.VolumeName
 
-	// 1. The scheduler picked the node; the PV is pinned to it; the LV is
-	// on that node's VG.
-	if got := claim.Annotations["volume.kubernetes.io/selected-node"]; got != vmNode || p1.Spec.NodeName != vmNode {
-		t.Errorf("selected-node %q, pod on %q; want %s", got, p1.Spec.NodeName, vmNode)
+	// 1. The scheduler picked a node with LVM; the PV is pinned to it;
+	// the LV is on that node's VG, and on no other.
+	node := p1.Spec.NodeName
+	if got := claim.Annotations["volume.kubernetes.io/selected-node"]; got != node || !slices.Contains(lvmNodes(), node) {
+		t.Errorf("selected-node %q, pod on %q; want one of %v", got, node, lvmNodes())
 	}
 	var pv corev1.PersistentVolume
 	if err := get(ctx, pvName, &pv); err != nil {
 		t.Fatal(err)
 	}
-	if !pinnedTo(&pv, vmNode) {
-		t.Errorf("PV %s node affinity %+v, want %s=%s", pvName, pv.Spec.NodeAffinity, topologyKey, vmNode)
+	if !pinnedTo(&pv, node) {
+		t.Errorf("PV %s node affinity %+v, want %s=%s", pvName, pv.Spec.NodeAffinity, topologyKey, node)
 	}
-	l, err := lvInfo(pvName)
+	l, err := lvOn(node, pvName)
 	if err != nil || l == nil {
-		t.Fatalf("LV %s on VG e2e: %+v, %v", pvName, l, err)
+		t.Fatalf("LV %s on %s's VG e2e: %+v, %v", pvName, node, l, err)
 	}
 	// The node agent tells what it did, on the LogicalVolume.
 	wait(t, "the agent's Created and Published events", time.Minute, func(ctx context.Context) (bool, error) {
 		evs, err := events(ctx, pvName)
 		created, published := false, false
 		for _, e := range evs {
-			created = created || strings.HasPrefix(e, "Created: created LV "+vmNode+"/e2e/"+pvName)
+			created = created || strings.HasPrefix(e, "Created: created LV "+node+"/e2e/"+pvName)
 			published = published || strings.HasPrefix(e, "Published: activated LV")
 		}
 		return created && published, err
@@ -66,7 +67,7 @@ func TestProvisionAttachStagePublish(t *testing.T) {
 	if err != nil || va == nil {
 		t.Fatalf("VolumeAttachment of %s: %v, %v", pvName, va, err)
 	}
-	if !va.Status.Attached || va.Spec.NodeName != vmNode || va.Status.AttachmentMetadata["devicePath"] != "/dev/e2e/"+pvName {
+	if !va.Status.Attached || va.Spec.NodeName != node || va.Status.AttachmentMetadata["devicePath"] != "/dev/e2e/"+pvName {
 		t.Errorf("VolumeAttachment %s: node %s, status %+v", va.Name, va.Spec.NodeName, va.Status)
 	}
 	if l.Active != "active" {
@@ -76,8 +77,8 @@ func TestProvisionAttachStagePublish(t *testing.T) {
 	// 3. kubelet staged and published: data through the pod's mount.
 	pub, stage := publishPath(p1, pvName), stagingPath(pv.Spec.CSI.VolumeHandle)
 	for _, m := range []string{stage, pub} {
-		if ok, err := mounted(m); !ok || err != nil {
-			t.Fatalf("%s is not mounted in the VM (%v)", m, err)
+		if ok, err := mounted(node, m); !ok || err != nil {
+			t.Fatalf("%s is not mounted on %s (%v)", m, node, err)
 		}
 	}
 	writeData(t, p1, "greeting", "written by life-1")
@@ -86,11 +87,11 @@ func TestProvisionAttachStagePublish(t *testing.T) {
 	if err := h.kc.Delete(ctx, p1); err != nil {
 		t.Fatal(err)
 	}
-	order := watchTeardown(pub, stage, pvName)
+	order := watchTeardown(node, pub, stage, pvName)
 	if !slices.Equal(order, []string{"unpublished", "unstaged", "detached"}) {
 		t.Errorf("teardown order %v, want unpublished, unstaged, detached", order)
 	}
-	if l, err := lvInfo(pvName); err != nil || l == nil || l.Active != "" {
+	if l, err := lvOn(node, pvName); err != nil || l == nil || l.Active != "" {
 		t.Errorf("LV %s after detach: %+v, %v (want inactive)", pvName, l, err)
 	}
 
@@ -107,7 +108,7 @@ func TestProvisionAttachStagePublish(t *testing.T) {
 // mount, the staging mount and the VolumeAttachment go away. Steps seen in
 // the same poll are listed in the expected order; a step seen before an
 // earlier one shows in the order.
-func watchTeardown(pub, stage, pv string) []string {
+func watchTeardown(node, pub, stage, pv string) []string {
 	var order []string
 	seen := map[string]bool{}
 	note := func(step string, ok bool) {
@@ -118,8 +119,8 @@ func watchTeardown(pub, stage, pv string) []string {
 	}
 	deadline := time.Now().Add(4 * time.Minute)
 	for len(order) < 3 && time.Now().Before(deadline) {
-		pubM, err1 := mounted(pub)
-		stageM, err2 := mounted(stage)
+		pubM, err1 := mounted(node, pub)
+		stageM, err2 := mounted(node, stage)
 		va, err3 := volumeAttachment(context.Background(), pv)
 		if err1 == nil && err2 == nil && err3 == nil {
 			note("unpublished", !pubM)

@@ -50,11 +50,12 @@ func testRawBlock(t *testing.T) {
 		t.Errorf("second pod reads %q from the device", got)
 	}
 	pvName := boundClaim(t, "raw").Spec.VolumeName
-	if got, err := h.vm.sh(append(read, "/dev/e2e/"+pvName, strconv.Itoa(len(data)))...); err != nil || got != data {
+	vm := podVM(t, p1)
+	if got, err := vm.sh(append(read, "/dev/e2e/"+pvName, strconv.Itoa(len(data)))...); err != nil || got != data {
 		t.Errorf("LV %s holds %q (%v)", pvName, got, err)
 	}
 	// Raw block is never formatted: blkid finds no signature.
-	if out, err := h.vm.sh("blkid", "-p", "-o", "value", "-s", "TYPE", "/dev/e2e/"+pvName); err == nil {
+	if out, err := vm.sh("blkid", "-p", "-o", "value", "-s", "TYPE", "/dev/e2e/"+pvName); err == nil {
 		t.Errorf("blkid finds a filesystem on the raw block volume: %q", out)
 	}
 	deletePod(t, "raw-1")
@@ -167,4 +168,13 @@ func runPodWith(t *testing.T, name, claim string, mutate func(*corev1.Pod)) *cor
 	t.Helper()
 	create(t, podWith(name, claim, mutate))
 	return waitRunning(t, name, 5*time.Minute)
+}
+
+// onNode puts a pod on node, as a user pins a workload with a node
+// selector: a restore or a clone of a volume must run where its source
+// is, since Carve makes them on the source's node only.
+func onNode(node string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node}
+	}
 }

@@ -30,8 +30,8 @@ func TestModifyVolumeClass(t *testing.T) {
 	claim.Spec.VolumeAttributesClassName = &linear
 	create(t, claim)
 	p := runPodWith(t, "morph-1", "morph", func(p *corev1.Pod) {
-		p.Spec.Containers[0].Command = []string{"sh", "-c",
-			`i=0; while :; do i=$((i+1)); echo $i >>/data/log; sync /data/log; sleep 0.2; done`}
+		onNode(vmNode)(p) // where vmOut looks
+		appendLines(p)
 	})
 	pvName := boundClaim(t, "morph").Spec.VolumeName
 	lines := func() int {

@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
-# Guest side of the e2e test (runs as scripts/vm/run.sh's COMMAND): the
-# node "carve-vm", a node as a user has it. Makes the volume group on the
-# scratch disks, starts containerd (with runc and CNI) and a real kubelet,
-# imports the images, then serves vmexec until the host test shuts it down.
+# Guest side of the e2e test (runs as scripts/vm/run.sh's COMMAND): one
+# VM node (carve-vm, carve-vm2), a node as a user has it. Makes the volume
+# group on the scratch disks, starts containerd (with runc and CNI) and a
+# real kubelet, imports the images, then serves vmexec until the host test
+# shuts it down.
 # carve node runs as the DaemonSet's pod, started by kubelet.
 #
-# usage: node-vm.sh WORKDIR K8S_BIN VMEXEC
-# WORKDIR (a writable share) holds from the test: kubelet.yaml,
-# containerd.toml, vm-cni/ (the pod network), vm-images/*.tar and
-# cluster/guest.kubeconfig; it receives logs/.
+# usage: node-vm.sh WORKDIR NODE K8S_BIN VMEXEC VMEXEC_PORT
+# WORKDIR (a writable share) holds from the test: nodes/NODE/ (its
+# kubelet.yaml, containerd.toml and cni/, the pod network), vm-images/*.tar
+# and cluster/guest.kubeconfig; it receives logs/NODE/.
 set -euo pipefail
-work=$1 kbin=$2 vmexec=$3
-logs=$work/logs
+work=$1 node=$2 kbin=$3 vmexec=$4 port=$5
+[[ $node =~ ^[a-z0-9-]+$ && $port =~ ^[0-9]+$ ]] || { echo "node-vm: bad node $node or port $port" >&2; exit 2; }
+conf=$work/nodes/$node
+logs=$work/logs/$node
 mkdir -p "$logs"
-log() { printf 'node-vm: %s\n' "$*" >&2; }
+log() { printf 'node-vm %s: %s\n' "$node" "$*" >&2; }
 t0=$SECONDS
 step() { log "$* (${SECONDS}s)"; }
 
@@ -59,7 +62,7 @@ ip addr add 10.0.0.1/32 dev lo
 sysctl -qw net.ipv4.ip_forward=1
 
 pids=()
-containerd --config "$work/containerd.toml" >>"$logs/containerd.log" 2>&1 &
+containerd --config "$conf/containerd.toml" >>"$logs/containerd.log" 2>&1 &
 pids+=($!)
 sock=/run/carve-containerd/containerd.sock
 for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.1; done
@@ -75,14 +78,14 @@ for f in "$work"/vm-images/*.tar; do
 done
 step "images imported: $(ctr -a "$sock" -n k8s.io images ls -q | grep -vc '^sha256:')"
 
-"$kbin/kubelet" --config="$work/kubelet.yaml" --kubeconfig="$work/cluster/guest.kubeconfig" \
-	--hostname-override=carve-vm --node-labels=lvm.carve.dev/storage-node=true --root-dir=/var/lib/kubelet \
+"$kbin/kubelet" --config="$conf/kubelet.yaml" --kubeconfig="$work/cluster/guest.kubeconfig" \
+	--hostname-override="$node" --node-labels=lvm.carve.dev/storage-node=true --root-dir=/var/lib/kubelet \
 	--v=2 >>"$logs/kubelet.log" 2>&1 &
 pids+=($!)
 step "kubelet started"
 
 rc=0
-"$vmexec" --listen=:7070 --log-dir="$logs" --proxy=10.0.0.1:443=10.0.2.100:6443 >>"$logs/vmexec.log" 2>&1 || rc=$?
+"$vmexec" --listen=":$port" --log-dir="$logs" --proxy=10.0.0.1:443=10.0.2.100:6443 >>"$logs/vmexec.log" 2>&1 || rc=$?
 
 kill -TERM "${pids[@]}" 2>/dev/null || true
 wait "${pids[@]}" 2>/dev/null || true

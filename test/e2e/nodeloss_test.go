@@ -24,15 +24,15 @@ func TestNodeReboot(t *testing.T) {
 	fullRunOnly(t)
 	create(t, pvc("reboot-used", "carve-thick", "256Mi"))
 	create(t, pvc("reboot-idle", "carve-thin", "256Mi"))
-	used := runPod(t, "reboot-used", "reboot-used")
+	used := runPodWith(t, "reboot-used", "reboot-used", onNode(vmNode))
 	writeData(t, used, "state", "synced before the power cut")
-	idle := runPod(t, "reboot-idle", "reboot-idle")
+	idle := runPodWith(t, "reboot-idle", "reboot-idle", onNode(vmNode))
 	writeData(t, idle, "state", "written, then detached")
 	usedPV, idlePV := boundClaim(t, "reboot-used").Spec.VolumeName, boundClaim(t, "reboot-idle").Spec.VolumeName
 	deletePod(t, "reboot-idle")
 	waitDetached(t, idlePV, "before the reboot")
 
-	cut := rebootVM(t)
+	cut := rebootVM(t, vmNode)
 	used = waitStartedSince(t, "reboot-used", "app", cut)
 	if got := readData(t, used, "state"); got != "synced before the power cut" {
 		t.Errorf("after the reboot the used volume holds %q", got)
@@ -62,25 +62,35 @@ func TestNodeReboot(t *testing.T) {
 	checkNoLeaks(t)
 }
 
-// Issue 11 part 3: the VM node is gone for good (power cut, never back
-// as far as anyone knows). Following deploy/README.md's runbook, its pods
-// go, its volumes detach, and its PVCs are deleted without its agent; the
-// host node is untouched. Then the node comes back after all: the LVs of
-// the released volumes are there, untouched, reported as orphans, and the
-// administrator removes them.
+// Issue 11 part 3, and issue 37's node loss on two LVM nodes: carve-vm is
+// gone for good (power cut, never back as far as anyone knows) while
+// carve-vm2 serves a writer of its own. Following deploy/README.md's
+// runbook, the lost node's pods go, its volumes detach, and its PVCs are
+// deleted without its agent; the writer on carve-vm2 never stops and
+// loses nothing, the host node is untouched, and the lost workload,
+// recreated with a new claim, runs on carve-vm2. Then the node comes back
+// after all: the LVs of the released volumes are there, untouched,
+// reported as orphans, and the administrator removes them.
 func TestNodeLostForGood(t *testing.T) {
 	fullRunOnly(t)
+	create(t, pvc("survivor", "carve-thick", "64Mi"))
+	survivor := runPodWith(t, "survivor-1", "survivor", func(p *corev1.Pod) {
+		onNode(vmNode2)(p)
+		appendLines(p)
+	})
+	survivorLines := func() int { t.Helper(); return checkSequence(t, readData(t, survivor, "log")) }
 	create(t, pvc("lost-used", "carve-thick", "256Mi"))
 	create(t, pvc("lost-idle", "carve-thin", "256Mi"))
-	used := runPod(t, "lost-used", "lost-used")
+	used := runPodWith(t, "lost-used", "lost-used", onNode(vmNode))
 	writeData(t, used, "state", "on the lost node")
-	runPod(t, "lost-idle", "lost-idle") // WaitForFirstConsumer: a pod makes the volume
+	// WaitForFirstConsumer: a pod makes the volume.
+	runPodWith(t, "lost-idle", "lost-idle", onNode(vmNode))
 	usedPV, idlePV := boundClaim(t, "lost-used").Spec.VolumeName, boundClaim(t, "lost-idle").Spec.VolumeName
 	deletePod(t, "lost-idle")
 	waitDetached(t, idlePV, "before the node is lost")
 	hostFree := hostVGFree(t)
 
-	h.vm.powerCut()
+	nodeVM(t, vmNode).powerCut()
 	lostSince := time.Now()
 	kubectl(t, "taint", "node", vmNode, nodeloss.OutOfServiceTaint+"=nodeshutdown:NoExecute")
 	kubectl(t, "annotate", "nodestorage", vmNode, nodeloss.Annotation+"=true")
@@ -101,8 +111,27 @@ func TestNodeLostForGood(t *testing.T) {
 	kubectl(t, "delete", "node", vmNode)
 	t.Logf("node released in %s", time.Since(lostSince).Round(time.Second))
 
+	// The other node served on: its writer's lines go on from before the
+	// cut, none missing.
+	atCut := survivorLines()
+	wait(t, "the writer on "+vmNode2+" still writing", time.Minute, func(context.Context) (bool, error) {
+		return survivorLines() > atCut, nil
+	})
+	// The lost workload, recreated as the runbook says, runs on the node
+	// left, on a new (empty) volume.
+	create(t, pvc("lost-used", "carve-thick", "256Mi"))
+	again := runPod(t, "lost-used-again", "lost-used")
+	if again.Spec.NodeName != vmNode2 {
+		t.Errorf("the recreated workload runs on %q, want %s", again.Spec.NodeName, vmNode2)
+	}
+	writeData(t, again, "state", "recreated after the node was lost")
+	deletePod(t, "lost-used-again")
+	deleteClaim(t, "lost-used")
+	deletePod(t, "survivor-1")
+	deleteClaim(t, "survivor")
+
 	// Back after all: a new Node (no taint), so no longer lost.
-	if err := h.bootVM(); err != nil {
+	if err := h.bootVM(vmNode); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.waitPlugin(vmNode); err != nil {
@@ -118,7 +147,7 @@ func TestNodeLostForGood(t *testing.T) {
 	}
 	// The runbook's end: the administrator removes them, and the mark.
 	for _, pv := range []string{usedPV, idlePV} {
-		if _, err := h.vm.sh("lvremove", "-y", "e2e/"+pv); err != nil {
+		if _, err := nodeVM(t, vmNode).sh("lvremove", "-y", "e2e/"+pv); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -127,17 +156,17 @@ func TestNodeLostForGood(t *testing.T) {
 	checkNoLeaks(t)
 }
 
-// rebootVM cuts the VM node's power, boots it again on the same disks and
+// rebootVM cuts a VM node's power, boots it again on the same disks and
 // waits for carve node there; it returns when the power was cut.
-func rebootVM(t *testing.T) time.Time {
+func rebootVM(t *testing.T, node string) time.Time {
 	t.Helper()
-	h.vm.powerCut()
+	nodeVM(t, node).powerCut()
 	cut := time.Now()
-	if err := h.bootVM(); err != nil {
+	if err := h.bootVM(node); err != nil {
 		t.Fatal(err)
 	}
 	waitStartedSince(t, "", "carve", cut)
-	if err := h.waitPlugin(vmNode); err != nil {
+	if err := h.waitPlugin(node); err != nil {
 		t.Fatal(err)
 	}
 	return cut

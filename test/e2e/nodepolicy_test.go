@@ -20,30 +20,30 @@ import (
 
 // TestNodeCannotChangeAnotherNode: deploy/'s node policy
 // (ValidatingAdmissionPolicy carve-node-own-node; the chart's, as this runs
-// after TestHelmTakesOver) on the real cluster. The host node's carve node
-// pod stands for a compromised node: a token of carve-node bound to that
-// pod (TokenRequest, as kubelet's projected token is) tries to update a
-// LogicalVolume that lives on the VM node, its status and the VM node's
-// NodeStorage, and is refused with the policy's message. The same
-// requests with a token bound to the VM node's own pod are allowed; they
-// are server dry runs (admission runs, nothing is written), so the VM's
-// agent keeps its resources to itself. That the agents' real writes pass
-// the policy, every other scenario shows.
+// after TestHelmTakesOver) on the real cluster. Every other node's carve
+// node pod (the host node's, and the other VM node's, which has LVM and
+// resources of its own) stands for a compromised node: a token of
+// carve-node bound to that pod (TokenRequest, as kubelet's projected token
+// is) tries to update a LogicalVolume that lives on the volume's node, its
+// status and that node's NodeStorage, and is refused with the policy's
+// message. The same requests with a token bound to the owner's own pod are
+// allowed; they are server dry runs (admission runs, nothing is written),
+// so the owner keeps its resources to itself. That the agents' real writes
+// pass the policy, every other scenario shows.
 func TestNodeCannotChangeAnotherNode(t *testing.T) {
 	t.Parallel()
 	create(t, pvc("fence", "carve-thick", "64Mi"))
-	runPod(t, "fence-1", "fence")
+	p := runPod(t, "fence-1", "fence")
 	// Its LogicalVolume has the PV's name (volume.LVName keeps pvc-<UID>
-	// names), on the VM node: the host's VG is too small for any claim.
+	// names), on the pod's node.
+	owner := p.Spec.NodeName
 	pvName := boundClaim(t, "fence").Spec.VolumeName
 	var res v1alpha1.LogicalVolume
-	if err := h.kc.Get(context.Background(), client.ObjectKey{Name: pvName}, &res); err != nil || res.Spec.NodeName != vmNode {
-		t.Fatalf("LogicalVolume %s: node %q, %v; want one on %s", pvName, res.Spec.NodeName, err, vmNode)
+	if err := h.kc.Get(context.Background(), client.ObjectKey{Name: pvName}, &res); err != nil || res.Spec.NodeName != owner {
+		t.Fatalf("LogicalVolume %s: node %q, %v; want one on %s", pvName, res.Spec.NodeName, err, owner)
 	}
 
-	host := nodeAgentClient(t, carvePod(t, "node", hostNode))
-	vm := nodeAgentClient(t, carvePod(t, "node", vmNode))
-
+	own := nodeAgentClient(t, carvePod(t, "node", owner))
 	lv := func() client.Object { return &v1alpha1.LogicalVolume{} }
 	ns := func() client.Object { return &v1alpha1.NodeStorage{} }
 	probes := []struct {
@@ -53,21 +53,31 @@ func TestNodeCannotChangeAnotherNode(t *testing.T) {
 	}{
 		{"LogicalVolume " + pvName, pvName, lv, false},
 		{"LogicalVolume " + pvName + " status", pvName, lv, true},
-		{"NodeStorage " + vmNode + " status", vmNode, ns, true},
+		{"NodeStorage " + owner + " status", owner, ns, true},
+	}
+	// Every other node's agent is refused: the host node's, and the other
+	// VM node's, an LVM node with resources of its own.
+	for _, other := range append(lvmNodes(), hostNode) {
+		if other == owner {
+			continue
+		}
+		agent := nodeAgentClient(t, carvePod(t, "node", other))
+		for _, p := range probes {
+			err := probeUpdate(agent, p.obj(), p.name, p.status, false)
+			switch {
+			case err == nil:
+				t.Errorf("the agent of %s updated %s of %s", other, p.what, owner)
+			case !strings.Contains(err.Error(), "ValidatingAdmissionPolicy 'carve-node-own-node'") ||
+				!strings.Contains(err.Error(), "carve-node of node "+other+" may not update "+p.what+", which is node "+owner+"'s"):
+				t.Errorf("the agent of %s updating %s: %v, want the policy's refusal", other, p.what, err)
+			default:
+				t.Logf("%s's token: %v", other, err)
+			}
+		}
 	}
 	for _, p := range probes {
-		err := probeUpdate(host, p.obj(), p.name, p.status, false)
-		switch {
-		case err == nil:
-			t.Errorf("the host node's agent updated %s of the VM node", p.what)
-		case !strings.Contains(err.Error(), "ValidatingAdmissionPolicy 'carve-node-own-node'") ||
-			!strings.Contains(err.Error(), "carve-node of node "+hostNode+" may not update "+p.what+", which is node "+vmNode+"'s"):
-			t.Errorf("the host node's agent updating %s: %v, want the policy's refusal", p.what, err)
-		default:
-			t.Logf("host node's token: %v", err)
-		}
-		if err := probeUpdate(vm, p.obj(), p.name, p.status, true); err != nil {
-			t.Errorf("the VM node's agent updating its own %s (server dry run): %v", p.what, err)
+		if err := probeUpdate(own, p.obj(), p.name, p.status, true); err != nil {
+			t.Errorf("the agent of %s updating its own %s (server dry run): %v", owner, p.what, err)
 		}
 	}
 

@@ -23,7 +23,7 @@ import (
 // execSeq numbers container execs: each needs an ID unique in its task.
 var execSeq atomic.Int64
 
-// inContainer runs argv in the pod's first container (on the VM node,
+// inContainer runs argv in the pod's first container (on its VM node,
 // where every workload runs) and returns its stdout.
 func inContainer(t *testing.T, p *corev1.Pod, argv ...string) string {
 	t.Helper()
@@ -36,7 +36,7 @@ func inContainer(t *testing.T, p *corev1.Pod, argv ...string) string {
 	}
 	ctr := []string{"ctr", "-a", "/run/carve-containerd/containerd.sock", "-n", "k8s.io", "tasks", "exec",
 		"--exec-id", fmt.Sprintf("e2e-%d", execSeq.Add(1)), id}
-	out, err := h.vm.sh(append(ctr, argv...)...)
+	out, err := podVM(t, p).sh(append(ctr, argv...)...)
 	if err != nil {
 		t.Fatalf("in pod %s: %v", p.Name, err)
 	}
@@ -127,8 +127,8 @@ func killContainer(t *testing.T, p *corev1.Pod, container, sig string) {
 	}
 	id, _ := strings.CutPrefix(s.ContainerID, "containerd://")
 	args := []string{"-n", "k8s.io", "tasks", "kill", "-s", sig, id}
-	if p.Spec.NodeName == vmNode {
-		if _, err := h.vm.sh(append([]string{"ctr", "-a", "/run/carve-containerd/containerd.sock"}, args...)...); err != nil {
+	if v := h.vmOf(p.Spec.NodeName); v != nil {
+		if _, err := v.sh(append([]string{"ctr", "-a", "/run/carve-containerd/containerd.sock"}, args...)...); err != nil {
 			t.Fatal(err)
 		}
 		return

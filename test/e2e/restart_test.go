@@ -24,19 +24,21 @@ func TestRestartsConverge(t *testing.T) {
 	create(t, pod("restart-1", "restart"))
 	// Mid-provisioning: the scheduler has picked the node, the volume is
 	// being made. Both sides die as in a power cut.
+	var node string
 	wait(t, "node selected for the claim", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		var c corev1.PersistentVolumeClaim
 		err := get(ctx, "restart", &c)
-		return c.Annotations["volume.kubernetes.io/selected-node"] != "", err
+		node = c.Annotations["volume.kubernetes.io/selected-node"]
+		return node != "", err
 	})
-	restartBoth(t, true)
+	restartBoth(t, node, true)
 
 	p1 := waitRunning(t, "restart-1", 5*time.Minute)
 	pvName := boundClaim(t, "restart").Spec.VolumeName
 	writeData(t, p1, "state", "survives restarts")
 
 	// In use: restart both gracefully, then tear down and come back.
-	restartBoth(t, false)
+	restartBoth(t, node, false)
 	deletePod(t, "restart-1")
 	waitDetached(t, pvName, "after restarts")
 	p2 := runPod(t, "restart-2", "restart")
@@ -49,26 +51,26 @@ func TestRestartsConverge(t *testing.T) {
 }
 
 // restartBoth restarts carve controller (on the host node) and carve node
-// (on the VM node): their containers are killed, SIGKILL with crash as in
+// on node: their containers are killed, SIGKILL with crash as in
 // a power cut, SIGTERM otherwise, and kubelet restarts them in their pods
 // (restartPolicy Always), as on a real node. It waits until both are
 // ready again.
-func restartBoth(t *testing.T, crash bool) {
+func restartBoth(t *testing.T, node string, crash bool) {
 	t.Helper()
 	sig := "SIGTERM"
 	if crash {
 		sig = "SIGKILL"
 	}
 	ctrl := carvePod(t, "controller", hostNode)
-	node := carvePod(t, "node", vmNode)
-	ctrlRestarts, nodeRestarts := restarts(ctrl, "carve"), restarts(node, "carve")
+	agent := carvePod(t, "node", node)
+	ctrlRestarts, nodeRestarts := restarts(ctrl, "carve"), restarts(agent, "carve")
 	killContainer(t, ctrl, "carve", sig)
-	killContainer(t, node, "carve", sig)
-	wait(t, "carve controller and carve node restarted", 3*time.Minute, func(ctx context.Context) (bool, error) {
-		c, n := carvePod(t, "controller", hostNode), carvePod(t, "node", vmNode)
+	killContainer(t, agent, "carve", sig)
+	wait(t, "carve controller and carve node on "+node+" restarted", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		c, n := carvePod(t, "controller", hostNode), carvePod(t, "node", node)
 		return restarts(c, "carve") > ctrlRestarts && restarts(n, "carve") > nodeRestarts && podReady(c) && podReady(n), nil
 	})
-	if err := h.waitPlugin(vmNode); err != nil {
+	if err := h.waitPlugin(node); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -84,13 +86,15 @@ func checkNoLeaks(t *testing.T) {
 	for _, pv := range pvs.Items {
 		have[pv.Name] = true
 	}
-	lvs, err := listLVs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range lvs {
-		if !have[l.Name] {
-			t.Errorf("LV %s has no PV", l.Name)
+	for _, node := range lvmNodes() {
+		lvs, err := listLVs(node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range lvs {
+			if !have[l.Name] {
+				t.Errorf("LV %s on %s has no PV", l.Name, node)
+			}
 		}
 	}
 	var crs v1alpha1.LogicalVolumeList
@@ -102,12 +106,14 @@ func checkNoLeaks(t *testing.T) {
 			t.Errorf("LogicalVolume %s has no PV", lv.Name)
 		}
 	}
-	var ns v1alpha1.NodeStorage
-	if err := h.kc.Get(ctx, types.NamespacedName{Name: vmNode}, &ns); err != nil {
-		t.Fatal(err)
-	}
-	if len(ns.Status.OrphanedVolumes) > 0 {
-		t.Errorf("carve node reports orphaned LVs: %v", ns.Status.OrphanedVolumes)
+	for _, node := range lvmNodes() {
+		var ns v1alpha1.NodeStorage
+		if err := h.kc.Get(ctx, types.NamespacedName{Name: node}, &ns); err != nil {
+			t.Fatal(err)
+		}
+		if len(ns.Status.OrphanedVolumes) > 0 {
+			t.Errorf("carve node on %s reports orphaned LVs: %v", node, ns.Status.OrphanedVolumes)
+		}
 	}
 	var vas storagev1.VolumeAttachmentList
 	if err := h.kc.List(ctx, &vas); err != nil {
@@ -128,12 +134,7 @@ func TestNodePodReplacedUnderWrites(t *testing.T) {
 	fullRunOnly(t)
 	ctx := context.Background()
 	create(t, pvc("steady", "carve-thick", "64Mi"))
-	// Appends 1, 2, 3... to /data/log, each line synced, 5 a second.
-	writer := func(p *corev1.Pod) {
-		p.Spec.Containers[0].Command = []string{"sh", "-c",
-			`i=0; while :; do i=$((i+1)); echo $i >>/data/log; sync /data/log; sleep 0.2; done`}
-	}
-	p := runPodWith(t, "steady-1", "steady", writer)
+	p := runPodWith(t, "steady-1", "steady", appendLines)
 	pvName := boundClaim(t, "steady").Spec.VolumeName
 	lines := func() int {
 		t.Helper()
@@ -141,14 +142,15 @@ func TestNodePodReplacedUnderWrites(t *testing.T) {
 	}
 	wait(t, "the writer under way", time.Minute, func(context.Context) (bool, error) { return lines() > 5, nil })
 
-	old := carvePod(t, "node", vmNode)
+	node := p.Spec.NodeName
+	old := carvePod(t, "node", node)
 	if err := h.kc.Delete(ctx, old); err != nil {
 		t.Fatal(err)
 	}
 	before := lines()
 	var fresh *corev1.Pod
-	wait(t, "a new carve node pod on "+vmNode+", ready", 3*time.Minute, func(ctx context.Context) (bool, error) {
-		pods, _, err := carvePods(ctx, "node", vmNode)
+	wait(t, "a new carve node pod on "+node+", ready", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		pods, _, err := carvePods(ctx, "node", node)
 		for _, q := range pods {
 			if q.UID != old.UID && podReady(q) {
 				fresh = q
@@ -158,7 +160,7 @@ func TestNodePodReplacedUnderWrites(t *testing.T) {
 		return false, err
 	})
 	t.Logf("carve node pod %s replaced by %s; the writer wrote %d lines, then %d", old.Name, fresh.Name, before, lines())
-	if err := h.waitPlugin(vmNode); err != nil {
+	if err := h.waitPlugin(node); err != nil {
 		t.Fatal(err)
 	}
 	after := lines()
@@ -170,7 +172,7 @@ func TestNodePodReplacedUnderWrites(t *testing.T) {
 	if err := get(ctx, pvName, &pv); err != nil {
 		t.Fatal(err)
 	}
-	if m, err := mounted(stagingPath(pv.Spec.CSI.VolumeHandle)); m || err != nil {
+	if m, err := mounted(node, stagingPath(pv.Spec.CSI.VolumeHandle)); m || err != nil {
 		t.Errorf("staging path still mounted after detach (%v)", err)
 	}
 	r := runPod(t, "steady-2", "steady")
@@ -179,6 +181,13 @@ func TestNodePodReplacedUnderWrites(t *testing.T) {
 	}
 	deletePod(t, "steady-2")
 	deleteClaim(t, "steady")
+}
+
+// appendLines makes a pod append 1, 2, 3... to /data/log, each line
+// synced, 5 a second (checkSequence reads them back).
+func appendLines(p *corev1.Pod) {
+	p.Spec.Containers[0].Command = []string{"sh", "-c",
+		`i=0; while :; do i=$((i+1)); echo $i >>/data/log; sync /data/log; sleep 0.2; done`}
 }
 
 // checkSequence checks that log holds the lines 1, 2, 3... with none

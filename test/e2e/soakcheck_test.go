@@ -82,7 +82,7 @@ func (s *clusterSoak) checkDetached(c *soakClaim, p *corev1.Pod) {
 		s.t.Errorf("claim %s detached: its LV %+v (%v), want it there, inactive", c.name, l, err)
 	}
 	for _, path := range []string{stagingPath(c.handle), publishPath(p, c.pv)} {
-		if m, err := mounted(path); m || err != nil {
+		if m, err := mounted(vmNode, path); m || err != nil { // writerPod pins the soak there
 			s.t.Errorf("claim %s detached: %s still mounted (%v)", c.name, path, err)
 		}
 	}

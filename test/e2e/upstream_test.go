@@ -135,7 +135,7 @@ func (x *harness) waitUpstreamBuild(t *testing.T) (string, string) {
 }
 
 // importUpstreamImages imports the suite's images (busybox, agnhost under
-// the references e2e.test names) into both nodes' containerd, as the run
+// the references e2e.test names) into every node's containerd, as the run
 // started with the others.
 func (x *harness) importUpstreamImages(dir string) error {
 	archives, err := imageArchives("", dir)
@@ -158,11 +158,13 @@ func (x *harness) importUpstreamImages(dir string) error {
 if [ "$(cat "$2.name")" != "$(cat "$2.ref")" ]; then
 	ctr -a "$1" -n k8s.io images tag --force "$(cat "$2.name")" "$(cat "$2.ref")" >/dev/null
 fi`
-		if _, err := x.vm.sh("sh", "-c", script, "sh", vmSock, base); err != nil {
-			return fmt.Errorf("VM node: %w", err)
+		for _, node := range lvmNodes() {
+			if _, err := x.vmOf(node).sh("sh", "-c", script, "sh", vmSock, base); err != nil {
+				return fmt.Errorf("%s: %w", node, err)
+			}
 		}
 	}
-	logf("upstream images imported on both nodes in %s", time.Since(start).Round(100*time.Millisecond))
+	logf("upstream images imported on every node in %s", time.Since(start).Round(100*time.Millisecond))
 	return nil
 }
 

@@ -16,8 +16,10 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,24 +27,40 @@ import (
 	"carve.dev/carve/driver/api/v1alpha1"
 )
 
-// vm is the QEMU guest of node carve-vm and the vmexec server in it.
+// vm is the QEMU guest of one VM node and the vmexec server in it.
 type vm struct {
+	node *vmNodeSpec
 	cmd  *exec.Cmd
 	done chan struct{}
 	base string
 	http *http.Client
 }
 
-// The nodes' kubelet ports. The apiserver reaches a kubelet (kubectl
+// vmNodeSpec is one VM node: its name, and the ports and pod network that
+// keep it apart from the other. The apiserver reaches a kubelet (kubectl
 // exec, logs; the upstream storage suite writes and checks data that way)
 // at the node's Hostname address, which the test's /etc/hosts
-// (scripts/e2e.sh) maps to 127.0.0.1 for both nodes, and the port the
-// kubelet registered: the host node's kubelet listens there, the VM's is
-// forwarded there by QEMU (run.sh --expose), so the two need two ports.
-const (
-	hostKubeletPort = 10250
-	vmKubeletPort   = 10252
-)
+// (scripts/e2e.sh) maps to 127.0.0.1 for every node, and the port the
+// kubelet registered: each VM's is forwarded there by QEMU (run.sh
+// --expose), as is its vmexec, so every node needs ports of its own.
+type vmNodeSpec struct {
+	name        string
+	execPort    int
+	kubeletPort int
+	podSubnet   string
+}
+
+// vmNodes are the nodes with real LVM, two as the smallest fleet where
+// placement, spreading and a lost node mean something. Both boot in the
+// production profile (scripts/vm/run.sh --profile production): udevd with
+// lvm2's rules, event autoactivation, dmeventd, the devices file.
+var vmNodes = []*vmNodeSpec{
+	{name: vmNode, execPort: 7070, kubeletPort: 10252, podSubnet: "10.244.1.0/24"},
+	{name: vmNode2, execPort: 7071, kubeletPort: 10253, podSubnet: "10.244.2.0/24"},
+}
+
+// The host node's kubelet port (the VM nodes' are in vmNodes).
+const hostKubeletPort = 10250
 
 // vmLifetime is how long, in seconds, the VM node may run before run.sh
 // stops it: a bound on a wedged run, never a budget. It follows the test
@@ -116,35 +134,12 @@ syncFrequency: 30s
 crashLoopBackOff: {maxContainerRestartPeriod: 10s}
 `
 
-// The VM's images: what its pods run (the node DaemonSet, workloads).
+// The VM nodes' images: what their pods run (the node DaemonSet, workloads).
 var vmImages = []string{"carve", "pause", "busybox"}
 
-// startVM boots the VM with node-vm.sh, which starts containerd, kubelet
-// and vmexec, and waits until the node is Ready.
-func (x *harness) startVM() error {
-	// The VM sees x.work (a share), so the kubelet reads the cluster's CA
-	// and guest kubeconfig where cluster.sh wrote them. It authenticates
-	// as the cluster admin: the loopback control plane has no
-	// bootstrap-token flow.
-	// In the VM, the kubelet listens on every address: QEMU's forward
-	// arrives at the guest's NIC, and nothing but that forward reaches it
-	// (run.sh's network is restrict=on).
-	cfg := kubeletConfig(filepath.Join(x.work, "cluster/pki/ca.crt"), "unix:///run/carve-containerd/containerd.sock",
-		"0.0.0.0", vmKubeletPort, true)
-	if err := os.WriteFile(filepath.Join(x.work, "kubelet.yaml"), []byte(cfg), 0o644); err != nil {
-		return err
-	}
-	ctrd := containerdConfig("/var/lib/carve-containerd", "/run/carve-containerd", filepath.Join(x.work, "vm-cni"))
-	if err := os.WriteFile(filepath.Join(x.work, "containerd.toml"), []byte(ctrd), 0o644); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Join(x.work, "vm-cni"), 0o755); err != nil {
-		return err
-	}
-	cni := cniConfig("carve-vm0", "10.244.1.0/24", "/var/lib/cni/networks")
-	if err := os.WriteFile(filepath.Join(x.work, "vm-cni", "10-carve-e2e.conflist"), []byte(cni), 0o644); err != nil {
-		return err
-	}
+// startVMs boots every VM node at once, each with node-vm.sh, which starts
+// containerd, kubelet and vmexec, and waits until all are Ready.
+func (x *harness) startVMs() error {
 	imgs := map[string]string{}
 	for _, n := range vmImages {
 		imgs[n] = x.images[n]
@@ -152,42 +147,102 @@ func (x *harness) startVM() error {
 	if err := stageImages(filepath.Join(x.work, "vm-images"), imgs); err != nil {
 		return err
 	}
-	if err := os.RemoveAll(x.vmDisks()); err != nil { // a new node's blank disks
-		return err
+	x.vms = map[string]*vm{}
+	errs := make(chan error, len(vmNodes))
+	for _, n := range vmNodes {
+		go func() { errs <- x.startVM(n) }()
 	}
-	return x.bootVM()
+	var first error
+	for range vmNodes {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
-// vmDisks is where the VM node's disks are kept from one boot to the next.
-func (x *harness) vmDisks() string { return filepath.Join(x.work, "vm-disks") }
+// startVM writes node n's configuration and boots it on blank disks.
+func (x *harness) startVM(n *vmNodeSpec) error {
+	dir := x.vmDir(n.name)
+	if err := os.MkdirAll(filepath.Join(dir, "cni"), 0o755); err != nil {
+		return err
+	}
+	// The VM sees x.work (a share), so the kubelet reads the cluster's CA
+	// and guest kubeconfig where cluster.sh wrote them. It authenticates
+	// as the cluster admin: the loopback control plane has no
+	// bootstrap-token flow.
+	// In the VM, the kubelet listens on every address: QEMU's forward
+	// arrives at the guest's NIC, and nothing but that forward reaches it
+	// (run.sh's network is restrict=on).
+	files := map[string]string{
+		"kubelet.yaml": kubeletConfig(filepath.Join(x.work, "cluster/pki/ca.crt"), "unix:///run/carve-containerd/containerd.sock",
+			"0.0.0.0", n.kubeletPort, true),
+		"containerd.toml":           containerdConfig("/var/lib/carve-containerd", "/run/carve-containerd", filepath.Join(dir, "cni")),
+		"cni/10-carve-e2e.conflist": cniConfig("carve-vm0", n.podSubnet, "/var/lib/cni/networks"),
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	if err := os.RemoveAll(x.vmDisks(n.name)); err != nil { // a new node's blank disks
+		return err
+	}
+	return x.bootVM(n.name)
+}
 
-// bootVM boots the VM node on its disks (blank, or as the last boot left
+// vmDir holds a VM node's configuration; its logs go to x.logs/NODE.
+func (x *harness) vmDir(node string) string { return filepath.Join(x.work, "nodes", node) }
+
+// vmDisks is where a VM node's disks are kept from one boot to the next.
+func (x *harness) vmDisks(node string) string { return filepath.Join(x.vmDir(node), "disks") }
+
+// vmSpec is the VM node named node.
+func vmSpec(node string) *vmNodeSpec {
+	for _, n := range vmNodes {
+		if n.name == node {
+			return n
+		}
+	}
+	panic("no VM node " + node)
+}
+
+// bootVM boots a VM node on its disks (blank, or as the last boot left
 // them) and waits until the node is Ready.
-func (x *harness) bootVM() error {
-	log, err := os.OpenFile(filepath.Join(x.logs, "vm.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+func (x *harness) bootVM(node string) error {
+	n := vmSpec(node)
+	logs := filepath.Join(x.logs, node)
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		return err
+	}
+	log, err := os.OpenFile(filepath.Join(logs, "vm.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(filepath.Join(x.repo, "scripts/vm/run.sh"), "--disks", "2", "--disk-size", vmDiskSize, "--disk-dir", x.vmDisks(),
-		"--mem", "4G", "--cpus", vmCPUs(), "--timeout", fmt.Sprint(vmLifetime()), "--forward", "6443", "--expose", fmt.Sprint(vmexecPrt), "--expose", fmt.Sprint(vmKubeletPort),
+	cmd := exec.Command(filepath.Join(x.repo, "scripts/vm/run.sh"), "--profile", "production",
+		"--disks", "2", "--disk-size", vmDiskSize, "--disk-dir", x.vmDisks(node),
+		"--mem", "4G", "--cpus", vmCPUs(), "--timeout", fmt.Sprint(vmLifetime()), "--forward", "6443",
+		"--expose", fmt.Sprint(n.execPort), "--expose", fmt.Sprint(n.kubeletPort),
 		// The Kubernetes binaries may live under a HOME in /tmp (a cold CI
 		// run), which the guest's own /tmp hides.
 		"--share", x.work, "--view", x.kbin, "--",
-		"bash", filepath.Join(x.repo, "test/e2e/node-vm.sh"), x.work, x.kbin, x.vmexec)
+		"bash", filepath.Join(x.repo, "test/e2e/node-vm.sh"), x.work, node, x.kbin, x.vmexec, fmt.Sprint(n.execPort))
 	// The pod network's kernel modules, beside the storage ones.
 	cmd.Env = append(os.Environ(), "CARVE_VM_MODULES=dm_snapshot dm_thin_pool dm_mirror raid1 dm_raid dm_crypt loop bridge veth overlay")
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	v := &vm{cmd: cmd, done: make(chan struct{}), base: fmt.Sprintf("http://127.0.0.1:%d", vmexecPrt),
+	v := &vm{node: n, cmd: cmd, done: make(chan struct{}), base: fmt.Sprintf("http://127.0.0.1:%d", n.execPort),
 		http: &http.Client{Timeout: 10 * time.Minute}}
 	go func() { _ = cmd.Wait(); _ = log.Close(); close(v.done) }()
-	x.vm = v
+	x.vmsMu.Lock()
+	x.vms[node] = v
+	x.vmsMu.Unlock()
 	if err := v.waitReady(hangGuard(5 * time.Minute)); err != nil {
-		return err
+		return fmt.Errorf("%s: %w", node, err)
 	}
-	return x.waitNodeReady(vmNode)
+	return x.waitNodeReady(node)
 }
 
 func (v *vm) waitReady(timeout time.Duration) error {
@@ -195,7 +250,7 @@ func (v *vm) waitReady(timeout time.Duration) error {
 	for time.Now().Before(deadline) {
 		select {
 		case <-v.done:
-			return fmt.Errorf("the VM stopped before vmexec answered; see vm.log")
+			return fmt.Errorf("the VM stopped before vmexec answered; see its vm.log")
 		default:
 		}
 		if resp, err := http.Get(v.base + "/ready"); err == nil {
@@ -329,4 +384,36 @@ func (x *harness) waitFor(what string, timeout time.Duration, cond func(context.
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// vmOf is the VM of node, nil when node is no VM node (carve-host).
+func (x *harness) vmOf(node string) *vm {
+	x.vmsMu.Lock()
+	defer x.vmsMu.Unlock()
+	return x.vms[node]
+}
+
+// nodeVM is the VM of node, which the test needs to be a VM node.
+func nodeVM(t testing.TB, node string) *vm {
+	t.Helper()
+	v := h.vmOf(node)
+	if v == nil {
+		t.Fatalf("node %q is not a VM node (want one of %v)", node, lvmNodes())
+	}
+	return v
+}
+
+// lvmNodes are the VM nodes' names, in vmNodes' order.
+func lvmNodes() []string {
+	names := make([]string, len(vmNodes))
+	for i, n := range vmNodes {
+		names[i] = n.name
+	}
+	return names
+}
+
+// podVM is the VM a pod runs on.
+func podVM(t testing.TB, p *corev1.Pod) *vm {
+	t.Helper()
+	return nodeVM(t, p.Spec.NodeName)
 }
