@@ -118,10 +118,21 @@ func deleteClaim(t *testing.T, name string) {
 	if pv == "" {
 		return
 	}
+	// The PV's node, while it is there: the LV must be gone from it (and
+	// another node may be down, as in TestNodeLostForGood).
+	var node string
+	var v corev1.PersistentVolume
+	if err := get(context.Background(), pv, &v); err == nil {
+		node = pinnedNode(&v)
+	}
 	wait(t, "PV "+pv+" gone", 3*time.Minute, func(ctx context.Context) (bool, error) {
 		return gone(get(ctx, pv, &corev1.PersistentVolume{}))
 	})
-	if lv, err := lvInfo(pv); err != nil || lv != nil {
+	find := func() (*lv, error) { return lvInfo(pv) }
+	if node != "" {
+		find = func() (*lv, error) { return lvOn(node, pv) }
+	}
+	if lv, err := find(); err != nil || lv != nil {
 		t.Errorf("LV %s after its PV was deleted: %+v, %v", pv, lv, err)
 	}
 }

@@ -134,16 +134,19 @@ func watchTeardown(node, pub, stage, pv string) []string {
 
 const topologyKey = "topology.lvm.carve.dev/node"
 
-func pinnedTo(pv *corev1.PersistentVolume, node string) bool {
+// pinnedNode is the node a PV's node affinity names ("" for none).
+func pinnedNode(pv *corev1.PersistentVolume) string {
 	if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
-		return false
+		return ""
 	}
 	for _, term := range pv.Spec.NodeAffinity.Required.NodeSelectorTerms {
 		for _, e := range term.MatchExpressions {
-			if e.Key == topologyKey && slices.Equal(e.Values, []string{node}) {
-				return true
+			if e.Key == topologyKey && len(e.Values) == 1 {
+				return e.Values[0]
 			}
 		}
 	}
-	return false
+	return ""
 }
+
+func pinnedTo(pv *corev1.PersistentVolume, node string) bool { return pinnedNode(pv) == node }
