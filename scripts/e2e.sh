@@ -19,6 +19,10 @@ cd "$repo"
 out=$repo/_output/e2e
 
 scripts/vm/setup.sh
+# The VM nodes boot in the production profile, whose udev package run.sh
+# would fetch on first use: fetch it here, since the test runs in a
+# network namespace of its own, where nothing outside it is reachable.
+scripts/vm/setup.sh --udev >/dev/null
 # shellcheck source-path=SCRIPTDIR source=k8s/versions.sh
 source scripts/k8s/versions.sh
 
