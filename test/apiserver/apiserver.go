@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -44,6 +45,12 @@ func Start() (*Server, error) {
 		BinaryAssetsDirectory: bin,
 		CRDDirectoryPaths:     []string{filepath.Join(repo, "deploy", "crds")},
 		ErrorIfCRDPathMissing: true,
+		// envtest gives each process 20 s to become ready; make test
+		// starts this beside two VMs of the e2e and one of the VM suites
+		// on two cores, where kube-apiserver once took longer (5 tries, all
+		// failed). A hang guard, not a speed check.
+		ControlPlaneStartTimeout: 3 * time.Minute,
+		ControlPlaneStopTimeout:  time.Minute,
 	}
 	cfg, err := env.Start()
 	if err != nil {
