@@ -58,19 +58,19 @@ type Cache struct {
 	alive map[string]time.Time
 	// The metadata prints (mdaprint.go): print reads one, nil for none;
 	// pvPaths are each VG's PVs from its last pvs report, base the print
-	// taken at the start of each VG's generation, checked when each was
-	// last compared with the disks.
+	// taken at the start of each VG's generation.
 	print   func(pvs []string) (string, error)
 	pvPaths map[string][]string
 	base    map[string]genPrint
-	checked map[string]time.Time
 }
 
 // genPrint is a VG's metadata print taken before the first report of
-// generation gen was read ("" when it could not be read).
+// generation gen was read ("" when it could not be read), and when it was
+// last compared with the disks.
 type genPrint struct {
-	gen   uint64
-	print string
+	gen     uint64
+	print   string
+	checked time.Time
 }
 
 // printEvery paces the comparisons of a VG's metadata print with its
@@ -89,7 +89,7 @@ func NewCache(c *Client, maxAge time.Duration) *Cache {
 	return &Cache{c: c, MaxAge: maxAge, now: time.Now, gens: map[string]uint64{},
 		vgs: map[string]cached[VG]{}, pvs: map[string]cached[[]PV]{}, lvs: map[string]cached[[]LV]{},
 		alive: map[string]time.Time{}, print: metadataPrint, pvPaths: map[string][]string{},
-		base: map[string]genPrint{}, checked: map[string]time.Time{}}
+		base: map[string]genPrint{}}
 }
 
 // Alive tells whether an lvm2 command of vg, a report or a change, ended
@@ -372,8 +372,7 @@ func (x *Cache) takeBasePrint(vg string, gen uint64) {
 	}
 	x.mu.Lock()
 	if x.gens[vg] == gen && (x.base[vg].gen != gen || x.base[vg].print == "") {
-		x.base[vg] = genPrint{gen: gen, print: p}
-		x.checked[vg] = x.now()
+		x.base[vg] = genPrint{gen: gen, print: p, checked: x.now()}
 	}
 	x.mu.Unlock()
 }
@@ -385,10 +384,11 @@ func (x *Cache) takeBasePrint(vg string, gen uint64) {
 // the fresh read tells what happened to the disks.
 func (x *Cache) checkPrint(vg string) {
 	x.mu.Lock()
-	b, gen, pvs, last := x.base[vg], x.gens[vg], x.pvPaths[vg], x.checked[vg]
-	due := x.print != nil && b.gen == gen && b.print != "" && x.now().Sub(last) >= printEvery
+	b, gen, pvs := x.base[vg], x.gens[vg], x.pvPaths[vg]
+	due := x.print != nil && b.gen == gen && b.print != "" && x.now().Sub(b.checked) >= printEvery
 	if due {
-		x.checked[vg] = x.now()
+		b.checked = x.now()
+		x.base[vg] = b
 	}
 	x.mu.Unlock()
 	if !due {
