@@ -118,19 +118,7 @@ func (x *harness) helmInstall() error {
 		return err
 	}
 	logf("helm install in %s:\n%s", time.Since(start).Round(100*time.Millisecond), out)
-	if err := x.waitPodsReady(map[string]string{"app.kubernetes.io/component": "controller"}, 1, 5*time.Minute); err != nil {
-		return err
-	}
-	nodes := append(lvmNodes(), hostNode)
-	if err := x.waitPodsReady(map[string]string{"app.kubernetes.io/component": "node"}, len(nodes), 5*time.Minute); err != nil {
-		return err
-	}
-	for _, n := range nodes {
-		if err := x.waitPlugin(n); err != nil {
-			return err
-		}
-	}
-	return nil
+	return x.waitCarveReady()
 }
 
 // removeKustomizeInstall deletes what installCarve applied but the

@@ -97,10 +97,16 @@ func (x *harness) installCarve() error {
 	if _, err := x.kubectl("apply", "--server-side", "-f", path); err != nil {
 		return err
 	}
+	return x.waitCarveReady()
+}
+
+// waitCarveReady waits until the controller's pod and a node pod on every
+// node are ready, and each node's plugin is registered and reporting.
+func (x *harness) waitCarveReady() error {
 	if err := x.waitPodsReady(map[string]string{"app.kubernetes.io/component": "controller"}, 1, 5*time.Minute); err != nil {
 		return err
 	}
-	nodes := append(lvmNodes(), hostNode)
+	nodes := allNodes()
 	if err := x.waitPodsReady(map[string]string{"app.kubernetes.io/component": "node"}, len(nodes), 5*time.Minute); err != nil {
 		return err
 	}

@@ -225,9 +225,9 @@ func lvOn(node, name string) (*lv, error) {
 
 // listLVs lists VG e2e's LVs on a VM node.
 func listLVs(node string) ([]lv, error) {
-	v := h.vmOf(node)
-	if v == nil {
-		return nil, fmt.Errorf("node %q is not a VM node", node)
+	v, err := h.vmNamed(node)
+	if err != nil {
+		return nil, err
 	}
 	out, err := v.sh("lvs", "--reportformat", "json", "--units", "b", "--nosuffix",
 		"-o", "lv_name,lv_attr,lv_size,lv_active", "e2e")
@@ -261,9 +261,9 @@ func stagingPath(volumeHandle string) string {
 
 // mounted tells whether path is a mount point on a VM node.
 func mounted(node, path string) (bool, error) {
-	v := h.vmOf(node)
-	if v == nil {
-		return false, fmt.Errorf("node %q is not a VM node", node)
+	v, err := h.vmNamed(node)
+	if err != nil {
+		return false, err
 	}
 	out, err := v.sh("cat", "/proc/self/mountinfo")
 	if err != nil {

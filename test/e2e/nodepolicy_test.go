@@ -57,7 +57,7 @@ func TestNodeCannotChangeAnotherNode(t *testing.T) {
 	}
 	// Every other node's agent is refused: the host node's, and the other
 	// VM node's, an LVM node with resources of its own.
-	for _, other := range append(lvmNodes(), hostNode) {
+	for _, other := range allNodes() {
 		if other == owner {
 			continue
 		}

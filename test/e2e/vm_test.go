@@ -29,7 +29,6 @@ import (
 
 // vm is the QEMU guest of one VM node and the vmexec server in it.
 type vm struct {
-	node *vmNodeSpec
 	cmd  *exec.Cmd
 	done chan struct{}
 	base string
@@ -233,7 +232,7 @@ func (x *harness) bootVM(node string) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	v := &vm{node: n, cmd: cmd, done: make(chan struct{}), base: fmt.Sprintf("http://127.0.0.1:%d", n.execPort),
+	v := &vm{cmd: cmd, done: make(chan struct{}), base: fmt.Sprintf("http://127.0.0.1:%d", n.execPort),
 		http: &http.Client{Timeout: 10 * time.Minute}}
 	go func() { _ = cmd.Wait(); _ = log.Close(); close(v.done) }()
 	x.vmsMu.Lock()
@@ -393,12 +392,20 @@ func (x *harness) vmOf(node string) *vm {
 	return x.vms[node]
 }
 
+// vmNamed is the VM of node, an error when node is no VM node.
+func (x *harness) vmNamed(node string) (*vm, error) {
+	if v := x.vmOf(node); v != nil {
+		return v, nil
+	}
+	return nil, fmt.Errorf("node %q is not a VM node (want one of %v)", node, lvmNodes())
+}
+
 // nodeVM is the VM of node, which the test needs to be a VM node.
 func nodeVM(t testing.TB, node string) *vm {
 	t.Helper()
-	v := h.vmOf(node)
-	if v == nil {
-		t.Fatalf("node %q is not a VM node (want one of %v)", node, lvmNodes())
+	v, err := h.vmNamed(node)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return v
 }
@@ -411,6 +418,9 @@ func lvmNodes() []string {
 	}
 	return names
 }
+
+// allNodes are every node's names: the VM nodes', then the host node's.
+func allNodes() []string { return append(lvmNodes(), hostNode) }
 
 // podVM is the VM a pod runs on.
 func podVM(t testing.TB, p *corev1.Pod) *vm {
