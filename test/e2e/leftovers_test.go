@@ -30,17 +30,14 @@ for p in /proc/[0-9]*; do
 done
 exit 0`
 
-// lvmLeftoversScript prints, one per line, what an LVM node still holds
-// of volumes once every claim is gone, beside what udev and lvm2 share:
-// device-mapper devices of VG e2e other than its thin pool's, links under
-// /dev/e2e and /dev/mapper that lead nowhere (a node made and never
-// removed, by lvm2 or udev), and udev cookies (SysV semaphores that
-// lvm2 made to wait on udev and no one completed) in the node's IPC
-// namespace and in those of the processes still running there.
-const lvmLeftoversScript = `dmsetup ls 2>/dev/null | while read -r name _; do
-	case $name in e2e-thinpool|e2e-thinpool_t*|e2e-thinpool-tpool) ;; e2e-*) echo "device-mapper device $name" ;; esac
-done
-for l in /dev/e2e/* /dev/mapper/*; do
+// udevStrayScript prints, one per line, what lvm2 and udev left behind
+// between them on an LVM node: links under /dev/e2e and /dev/mapper that
+// lead nowhere (a node made and never removed, by lvm2 in Carve's
+// container or by the node's udevd), and udev cookies (SysV semaphores
+// that lvm2 made to wait on udev and no one completed) in the node's IPC
+// namespace and in those of the processes running there, Carve's
+// container's included. Nothing it lists is ever right, busy or idle.
+const udevStrayScript = `for l in /dev/e2e/* /dev/mapper/*; do
 	[ -L "$l" ] && [ ! -e "$l" ] && echo "dangling link $l"
 done
 seen=
@@ -51,6 +48,14 @@ for p in 1 /proc/[0-9]*; do
 	nsenter -t "${p#/proc/}" -i dmsetup udevcookies 2>/dev/null | awk -v ns="$ns" 'NR > 1 && NF { print "udev cookie " $1 " in " ns }'
 done
 exit 0`
+
+// lvmLeftoversScript prints what an LVM node still holds of volumes once
+// every claim is gone: device-mapper devices of VG e2e other than its
+// thin pool's, and udevStrayScript's findings.
+const lvmLeftoversScript = `dmsetup ls 2>/dev/null | while read -r name _; do
+	case $name in e2e-thinpool|e2e-thinpool_t*|e2e-thinpool-tpool) ;; e2e-*) echo "device-mapper device $name" ;; esac
+done
+` + udevStrayScript
 
 // checkNothingLeft runs at teardown, after uninstall: with Carve, the
 // snapshot add-on and every test's pods deleted, neither node may hold a
