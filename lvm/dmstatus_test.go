@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // thinPoolStatus is a thin pool's status as a 6.x kernel prints it: 11 of
@@ -166,4 +168,23 @@ func FuzzDMStatus(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Where this kernel's device-mapper can be asked (root, as the node
+// plugin runs), the request is one it reads: a name with no device is
+// ENXIO, not the EINVAL or ENOTTY of a malformed one. The VM suite reads
+// real thin pools (lvm_vm_cache_test.go).
+func TestDMTableStatusIsAnIoctlTheKernelReads(t *testing.T) {
+	ctl, err := unix.Open(dmControl, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Skipf("device-mapper not here: %v", err)
+	}
+	defer func() { _ = unix.Close(ctl) }()
+	_, err = dmTableStatus(ctl, "carve--unit-no--such--device")
+	if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+		t.Skipf("device-mapper refuses this process: %v", err)
+	}
+	if !errors.Is(err, unix.ENXIO) {
+		t.Errorf("status of no device: %v, want ENXIO", err)
+	}
 }
