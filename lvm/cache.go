@@ -31,15 +31,40 @@ import (
 // # What can still change under it, and for how long
 //
 // lvm2 state that changes without a command of Carve's: thin pools fill as
-// volumes are written, an administrator runs lvm2 by hand, dmeventd
-// extends a thin pool, a disk fails or vanishes. Changes to the VG's
-// metadata show at the next query: the VG's metadata print (mdaprint.go,
-// two sector reads per PV, no lvm2) is taken before the first report of
-// each generation is read, and a query compares it with the PVs' headers
-// now (at most once a second per VG); a moved print starts a new
-// generation. Other changes (a thin pool's data filling up) show within
-// MaxAge, for which a report is used at most, or at once when a fresh
-// read fails first (failedRead). Nothing that changes data relies on it.
+// volumes are written, an administrator runs lvm2 by hand or edits its
+// device selection, dmeventd extends a thin pool, a disk fails or
+// vanishes. The VG's print (cacheprint.go; no lvm2, a few reads) is taken
+// before the first report of each generation is read, and a query
+// compares it with the print now, at most once a printEvery (a second)
+// per VG; a moved print, or one that could be read and no longer can,
+// starts a new generation. So these show at the next query:
+//   - any change to the VG's metadata, by any process (lvcreate, lvextend,
+//     lvremove, lvchange --addtag by hand; dmeventd's autoextend), and
+//     PVs whose metadata headers cannot be read any more;
+//   - the fill of each thin pool active at the VG's last lvs report, as
+//     the kernel counts it: used data and metadata blocks, the pool's
+//     mode (out_of_data_space, read-only, failed) and its needs_check
+//     flag, so its data and metadata percents, the thin capacity and a
+//     volume's ThinPoolFull; and such a pool gone inactive;
+//   - lvm2's device selection: lvm.conf, lvmlocal.conf and the devices
+//     file in the system dir the Client's lvm2 reads (lvmdevices
+//     --deldev, a new filter), which hide PVs without writing any.
+//
+// A PV or pool that a report shows first is covered from the generation
+// after (its first comparison finds the print's scope grown, so moved).
+// A pool being written moves its print at almost every comparison: its
+// VG is then read from lvm2 once a printEvery at most, and only when
+// queries come.
+//
+// Other changes show within MaxAge, for which a report is used at most,
+// or at once when a fresh read fails first (failedRead): activation by
+// hand (lvchange -ay, autoactivation at boot) other than a pool going
+// inactive; the kernel state of other LVs (a RAID's sync and health, a
+// COW snapshot's fill); a PV that comes back or a disk grown under its
+// PV; lvm2 configuration read from elsewhere (profiles, another
+// process's --config). So does everything while a generation's print
+// cannot be read (no pvs report yet, headers unreadable). Nothing that
+// changes data relies on it.
 type Cache struct {
 	c *Client
 	// MaxAge is how long a report may answer queries; 0 turns caching off
@@ -56,15 +81,18 @@ type Cache struct {
 	derived map[string]derived
 	// alive: when an lvm2 command of each VG last succeeded (Alive).
 	alive map[string]time.Time
-	// The metadata prints (mdaprint.go): print reads one, nil for none;
-	// pvPaths are each VG's PVs from its last pvs report, base the print
-	// taken at the start of each VG's generation.
-	print   func(pvs []string) (string, error)
+	// The VGs' prints (cacheprint.go): print reads one, nil for none;
+	// lvmDir is the system dir of c's lvm2; pvPaths and pools are each
+	// VG's PVs and active thin pools from its last pvs and lvs reports;
+	// base is the print taken at the start of each VG's generation.
+	print   func(printScope) (string, error)
+	lvmDir  string
 	pvPaths map[string][]string
+	pools   map[string][]string
 	base    map[string]genPrint
 }
 
-// genPrint is a VG's metadata print taken before the first report of
+// genPrint is a VG's print taken before the first report of
 // generation gen was read ("" when it could not be read), and when it was
 // last compared with the disks.
 type genPrint struct {
@@ -73,8 +101,8 @@ type genPrint struct {
 	checked time.Time
 }
 
-// printEvery paces the comparisons of a VG's metadata print with its
-// disks: a burst of queries reads the headers once.
+// printEvery paces the comparisons of a VG's print with the disks, the
+// kernel and lvm2's files: a burst of queries reads them once.
 const printEvery = time.Second
 
 // cached is one report: what was read, at which generation and when.
@@ -88,8 +116,8 @@ type cached[T any] struct {
 func NewCache(c *Client, maxAge time.Duration) *Cache {
 	return &Cache{c: c, MaxAge: maxAge, now: time.Now, gens: map[string]uint64{},
 		vgs: map[string]cached[VG]{}, pvs: map[string]cached[[]PV]{}, lvs: map[string]cached[[]LV]{},
-		alive: map[string]time.Time{}, print: metadataPrint, pvPaths: map[string][]string{},
-		base: map[string]genPrint{}}
+		alive: map[string]time.Time{}, print: vgPrint, lvmDir: c.systemDir(), pvPaths: map[string][]string{},
+		pools: map[string][]string{}, base: map[string]genPrint{}}
 }
 
 // Alive tells whether an lvm2 command of vg, a report or a change, ended
@@ -298,7 +326,13 @@ func (x *Cache) ListVGPVs(ctx context.Context, vg string) ([]PV, error) {
 
 // allLVs is Client.ListAllLVs through the cache; the caller gets copies.
 func (x *Cache) allLVs(ctx context.Context, vg string) ([]LV, error) {
-	lvs, err := read(x, ctx, "lvs", x.lvs, vg, func() ([]LV, error) { return x.c.ListAllLVs(ctx, vg) })
+	lvs, err := read(x, ctx, "lvs", x.lvs, vg, func() ([]LV, error) {
+		lvs, err := x.c.ListAllLVs(ctx, vg)
+		if err == nil {
+			x.notePools(vg, lvs)
+		}
+		return lvs, err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -355,64 +389,4 @@ func (x *Cache) GetLV(ctx context.Context, vg, name string) (LV, error) {
 		}
 	}
 	return LV{}, fmt.Errorf("lvs %s/%s: logical volume %w", vg, name, ErrNotFound)
-}
-
-// takeBasePrint takes vg's metadata print before the first report of
-// generation gen is read, so that a change after it shows (checkPrint).
-func (x *Cache) takeBasePrint(vg string, gen uint64) {
-	x.mu.Lock()
-	b, pvs := x.base[vg], x.pvPaths[vg]
-	x.mu.Unlock()
-	if x.print == nil || (b.gen == gen && b.print != "") || len(pvs) == 0 {
-		return
-	}
-	p, err := x.print(pvs)
-	if err != nil {
-		p = "" // unknown: this generation's reports live out MaxAge
-	}
-	x.mu.Lock()
-	if x.gens[vg] == gen && (x.base[vg].gen != gen || x.base[vg].print == "") {
-		x.base[vg] = genPrint{gen: gen, print: p, checked: x.now()}
-	}
-	x.mu.Unlock()
-}
-
-// checkPrint compares vg's metadata print with the one its generation
-// began with, at most every printEvery, and starts a new generation when
-// the metadata moved: something outside this Cache changed the VG. A
-// print that cannot be read now, where it could before, counts as moved:
-// the fresh read tells what happened to the disks.
-func (x *Cache) checkPrint(vg string) {
-	x.mu.Lock()
-	b, gen, pvs := x.base[vg], x.gens[vg], x.pvPaths[vg]
-	due := x.print != nil && b.gen == gen && b.print != "" && x.now().Sub(b.checked) >= printEvery
-	if due {
-		b.checked = x.now()
-		x.base[vg] = b
-	}
-	x.mu.Unlock()
-	if !due {
-		return
-	}
-	if p, err := x.print(pvs); err != nil || p != b.print {
-		x.mu.Lock()
-		if x.gens[vg] == gen {
-			x.gens[vg]++
-		}
-		x.mu.Unlock()
-	}
-}
-
-// notePVs keeps the device paths of vg's PVs for its metadata print.
-func (x *Cache) notePVs(vg string, pvs []PV) {
-	paths := make([]string, 0, len(pvs))
-	for _, pv := range pvs {
-		if pv.Name != "" && !pv.Missing {
-			paths = append(paths, pv.Name)
-		}
-	}
-	slices.Sort(paths)
-	x.mu.Lock()
-	x.pvPaths[vg] = paths
-	x.mu.Unlock()
 }

@@ -369,11 +369,11 @@ type fakePrints struct {
 	reads int
 }
 
-func (f *fakePrints) read(pvs []string) (string, error) {
+func (f *fakePrints) read(s printScope) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reads++
-	return f.print + " of " + pvs[0], f.err
+	return f.print + " of " + s.pvs[0], f.err
 }
 
 func (f *fakePrints) set(p string, err error) {

@@ -20,7 +20,8 @@ import (
 // before its report was read, so that a change made outside Carve (an
 // administrator's lvcreate, dmeventd's autoextend) shows at the next query
 // instead of after the report's max age. Thin pool data filling up is not
-// a metadata change; MaxAge still bounds how long that takes to show.
+// a metadata change: the kernel's count of the pool's blocks, another
+// part of the VG's print, shows that (cacheprint.go).
 //
 // The layout is lvm2's on-disk format (lib/label/label.h,
 // lib/format_text/layout.h), little-endian: a label sector ("LABELONE",

@@ -125,6 +125,17 @@ func validateTags(tags []string) error {
 	return nil
 }
 
+// dmName is the device-mapper name lvm2 gives vg/lv (layer "" for the LV
+// itself): each part with its '-' doubled, joined by '-' (libdevmapper's
+// dm_build_dm_name).
+func dmName(vg, lv, layer string) string {
+	n := strings.ReplaceAll(vg, "-", "--") + "-" + strings.ReplaceAll(lv, "-", "--")
+	if layer != "" {
+		n += "-" + strings.ReplaceAll(layer, "-", "--")
+	}
+	return n
+}
+
 // SplitDMName splits the device-mapper name lvm2 gives an LV's device
 // ("vg-lv": each name with its own '-' doubled, joined by one '-'; an
 // internal layer adds "-layer", as in "vg-pool-tpool") into the VG, the LV

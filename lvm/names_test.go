@@ -181,17 +181,6 @@ func TestSplitDMName(t *testing.T) {
 	}
 }
 
-// dmName is the device-mapper name lvm2 gives vg/lv (layer "" for the LV
-// itself): each part with its '-' doubled, joined by '-' (libdevmapper's
-// dm_build_dm_name).
-func dmName(vg, lv, layer string) string {
-	n := strings.ReplaceAll(vg, "-", "--") + "-" + strings.ReplaceAll(lv, "-", "--")
-	if layer != "" {
-		n += "-" + strings.ReplaceAll(layer, "-", "--")
-	}
-	return n
-}
-
 // FuzzSplitDMName: the node reads a mount's VG and LV back from its
 // device-mapper name. Every valid VG and LV name (and a layer such as
 // "tpool") is read back exactly from the name lvm2 makes of it, and a

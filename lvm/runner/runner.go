@@ -80,6 +80,19 @@ func (e *Exec) environ(base []string) []string {
 	return append(env, e.Env...)
 }
 
+// LookupEnv is the value of key in the environment of e's commands: the
+// last of Env's entries for it (exec keeps the last of duplicates), else
+// this process's. Code that reads what those commands read (lvm2's
+// LVM_SYSTEM_DIR) asks it instead of guessing.
+func (e *Exec) LookupEnv(key string) (string, bool) {
+	for i := len(e.Env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(e.Env[i], key+"="); ok {
+			return v, true
+		}
+	}
+	return os.LookupEnv(key)
+}
+
 // Run implements Runner.
 func (e *Exec) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
 	return e.run(ctx, nil, name, args...)

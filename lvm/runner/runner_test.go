@@ -209,3 +209,23 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// LookupEnv answers what a command of the runner sees: Env's last entry
+// for the key wins over an earlier one and over this process's.
+func TestLookupEnvIsWhatTheCommandsSee(t *testing.T) {
+	t.Setenv("CARVE_RUNNER_TEST", "process")
+	e := New(0, "CARVE_RUNNER_TEST=first", "OTHER=x", "CARVE_RUNNER_TEST=last")
+	out, err := e.Run(context.Background(), "sh", "-c", "printf %s \"$CARVE_RUNNER_TEST\"")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := e.LookupEnv("CARVE_RUNNER_TEST"); !ok || v != string(out) {
+		t.Errorf("LookupEnv: %q, %t; the command saw %q", v, ok, out)
+	}
+	if v, ok := New(0).LookupEnv("CARVE_RUNNER_TEST"); !ok || v != "process" {
+		t.Errorf("without Env: %q, %t; want this process's", v, ok)
+	}
+	if _, ok := e.LookupEnv("CARVE_RUNNER_TEST_UNSET"); ok {
+		t.Error("an unset key found")
+	}
+}
