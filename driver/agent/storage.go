@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -43,8 +44,10 @@ type StorageReporter struct {
 	// to find orphans; nil skips that.
 	Volumes func(ctx context.Context) ([]volume.Volume, error)
 
-	// Events records a Warning for each new orphan (on the NodeStorage)
-	// and missing LV (on its LogicalVolume); nil records none.
+	// Events records a Warning for each new orphan (on the NodeStorage),
+	// missing LV (on its LogicalVolume) and VG problem (on the
+	// NodeStorage), and a Normal one when a VG problem clears; nil records
+	// none.
 	Events events.EventRecorder
 
 	suspects  map[string]bool // unmatched by the previous report
@@ -80,6 +83,10 @@ func (s *StorageReporter) heartbeat() time.Duration {
 // Report reads the node's storage now, and writes it if it changed (or at
 // the heartbeat). Reading costs no LVM command at idle: Space and Volumes
 // are queries, answered from the Manager's cached reports.
+//
+// A failed audit (a VG that cannot be read fails the listing of volumes)
+// leaves the last findings standing, and the VGs are reported all the
+// same: an unreadable VG shows as such.
 func (s *StorageReporter) Report(ctx context.Context) error {
 	fresh := ctx
 	ctx = lvm.WithCachedReads(ctx) // every 30 s: a query (lvm.Cache)
@@ -87,35 +94,18 @@ func (s *StorageReporter) Report(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, vg := range space {
-		metrics.VolumeGroup(s.Node, vg.Name, vg.Size, vg.Free)
-		metrics.VolumeGroupMetadata(s.Node, vg.Name, vg.MetadataSize, vg.MetadataFree)
-		for _, p := range vg.Pools {
-			metrics.ThinPool(s.Node, vg.Name, p.Name, p.DataPercent, p.MetadataPercent)
-		}
-	}
-	// The client may read from a cache that lags: a NodeStorage it does
-	// not show yet is created, and one that exists already is reported on
-	// by the next report, once the cache has it. Create returns the
-	// object as the API holds it, so its status can be written at once.
-	var ns v1alpha1.NodeStorage
-	err = s.Client.Get(ctx, types.NamespacedName{Name: s.Node}, &ns)
-	if apierrors.IsNotFound(err) {
-		ns = v1alpha1.NodeStorage{ObjectMeta: metav1.ObjectMeta{Name: s.Node}}
-		err = s.Client.Create(ctx, &ns)
-		if apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("NodeStorage %s exists but is not in the cache yet; the next report updates it", s.Node)
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("get or create NodeStorage %s: %w", s.Node, err)
-	}
-	findings, err := s.audit(ctx, fresh)
+	s.gauge(space)
+	ns, err := s.nodeStorage(ctx)
 	if err != nil {
 		return err
 	}
-	orphans, missing := split(findings)
-	s.announce(&ns, findings, orphans, missing)
+	findings, auditErr := s.audit(ctx, fresh)
+	orphans, missing := ns.Status.OrphanedVolumes, ns.Status.MissingVolumes
+	if auditErr == nil {
+		orphans, missing = split(findings)
+		s.announce(&ns, findings, orphans, missing)
+	}
+	s.announceVGHealth(&ns, space)
 	next := v1alpha1.NodeStorageStatus{
 		VolumeGroups:       vgStatuses(space),
 		OverprovisionRatio: strconv.FormatFloat(s.Overprovision, 'f', -1, 64),
@@ -123,12 +113,55 @@ func (s *StorageReporter) Report(ctx context.Context) error {
 		OrphanedVolumes:    orphans,
 		MissingVolumes:     missing,
 	}
+	return errors.Join(auditErr, s.write(ctx, &ns, next))
+}
+
+// gauge sets the metrics of the VGs read; an unreadable one (no size) has
+// none to set, and keeps its last.
+func (s *StorageReporter) gauge(space []volume.VGSpace) {
+	for _, vg := range space {
+		if vg.Size == 0 {
+			continue
+		}
+		metrics.VolumeGroup(s.Node, vg.Name, vg.Size, vg.Free)
+		metrics.VolumeGroupMetadata(s.Node, vg.Name, vg.MetadataSize, vg.MetadataFree)
+		for _, p := range vg.Pools {
+			metrics.ThinPool(s.Node, vg.Name, p.Name, p.DataPercent, p.MetadataPercent)
+		}
+	}
+}
+
+// nodeStorage gets the node's NodeStorage, or creates it.
+//
+// The client may read from a cache that lags: a NodeStorage it does not
+// show yet is created, and one that exists already is reported on by the
+// next report, once the cache has it. Create returns the object as the API
+// holds it, so its status can be written at once.
+func (s *StorageReporter) nodeStorage(ctx context.Context) (v1alpha1.NodeStorage, error) {
+	var ns v1alpha1.NodeStorage
+	err := s.Client.Get(ctx, types.NamespacedName{Name: s.Node}, &ns)
+	if apierrors.IsNotFound(err) {
+		ns = v1alpha1.NodeStorage{ObjectMeta: metav1.ObjectMeta{Name: s.Node}}
+		err = s.Client.Create(ctx, &ns)
+		if apierrors.IsAlreadyExists(err) {
+			return ns, fmt.Errorf("NodeStorage %s exists but is not in the cache yet; the next report updates it", s.Node)
+		}
+	}
+	if err != nil {
+		return ns, fmt.Errorf("get or create NodeStorage %s: %w", s.Node, err)
+	}
+	return ns, nil
+}
+
+// write writes next as ns's status, unless it says nothing new and the
+// heartbeat is not due: the API server and every watcher are spared it.
+func (s *StorageReporter) write(ctx context.Context, ns *v1alpha1.NodeStorage, next v1alpha1.NodeStorageStatus) error {
 	if equality.Semantic.DeepEqual(next, ns.Status) && time.Since(ns.Status.UpdateTime.Time) < s.heartbeat() {
-		return nil // nothing new: the API server and every watcher are spared a write
+		return nil
 	}
 	next.UpdateTime = metav1.Now()
 	ns.Status = next
-	if err := s.Client.Status().Update(ctx, &ns); err != nil {
+	if err := s.Client.Status().Update(ctx, ns); err != nil {
 		return fmt.Errorf("update NodeStorage %s: %w", s.Node, err)
 	}
 	return nil
@@ -157,7 +190,7 @@ func (s *StorageReporter) audit(ctx, fresh context.Context) (map[string]*v1alpha
 	}
 	vols, err := s.Volumes(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("audit: list volumes: %w", err)
 	}
 	// In carve node the client reads the node's cache, which holds only
 	// this node's LogicalVolumes: no API call.
@@ -180,7 +213,7 @@ func (s *StorageReporter) audit(ctx, fresh context.Context) (map[string]*v1alpha
 	// none runs no lvm2 command here.
 	if len(unmatched) > 0 && time.Since(s.confirmed) >= confirmEvery {
 		if vols, err = s.Volumes(fresh); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("audit: list volumes afresh: %w", err)
 		}
 		s.confirmed = time.Now()
 		unmatched = match(vols, claimed)
@@ -267,7 +300,8 @@ func vgStatuses(space []volume.VGSpace) []v1alpha1.VolumeGroupStatus {
 	out := make([]v1alpha1.VolumeGroupStatus, 0, len(space))
 	for _, vg := range space {
 		st := v1alpha1.VolumeGroupStatus{Name: vg.Name, SizeBytes: int64(vg.Size), FreeBytes: int64(vg.Free),
-			ExtentSize: int64(vg.ExtentSize), MetadataSizeBytes: int64(vg.MetadataSize), MetadataFreeBytes: int64(vg.MetadataFree)}
+			ExtentSize: int64(vg.ExtentSize), MetadataSizeBytes: int64(vg.MetadataSize), MetadataFreeBytes: int64(vg.MetadataFree),
+			Health: healthOf(vg.Health)}
 		for _, f := range vg.PVFree {
 			st.PVFreeBytes = append(st.PVFreeBytes, int64(f))
 		}
