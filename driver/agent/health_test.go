@@ -15,6 +15,7 @@ import (
 	"carve.dev/carve/driver/api/v1alpha1"
 	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/volume"
+	"carve.dev/carve/lvm"
 	"carve.dev/carve/test/lvmfake"
 )
 
@@ -113,6 +114,101 @@ func TestNodeStorageShowsAnUnreadableVG(t *testing.T) {
 	wantEvents(t, rec, "Normal VolumeGroupUnreadable cleared")
 }
 
+// A thin pool that fills up after its volume's last reconcile shows in the
+// volume's LogicalVolume at the next report (ThinPoolFull, a Warning on
+// it), and clears when the pool has room again (a Normal event). Reports
+// that find nothing new write nothing, and a reconcile keeps the health.
+func TestLogicalVolumeHealthFollowsItsThinPool(t *testing.T) {
+	v := lvResource("pvc-thin", node, 8*mib)
+	v.Spec.Type.ThinPool = "pool"
+	r := newRig(t, v)
+	r.lvm.PutThinPool("vg0", "pool", 40*mib, 0)
+	if _, err := r.reconcile("pvc-thin"); err != nil {
+		t.Fatal(err)
+	}
+	rec := events.NewFakeRecorder(10)
+	r.r.Events = rec
+	vols := lvmvol.NewManager(r.lvm, r.lvm, node, []string{"vg0"})
+	rep := &StorageReporter{Client: r.c, Node: node, Space: vols.Space, Overprovision: 1, Volumes: vols.ListVolumes, Events: rec}
+	report := func() *v1alpha1.LogicalVolume { reportedOn(t, r, rep); return logicalVolume(t, r, "pvc-thin") }
+	idle := logicalVolume(t, r, "pvc-thin").ResourceVersion
+	if lv := report(); lv.ResourceVersion != idle || len(lv.Status.Health) != 0 {
+		t.Errorf("idle report: health %+v, resourceVersion %s -> %s; want nothing written", lv.Status.Health, idle, lv.ResourceVersion)
+	}
+	r.lvm.SetPoolUsage("vg0", "pool", 100, 10, 0)
+	full := report()
+	lvHealthIs(t, full, "Inaccessible ThinPoolFull")
+	wantEvents(t, rec, "Warning ThinPoolFull thin pool vg0/pool is out of data space")
+	if lv := report(); lv.ResourceVersion != full.ResourceVersion {
+		t.Errorf("a report that found nothing new wrote the LogicalVolume: %s -> %s", full.ResourceVersion, lv.ResourceVersion)
+	}
+	if lv, err := r.reconcile("pvc-thin"); err != nil || !sameProblems(lv.Status.Health, full.Status.Health) {
+		t.Errorf("a reconcile changed the health: %+v, %v", lv.Status.Health, err)
+	}
+	wantEvents(t, rec) // told once, by whoever saw it first
+	r.lvm.SetPoolUsage("vg0", "pool", 50, 10, 0)
+	lvHealthIs(t, report(), "")
+	wantEvents(t, rec, "Normal ThinPoolFull cleared")
+}
+
+// A reconcile that finds the same problems keeps the status's messages,
+// though their figures moved: a status write for each would wake a
+// reconcile for each while a pool fills.
+func TestReconcileKeepsTheSameProblems(t *testing.T) {
+	v := lvResource("pvc-thin", node, 8*mib)
+	v.Spec.Type.ThinPool = "pool"
+	r := newRig(t, v)
+	r.lvm.PutThinPool("vg0", "pool", 40*mib, 0)
+	if _, err := r.reconcile("pvc-thin"); err != nil {
+		t.Fatal(err)
+	}
+	r.lvm.SetPoolUsage("vg0", "pool", 91, 10, 0)
+	first, err := r.reconcile("pvc-thin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lvHealthIs(t, first, "Degraded ThinPoolNearlyFull")
+	r.lvm.SetPoolUsage("vg0", "pool", 95, 10, 0)
+	lv, err := r.reconcile("pvc-thin")
+	if err != nil || lv.ResourceVersion != first.ResourceVersion || lv.Status.Health[0].Message != first.Status.Health[0].Message {
+		t.Errorf("after the pool filled on: health %+v, resourceVersion %s -> %s, %v; want the first unchanged",
+			lv.Status.Health, first.ResourceVersion, lv.ResourceVersion, err)
+	}
+}
+
+// A difference seen in the cached listing is confirmed on a fresh one
+// before anything is written: a cached report older than the status (a
+// reconcile reads afresh) must not undo it.
+func TestCachedHealthIsConfirmedAfresh(t *testing.T) {
+	r := newRig(t, lvResource("pvc-1", node, 8*mib))
+	if _, err := r.reconcile("pvc-1"); err != nil {
+		t.Fatal(err)
+	}
+	vols := lvmvol.NewManager(r.lvm, r.lvm, node, []string{"vg0"})
+	stale, err := vols.ListVolumes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale[0].Health = []volume.Problem{{Kind: volume.Inaccessible, Reason: "ThinPoolFull", Message: "stale"}}
+	fresh := 0
+	list := func(c context.Context) ([]volume.Volume, error) {
+		if lvm.CachedReads(c) {
+			return stale, nil
+		}
+		fresh++
+		return vols.ListVolumes(c)
+	}
+	rec := events.NewFakeRecorder(10)
+	rep := &StorageReporter{Client: r.c, Node: node, Space: vols.Space, Overprovision: 1, Volumes: list, Events: rec}
+	before := logicalVolume(t, r, "pvc-1").ResourceVersion
+	reportedOn(t, r, rep)
+	if lv := logicalVolume(t, r, "pvc-1"); lv.ResourceVersion != before || len(lv.Status.Health) != 0 || fresh != 1 {
+		t.Errorf("health %+v (resourceVersion %s -> %s) after %d fresh reads; want it untouched after 1",
+			lv.Status.Health, before, lv.ResourceVersion, fresh)
+	}
+	wantEvents(t, rec)
+}
+
 func nodeStorage(t *testing.T, r *rig) v1alpha1.NodeStorage {
 	t.Helper()
 	var ns v1alpha1.NodeStorage
@@ -120,6 +216,15 @@ func nodeStorage(t *testing.T, r *rig) v1alpha1.NodeStorage {
 		t.Fatal(err)
 	}
 	return ns
+}
+
+func logicalVolume(t *testing.T, r *rig, name string) *v1alpha1.LogicalVolume {
+	t.Helper()
+	var lv v1alpha1.LogicalVolume
+	if err := r.c.Get(ctx, types.NamespacedName{Name: name}, &lv); err != nil {
+		t.Fatal(err)
+	}
+	return &lv
 }
 
 // problems renders health as "Kind Reason", comma-separated.
@@ -140,5 +245,12 @@ func vgHealthIs(t *testing.T, ns v1alpha1.NodeStorage, want map[string]string) {
 		if got := problems(vg.Health); got != want[vg.Name] {
 			t.Errorf("VG %s: health %q (%+v), want %q", vg.Name, got, vg.Health, want[vg.Name])
 		}
+	}
+}
+
+func lvHealthIs(t *testing.T, lv *v1alpha1.LogicalVolume, want string) {
+	t.Helper()
+	if got := problems(lv.Status.Health); got != want {
+		t.Errorf("LogicalVolume %s: health %q (%+v), want %q", lv.Name, got, lv.Status.Health, want)
 	}
 }

@@ -41,13 +41,14 @@ type StorageReporter struct {
 	// means 10 min. Between, an idle node writes nothing.
 	Heartbeat time.Duration
 	// Volumes lists Carve's volumes on the node (lvmvol.Manager.ListVolumes),
-	// to find orphans; nil skips that.
+	// to find orphans and to keep the LogicalVolumes' health; nil skips
+	// both.
 	Volumes func(ctx context.Context) ([]volume.Volume, error)
 
 	// Events records a Warning for each new orphan (on the NodeStorage),
-	// missing LV (on its LogicalVolume) and VG problem (on the
-	// NodeStorage), and a Normal one when a VG problem clears; nil records
-	// none.
+	// missing LV (on its LogicalVolume) and health problem (a VG's on the
+	// NodeStorage, a volume's on its LogicalVolume), and a Normal one when
+	// a problem clears; nil records none.
 	Events events.EventRecorder
 
 	suspects  map[string]bool // unmatched by the previous report
@@ -81,8 +82,9 @@ func (s *StorageReporter) heartbeat() time.Duration {
 }
 
 // Report reads the node's storage now, and writes it if it changed (or at
-// the heartbeat). Reading costs no LVM command at idle: Space and Volumes
-// are queries, answered from the Manager's cached reports.
+// the heartbeat); then it brings the health in its LogicalVolumes' status
+// up to date (syncHealth). Reading costs no LVM command at idle: Space and
+// Volumes are queries, answered from the Manager's cached reports.
 //
 // A failed audit (a VG that cannot be read fails the listing of volumes)
 // leaves the last findings standing, and the VGs are reported all the
@@ -99,7 +101,7 @@ func (s *StorageReporter) Report(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	findings, auditErr := s.audit(ctx, fresh)
+	findings, read, auditErr := s.audit(ctx, fresh)
 	orphans, missing := ns.Status.OrphanedVolumes, ns.Status.MissingVolumes
 	if auditErr == nil {
 		orphans, missing = split(findings)
@@ -113,7 +115,10 @@ func (s *StorageReporter) Report(ctx context.Context) error {
 		OrphanedVolumes:    orphans,
 		MissingVolumes:     missing,
 	}
-	return errors.Join(auditErr, s.write(ctx, &ns, next))
+	if err := s.write(ctx, &ns, next); err != nil || auditErr != nil {
+		return errors.Join(auditErr, err)
+	}
+	return s.syncHealth(ctx, fresh, read)
 }
 
 // gauge sets the metrics of the VGs read; an unreadable one (no size) has
@@ -184,26 +189,21 @@ func (s *StorageReporter) write(ctx context.Context, ns *v1alpha1.NodeStorage, n
 // listed first, then the resources, and a volume created or deleted in
 // between looks unmatched. Such a volume is matched by the next report, so
 // only what is seen unmatched twice in a row is reported.
-func (s *StorageReporter) audit(ctx, fresh context.Context) (map[string]*v1alpha1.LogicalVolume, error) {
+//
+// It returns what it read too, for syncHealth.
+func (s *StorageReporter) audit(ctx, fresh context.Context) (map[string]*v1alpha1.LogicalVolume, reading, error) {
 	if s.Volumes == nil {
-		return nil, nil
+		return nil, reading{}, nil
 	}
 	vols, err := s.Volumes(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("audit: list volumes: %w", err)
+		return nil, reading{}, fmt.Errorf("audit: list volumes: %w", err)
 	}
-	// In carve node the client reads the node's cache, which holds only
-	// this node's LogicalVolumes: no API call.
-	var list v1alpha1.LogicalVolumeList
-	if err := s.Client.List(ctx, &list); err != nil {
-		return nil, fmt.Errorf("list LogicalVolumes: %w", err)
+	claimed, err := s.claimed(ctx)
+	if err != nil {
+		return nil, reading{}, err
 	}
-	claimed := map[string]*v1alpha1.LogicalVolume{}
-	for i := range list.Items {
-		if lv := &list.Items[i]; lv.Spec.NodeName == s.Node {
-			claimed[lv.Spec.VolumeGroup+"/"+lv.Name] = lv
-		}
-	}
+	read := reading{vols: vols, claimed: claimed}
 	unmatched := match(vols, claimed)
 	// The LVs were a query's, read from lvm.Cache, which Carve's own
 	// changes keep exact but which sees an administrator's lvremove (of
@@ -212,11 +212,11 @@ func (s *StorageReporter) audit(ctx, fresh context.Context) (map[string]*v1alpha
 	// confirmEvery, so that their repair shows within that; a node with
 	// none runs no lvm2 command here.
 	if len(unmatched) > 0 && time.Since(s.confirmed) >= confirmEvery {
-		if vols, err = s.Volumes(fresh); err != nil {
-			return nil, fmt.Errorf("audit: list volumes afresh: %w", err)
+		if read.vols, err = s.Volumes(fresh); err != nil {
+			return nil, reading{}, fmt.Errorf("audit: list volumes afresh: %w", err)
 		}
-		s.confirmed = time.Now()
-		unmatched = match(vols, claimed)
+		s.confirmed, read.fresh = time.Now(), true
+		unmatched = match(read.vols, claimed)
 	}
 	findings := map[string]*v1alpha1.LogicalVolume{}
 	for key, lv := range unmatched {
@@ -228,7 +228,32 @@ func (s *StorageReporter) audit(ctx, fresh context.Context) (map[string]*v1alpha
 	for key := range unmatched {
 		s.suspects[key] = true
 	}
-	return findings, nil
+	return findings, read, nil
+}
+
+// reading is what an audit read: the node's volumes (afresh, or from the
+// cache), and its LogicalVolumes by "VG/LV".
+type reading struct {
+	vols    []volume.Volume
+	claimed map[string]*v1alpha1.LogicalVolume
+	fresh   bool
+}
+
+// claimed lists the node's LogicalVolumes by "VG/LV". In carve node the
+// client reads the node's cache, which holds only this node's
+// LogicalVolumes: no API call.
+func (s *StorageReporter) claimed(ctx context.Context) (map[string]*v1alpha1.LogicalVolume, error) {
+	var list v1alpha1.LogicalVolumeList
+	if err := s.Client.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("list LogicalVolumes: %w", err)
+	}
+	claimed := map[string]*v1alpha1.LogicalVolume{}
+	for i := range list.Items {
+		if lv := &list.Items[i]; lv.Spec.NodeName == s.Node {
+			claimed[lv.Spec.VolumeGroup+"/"+lv.Name] = lv
+		}
+	}
+	return claimed, nil
 }
 
 // split sorts findings into orphans and missing LVs, each in order.
