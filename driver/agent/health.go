@@ -25,7 +25,7 @@ const actionHealth = "HealthCheck"
 // figures (a pool 91.3% full, raid legs 40% in sync) that move by the
 // minute, and a LogicalVolume status write for each would wake a reconcile
 // for each (see pendingMessage). So a LogicalVolume's messages are as of
-// when its problems appeared; the health RPCs tell them now.
+// when its problems appeared; NodeGetVolumeHealth tells them now.
 func sameProblems(a, b []v1alpha1.HealthProblem) bool {
 	return slices.EqualFunc(a, b, func(x, y v1alpha1.HealthProblem) bool { return problemKey(x) == problemKey(y) })
 }
@@ -57,10 +57,10 @@ func newProblems(before, after []v1alpha1.HealthProblem) []v1alpha1.HealthProble
 	return out
 }
 
-// healthEvents logs and records what changed from before to after, once
-// the status says so: a Warning for each new problem (its reason, its
-// message), a Normal one with the same reason for each that cleared. what
-// names the sick thing in the log.
+// healthEvents logs and records what changed from before to after: a
+// Warning for each new problem (its reason, its message), a Normal one
+// with the same reason for each that cleared. what names the sick thing
+// in the log.
 func healthEvents(rec events.EventRecorder, regarding runtime.Object, what string, before, after []v1alpha1.HealthProblem) {
 	for _, p := range newProblems(before, after) {
 		klog.InfoS("Health problem", "of", what, "kind", p.Kind, "reason", p.Reason, "message", p.Message)
