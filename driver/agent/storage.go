@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -40,11 +41,14 @@ type StorageReporter struct {
 	// means 10 min. Between, an idle node writes nothing.
 	Heartbeat time.Duration
 	// Volumes lists Carve's volumes on the node (lvmvol.Manager.ListVolumes),
-	// to find orphans; nil skips that.
+	// to find orphans and to keep the LogicalVolumes' health; nil skips
+	// both.
 	Volumes func(ctx context.Context) ([]volume.Volume, error)
 
-	// Events records a Warning for each new orphan (on the NodeStorage)
-	// and missing LV (on its LogicalVolume); nil records none.
+	// Events records a Warning for each new orphan (on the NodeStorage),
+	// missing LV (on its LogicalVolume) and health problem (a VG's on the
+	// NodeStorage, a volume's on its LogicalVolume), and a Normal one when
+	// a problem clears; nil records none.
 	Events events.EventRecorder
 
 	suspects  map[string]bool // unmatched by the previous report
@@ -78,8 +82,13 @@ func (s *StorageReporter) heartbeat() time.Duration {
 }
 
 // Report reads the node's storage now, and writes it if it changed (or at
-// the heartbeat). Reading costs no LVM command at idle: Space and Volumes
-// are queries, answered from the Manager's cached reports.
+// the heartbeat); then it brings the health in its LogicalVolumes' status
+// up to date (syncHealth). Reading costs no LVM command at idle: Space and
+// Volumes are queries, answered from the Manager's cached reports.
+//
+// A failed audit (a VG that cannot be read fails the listing of volumes)
+// leaves the last findings standing, and the VGs are reported all the
+// same: an unreadable VG shows as such.
 func (s *StorageReporter) Report(ctx context.Context) error {
 	fresh := ctx
 	ctx = lvm.WithCachedReads(ctx) // every 30 s: a query (lvm.Cache)
@@ -87,35 +96,18 @@ func (s *StorageReporter) Report(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, vg := range space {
-		metrics.VolumeGroup(s.Node, vg.Name, vg.Size, vg.Free)
-		metrics.VolumeGroupMetadata(s.Node, vg.Name, vg.MetadataSize, vg.MetadataFree)
-		for _, p := range vg.Pools {
-			metrics.ThinPool(s.Node, vg.Name, p.Name, p.DataPercent, p.MetadataPercent)
-		}
-	}
-	// The client may read from a cache that lags: a NodeStorage it does
-	// not show yet is created, and one that exists already is reported on
-	// by the next report, once the cache has it. Create returns the
-	// object as the API holds it, so its status can be written at once.
-	var ns v1alpha1.NodeStorage
-	err = s.Client.Get(ctx, types.NamespacedName{Name: s.Node}, &ns)
-	if apierrors.IsNotFound(err) {
-		ns = v1alpha1.NodeStorage{ObjectMeta: metav1.ObjectMeta{Name: s.Node}}
-		err = s.Client.Create(ctx, &ns)
-		if apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("NodeStorage %s exists but is not in the cache yet; the next report updates it", s.Node)
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("get or create NodeStorage %s: %w", s.Node, err)
-	}
-	findings, err := s.audit(ctx, fresh)
+	s.gauge(space)
+	ns, err := s.nodeStorage(ctx)
 	if err != nil {
 		return err
 	}
-	orphans, missing := split(findings)
-	s.announce(&ns, findings, orphans, missing)
+	findings, read, auditErr := s.audit(ctx, fresh)
+	orphans, missing := ns.Status.OrphanedVolumes, ns.Status.MissingVolumes
+	if auditErr == nil {
+		orphans, missing = split(findings)
+		s.announce(&ns, findings, orphans, missing)
+	}
+	s.announceVGHealth(&ns, space)
 	next := v1alpha1.NodeStorageStatus{
 		VolumeGroups:       vgStatuses(space),
 		OverprovisionRatio: strconv.FormatFloat(s.Overprovision, 'f', -1, 64),
@@ -123,12 +115,58 @@ func (s *StorageReporter) Report(ctx context.Context) error {
 		OrphanedVolumes:    orphans,
 		MissingVolumes:     missing,
 	}
+	if err := s.write(ctx, &ns, next); err != nil || auditErr != nil {
+		return errors.Join(auditErr, err)
+	}
+	return s.syncHealth(ctx, fresh, read)
+}
+
+// gauge sets the metrics of the VGs read; an unreadable one (no size) has
+// none to set, and keeps its last.
+func (s *StorageReporter) gauge(space []volume.VGSpace) {
+	for _, vg := range space {
+		if vg.Size == 0 {
+			continue
+		}
+		metrics.VolumeGroup(s.Node, vg.Name, vg.Size, vg.Free)
+		metrics.VolumeGroupMetadata(s.Node, vg.Name, vg.MetadataSize, vg.MetadataFree)
+		for _, p := range vg.Pools {
+			metrics.ThinPool(s.Node, vg.Name, p.Name, p.DataPercent, p.MetadataPercent)
+		}
+	}
+}
+
+// nodeStorage gets the node's NodeStorage, or creates it.
+//
+// The client may read from a cache that lags: a NodeStorage it does not
+// show yet is created, and one that exists already is reported on by the
+// next report, once the cache has it. Create returns the object as the API
+// holds it, so its status can be written at once.
+func (s *StorageReporter) nodeStorage(ctx context.Context) (v1alpha1.NodeStorage, error) {
+	var ns v1alpha1.NodeStorage
+	err := s.Client.Get(ctx, types.NamespacedName{Name: s.Node}, &ns)
+	if apierrors.IsNotFound(err) {
+		ns = v1alpha1.NodeStorage{ObjectMeta: metav1.ObjectMeta{Name: s.Node}}
+		err = s.Client.Create(ctx, &ns)
+		if apierrors.IsAlreadyExists(err) {
+			return ns, fmt.Errorf("NodeStorage %s exists but is not in the cache yet; the next report updates it", s.Node)
+		}
+	}
+	if err != nil {
+		return ns, fmt.Errorf("get or create NodeStorage %s: %w", s.Node, err)
+	}
+	return ns, nil
+}
+
+// write writes next as ns's status, unless it says nothing new and the
+// heartbeat is not due: the API server and every watcher are spared it.
+func (s *StorageReporter) write(ctx context.Context, ns *v1alpha1.NodeStorage, next v1alpha1.NodeStorageStatus) error {
 	if equality.Semantic.DeepEqual(next, ns.Status) && time.Since(ns.Status.UpdateTime.Time) < s.heartbeat() {
-		return nil // nothing new: the API server and every watcher are spared a write
+		return nil
 	}
 	next.UpdateTime = metav1.Now()
 	ns.Status = next
-	if err := s.Client.Status().Update(ctx, &ns); err != nil {
+	if err := s.Client.Status().Update(ctx, ns); err != nil {
 		return fmt.Errorf("update NodeStorage %s: %w", s.Node, err)
 	}
 	return nil
@@ -151,26 +189,21 @@ func (s *StorageReporter) Report(ctx context.Context) error {
 // listed first, then the resources, and a volume created or deleted in
 // between looks unmatched. Such a volume is matched by the next report, so
 // only what is seen unmatched twice in a row is reported.
-func (s *StorageReporter) audit(ctx, fresh context.Context) (map[string]*v1alpha1.LogicalVolume, error) {
+//
+// It returns what it read too, for syncHealth.
+func (s *StorageReporter) audit(ctx, fresh context.Context) (map[string]*v1alpha1.LogicalVolume, reading, error) {
 	if s.Volumes == nil {
-		return nil, nil
+		return nil, reading{}, nil
 	}
 	vols, err := s.Volumes(ctx)
 	if err != nil {
-		return nil, err
+		return nil, reading{}, fmt.Errorf("audit: list volumes: %w", err)
 	}
-	// In carve node the client reads the node's cache, which holds only
-	// this node's LogicalVolumes: no API call.
-	var list v1alpha1.LogicalVolumeList
-	if err := s.Client.List(ctx, &list); err != nil {
-		return nil, fmt.Errorf("list LogicalVolumes: %w", err)
+	claimed, err := s.claimed(ctx)
+	if err != nil {
+		return nil, reading{}, err
 	}
-	claimed := map[string]*v1alpha1.LogicalVolume{}
-	for i := range list.Items {
-		if lv := &list.Items[i]; lv.Spec.NodeName == s.Node {
-			claimed[lv.Spec.VolumeGroup+"/"+lv.Name] = lv
-		}
-	}
+	read := reading{vols: vols, claimed: claimed}
 	unmatched := match(vols, claimed)
 	// The LVs were a query's, read from lvm.Cache, which Carve's own
 	// changes keep exact but which sees an administrator's lvremove (of
@@ -179,11 +212,11 @@ func (s *StorageReporter) audit(ctx, fresh context.Context) (map[string]*v1alpha
 	// confirmEvery, so that their repair shows within that; a node with
 	// none runs no lvm2 command here.
 	if len(unmatched) > 0 && time.Since(s.confirmed) >= confirmEvery {
-		if vols, err = s.Volumes(fresh); err != nil {
-			return nil, err
+		if read.vols, err = s.Volumes(fresh); err != nil {
+			return nil, reading{}, fmt.Errorf("audit: list volumes afresh: %w", err)
 		}
-		s.confirmed = time.Now()
-		unmatched = match(vols, claimed)
+		s.confirmed, read.fresh = time.Now(), true
+		unmatched = match(read.vols, claimed)
 	}
 	findings := map[string]*v1alpha1.LogicalVolume{}
 	for key, lv := range unmatched {
@@ -195,7 +228,32 @@ func (s *StorageReporter) audit(ctx, fresh context.Context) (map[string]*v1alpha
 	for key := range unmatched {
 		s.suspects[key] = true
 	}
-	return findings, nil
+	return findings, read, nil
+}
+
+// reading is what an audit read: the node's volumes (afresh, or from the
+// cache), and its LogicalVolumes by "VG/LV".
+type reading struct {
+	vols    []volume.Volume
+	claimed map[string]*v1alpha1.LogicalVolume
+	fresh   bool
+}
+
+// claimed lists the node's LogicalVolumes by "VG/LV". In carve node the
+// client reads the node's cache, which holds only this node's
+// LogicalVolumes: no API call.
+func (s *StorageReporter) claimed(ctx context.Context) (map[string]*v1alpha1.LogicalVolume, error) {
+	var list v1alpha1.LogicalVolumeList
+	if err := s.Client.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("list LogicalVolumes: %w", err)
+	}
+	claimed := map[string]*v1alpha1.LogicalVolume{}
+	for i := range list.Items {
+		if lv := &list.Items[i]; lv.Spec.NodeName == s.Node {
+			claimed[lv.Spec.VolumeGroup+"/"+lv.Name] = lv
+		}
+	}
+	return claimed, nil
 }
 
 // split sorts findings into orphans and missing LVs, each in order.
@@ -267,7 +325,8 @@ func vgStatuses(space []volume.VGSpace) []v1alpha1.VolumeGroupStatus {
 	out := make([]v1alpha1.VolumeGroupStatus, 0, len(space))
 	for _, vg := range space {
 		st := v1alpha1.VolumeGroupStatus{Name: vg.Name, SizeBytes: int64(vg.Size), FreeBytes: int64(vg.Free),
-			ExtentSize: int64(vg.ExtentSize), MetadataSizeBytes: int64(vg.MetadataSize), MetadataFreeBytes: int64(vg.MetadataFree)}
+			ExtentSize: int64(vg.ExtentSize), MetadataSizeBytes: int64(vg.MetadataSize), MetadataFreeBytes: int64(vg.MetadataFree),
+			Health: healthOf(vg.Health)}
 		for _, f := range vg.PVFree {
 			st.PVFreeBytes = append(st.PVFreeBytes, int64(f))
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -169,12 +170,7 @@ func TestEachOrphanIsAnEventOfItsOwn(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cs := kubernetes.NewForConfigOrDie(server.Config)
-	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: cs.EventsV1()})
-	stop := make(chan struct{})
-	defer close(stop)
-	b.StartRecordingToSink(stop)
-	rec := b.NewRecorder(r.c.Scheme(), "carve-node")
+	rec, list := apiEvents(t, r)
 	rep := &StorageReporter{Client: r.c, Node: node, Space: vols.Space, Overprovision: 1, Volumes: vols.ListVolumes, Events: rec}
 	for range 2 { // orphans are told from the second report that sees them
 		if err := rep.Report(ctx); err != nil {
@@ -182,28 +178,41 @@ func TestEachOrphanIsAnEventOfItsOwn(t *testing.T) {
 		}
 	}
 	var notes []string
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		list, err := cs.EventsV1().Events("default").List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		notes = nil
-		for _, e := range list.Items {
-			if e.Reason == ReasonOrphaned && e.Regarding.Name == node {
-				notes = append(notes, e.Note)
-			}
-		}
-		if len(notes) == 2 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
+	for _, e := range list(ReasonOrphaned, 2) {
+		notes = append(notes, e.Note)
 	}
 	for _, lv := range []string{"vg0/pvc-orphan-a", "vg0/pvc-orphan-b"} {
 		if !slices.ContainsFunc(notes, func(n string) bool { return strings.Contains(n, "LV "+lv+" ") }) {
 			t.Errorf("no OrphanedVolume event tells of %s; the API server holds %q", lv, notes)
 		}
 	}
+}
+
+// apiEvents gives a recorder whose events reach the API server, and a
+// function that waits (30 s at most) for want events of a reason about the
+// node's NodeStorage there and returns those it finds.
+func apiEvents(t *testing.T, r *rig) (events.EventRecorder, func(reason string, want int) []eventsv1.Event) {
+	t.Helper()
+	cs := kubernetes.NewForConfigOrDie(server.Config)
+	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: cs.EventsV1()})
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	b.StartRecordingToSink(stop)
+	list := func(reason string, want int) []eventsv1.Event {
+		var found []eventsv1.Event
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			all, err := cs.EventsV1().Events("default").List(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			found = slices.DeleteFunc(all.Items, func(e eventsv1.Event) bool { return e.Reason != reason || e.Regarding.Name != node })
+			if len(found) >= want {
+				break
+			}
+		}
+		return found
+	}
+	return b.NewRecorder(r.c.Scheme(), "carve-node"), list
 }
 
 // reportedOn runs one storage report and returns the NodeStorage it wrote.

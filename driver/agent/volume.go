@@ -259,7 +259,7 @@ func (r *VolumeReconciler) report(ctx context.Context, lv *v1alpha1.LogicalVolum
 		if vol.Published {
 			st.DevicePath = vol.DevicePath
 		}
-		st.Health = healthOf(vol.Health)
+		st.Health = keptHealth(st.Health, healthOf(vol.Health))
 	}
 	if err := r.Client.Status().Update(ctx, lv); err != nil {
 		return errors.Join(opErr, fmt.Errorf("update status of %s: %w", lv.Name, err))
@@ -298,6 +298,7 @@ func (r *VolumeReconciler) events(lv *v1alpha1.LogicalVolume, before v1alpha1.Lo
 	case !st.WriteCache.Same(before.WriteCache):
 		emit(r.Events, lv, "Normal", ReasonModified, "Modify", "LV %s has a write cache of %d bytes (0: none)", st.VolumeID, st.WriteCache.Volume().Size)
 	}
+	healthEvents(r.Events, lv, "LogicalVolume "+lv.Name, before.Health, st.Health)
 	switch {
 	case st.Published && !before.Published:
 		emit(r.Events, lv, "Normal", ReasonPublished, "Publish", "activated LV %s on %s: %s", st.VolumeID, r.Node, st.DevicePath)

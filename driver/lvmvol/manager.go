@@ -345,19 +345,18 @@ func (m *Manager) Probe(ctx context.Context) error {
 const livenessProof = 30 * time.Second
 
 // StorageHealth reports trouble with the served volume groups: one that
-// cannot be read is Inaccessible, one with missing PVs Degraded. It reads
-// lvm2 afresh: health must show a failed disk now.
+// cannot be read is Inaccessible, one with missing PVs Degraded (as Space
+// reports them for the node's NodeStorage). It reads lvm2 afresh: health
+// must show a failed disk now.
 func (m *Manager) StorageHealth(ctx context.Context) []volume.Problem {
 	var out []volume.Problem
 	for _, name := range m.vgs {
 		vg, err := m.lvm.GetVG(ctx, name)
-		switch {
-		case err != nil:
-			out = append(out, volume.Problem{Kind: volume.Inaccessible, Reason: "VolumeGroupUnreadable", Message: fmt.Sprintf("volume group %s: %v", name, err)})
-		case vg.MissingPVCount > 0 || vg.Partial:
-			out = append(out, volume.Problem{Kind: volume.Degraded, Reason: "MissingPhysicalVolume",
-				Message: fmt.Sprintf("volume group %s misses %d physical volume(s)", name, vg.MissingPVCount)})
+		if err != nil {
+			out = append(out, vgUnreadable(fmt.Sprintf("volume group %s: %v", name, err)))
+			continue
 		}
+		out = append(out, vgHealth(name, vg)...)
 	}
 	return out
 }

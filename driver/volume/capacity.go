@@ -69,6 +69,9 @@ type VGSpace struct {
 	// is left of it for the next version (lvm.VG); a size of 0 is not
 	// reported (an agent from before the field).
 	MetadataSize, MetadataFree uint64
+	// Health lists the VG's problems, empty when it is healthy: PVs
+	// missing, or the VG unreadable (then it reports no space at all).
+	Health []Problem
 }
 
 // MetadataReserve is the metadata room below which a VG counts as full.

@@ -355,8 +355,12 @@ func TestNodePolicy(t *testing.T) {
 			t.Fatalf("after the agent's reconcile: snapshot status %+v, finalizers %v, %v", gotSnap.Status, gotSnap.Finalizers, err)
 		}
 
+		f.SetPoolUsage("vg0", "pool", 100, 10, 0) // the report writes the volume's new health
 		rep := &agent.StorageReporter{Client: a, Node: nodeA, Space: m.Space, Overprovision: 1, Volumes: m.ListVolumes}
 		accepted(t, "the agent's storage report", rep.Report(ctx))
+		if err := w.admin.Get(ctx, client.ObjectKeyFromObject(lv), &got); err != nil || len(got.Status.Health) == 0 {
+			t.Errorf("after the agent's storage report: health %+v, %v; want ThinPoolFull", got.Status.Health, err)
+		}
 
 		for _, step := range []struct {
 			obj client.Object

@@ -124,7 +124,11 @@ type LogicalVolumeStatus struct {
 	// spec.writeCache, once a change of it is done.
 	// +optional
 	WriteCache *WriteCache `json:"writeCache,omitempty"`
-	// Health lists adverse conditions, empty when healthy.
+	// Health lists adverse conditions, empty when healthy. The agent sets
+	// it at each reconcile and brings it up to date at its storage report
+	// (every 30 s), with a Warning event when a problem appears and a
+	// Normal one when it clears; a message's figures are as of when its
+	// problem appeared.
 	// +optional
 	Health []HealthProblem `json:"health,omitempty"`
 	// Error is the last failure, nil after a success.

@@ -41,6 +41,10 @@ type VolumeGroupStatus struct {
 	PVFreeBytes []int64 `json:"pvFreeBytes,omitempty"`
 	// +optional
 	ThinPools []ThinPoolStatus `json:"thinPools,omitempty"`
+	// Health lists the VG's problems, empty when it is healthy:
+	// MissingPhysicalVolume (Degraded) while a PV is missing, when Carve
+	// changes none of its LVs; VolumeGroupUnreadable (Inaccessible) while
+	// lvm2 cannot read it, its sizes then 0.
 	// +optional
 	Health []HealthProblem `json:"health,omitempty"`
 	// MetadataSizeBytes and MetadataFreeBytes are the VG's metadata area
