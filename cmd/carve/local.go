@@ -57,8 +57,9 @@ func (f *localFlags) register(fs *flag.FlagSet, defaultEndpoint string) {
 		"timeout of each metadata command (lvm, blkid); data work (zeroing, copies, mkfs, fsck, filesystem growth) gets a deadline sized for the volume instead")
 	fs.DurationVar(&f.lvmCacheAge, "lvm-cache-max-age", 10*time.Minute,
 		"queries (GetCapacity, ListVolumes, NodeGetVolumeStats, the storage report) may be answered from an lvm report this old; "+
-			"Carve's own changes, and changes to the VG's metadata on its PVs (lvm2 by hand, dmeventd), refresh it at once; "+
-			"this bounds how long other changes made outside Carve (thin pools filling, failed disks) take to show (0: every query runs lvm2)")
+			"Carve's own changes refresh it at once, and so do, within a second, changes to the VG's metadata on its PVs (lvm2 by hand, dmeventd), "+
+			"its thin pools' usage and lvm2's device selection (lvm.conf, the devices file); "+
+			"this bounds how long other changes made outside Carve (a failed disk, a raid leg's sync) take to show (0: every query runs lvm2)")
 	fs.DurationVar(&f.deviceWait, "device-wait", 30*time.Second, "how long NodeStage waits for a published device")
 	fs.Float64Var(&f.overprov, "thin-overprovision-ratio", volume.DefaultOverprovision,
 		"thin volumes may promise this many times a thin pool's free space (>= 1)")

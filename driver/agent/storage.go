@@ -206,11 +206,11 @@ func (s *StorageReporter) audit(ctx, fresh context.Context) (map[string]*v1alpha
 	read := reading{vols: vols, claimed: claimed}
 	unmatched := match(vols, claimed)
 	// The LVs were a query's, read from lvm.Cache, which Carve's own
-	// changes keep exact but which sees an administrator's lvremove (of
-	// an orphan) or a restored LV only after its max age (10 min). While
-	// there are findings, they are confirmed on a fresh report every
-	// confirmEvery, so that their repair shows within that; a node with
-	// none runs no lvm2 command here.
+	// changes keep exact and which sees an administrator's lvremove (of
+	// an orphan) or a restored LV at the next query (the VG's print);
+	// a finding is serious enough to check against lvm2 itself, so while
+	// there are findings they are confirmed on a fresh report every
+	// confirmEvery; a node with none runs no lvm2 command here.
 	if len(unmatched) > 0 && time.Since(s.confirmed) >= confirmEvery {
 		if read.vols, err = s.Volumes(fresh); err != nil {
 			return nil, reading{}, fmt.Errorf("audit: list volumes afresh: %w", err)
