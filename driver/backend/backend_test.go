@@ -267,6 +267,22 @@ func TestCapacityFromNodeStorage(t *testing.T) {
 			t.Errorf("metadata full, standalone: Capacity(%+v) = %+v, %v; want none", typ, got, err)
 		}
 	}
+	// A VG missing a PV takes no volume either (lvm2 changes none of its
+	// metadata), though its report shows space; back, it takes them again.
+	f.SetMetadataArea("vg0", 1<<20, 1<<20)
+	for _, missing := range []int{1, 0} {
+		f.SetMissingPVs("vg0", missing)
+		if err := rep.Report(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, typ := range []volume.Type{{}, {ThinPool: "pool"}} {
+			got, err := b.Capacity(ctx, "node-a", "vg0", typ)
+			direct, derr := m.Capacity(ctx, "node-a", "vg0", typ)
+			if err != nil || derr != nil || (got == volume.Capacity{}) != (missing > 0) || got != direct {
+				t.Errorf("%d PVs missing: Capacity(%+v) = %+v, %v; standalone %+v, %v", missing, typ, got, err, direct, derr)
+			}
+		}
+	}
 }
 
 // thinSnapshot makes a thin volume in a new pool and snapshots it.

@@ -49,5 +49,8 @@ func spaceOf(st v1alpha1.VolumeGroupStatus) volume.VGSpace {
 	for _, p := range st.ThinPools {
 		s.Pools = append(s.Pools, volume.PoolSpace{Name: p.Name, Size: uint64(p.SizeBytes), Free: uint64(p.FreeBytes)})
 	}
+	for _, p := range st.Health {
+		s.Health = append(s.Health, volume.Problem{Kind: volume.ParseProblemKind(p.Kind), Reason: p.Reason, Message: p.Message})
+	}
 	return s
 }

@@ -27,7 +27,7 @@ type Capacity struct {
 // Standalone mode applies it to what it reads from LVM; the controller in
 // cluster mode to what the node agents report.
 func CapacityOf(vg VGSpace, t Type, overprovision float64) Capacity {
-	if vg.MetadataFull() {
+	if vg.MetadataFull() || vg.Unchangeable() {
 		return Capacity{}
 	}
 	if t.IsThin() {
@@ -81,6 +81,12 @@ type VGSpace struct {
 // before lvm2 starts refusing them, with room left for the snapshots and
 // changes of the volumes already there.
 const MetadataReserve = 16 << 10
+
+// Unchangeable tells a VG with a health problem (a PV missing, or the VG
+// unreadable): lvm2 writes no metadata there and Carve answers UNAVAILABLE
+// to every change, so it has no capacity for the scheduler to send
+// volumes to, whatever space its report shows.
+func (vg VGSpace) Unchangeable() bool { return len(vg.Health) > 0 }
 
 // MetadataFull tells a VG whose metadata area has less than
 // MetadataReserve left.

@@ -91,6 +91,11 @@ func TestCapacityOf(t *testing.T) {
 		if c := volume.CapacityOf(full, tc.t, tc.ratio); c != (volume.Capacity{}) {
 			t.Errorf("%s, metadata full: %+v, want none", tc.name, c)
 		}
+		sick := vg
+		sick.Health = []volume.Problem{{Kind: volume.Degraded, Reason: "MissingPhysicalVolume"}}
+		if c := volume.CapacityOf(sick, tc.t, tc.ratio); c != (volume.Capacity{}) {
+			t.Errorf("%s, a PV missing: %+v, want none", tc.name, c)
+		}
 	}
 }
 
