@@ -126,13 +126,7 @@ func takeSnapshot(t *testing.T, snap, src string) *unstructured.Unstructured {
 	if err := h.kc.Create(context.Background(), vs); err != nil {
 		t.Fatal(err)
 	}
-	wait(t, "VolumeSnapshot "+snap+" readyToUse", 4*time.Minute, func(ctx context.Context) (bool, error) {
-		if err := h.kc.Get(ctx, types.NamespacedName{Namespace: testNS, Name: snap}, vs); err != nil {
-			return false, err
-		}
-		ready, _, _ := unstructured.NestedBool(vs.Object, "status", "readyToUse")
-		return ready, nil
-	})
+	waitSnapshotReady(t, vs)
 	return vs
 }
 
@@ -167,4 +161,35 @@ func volumeSnapshot(name, claim string) *unstructured.Unstructured {
 		},
 	}}
 	return vs
+}
+
+// waitSnapshotReady waits until VolumeSnapshot vs is ready to use.
+func waitSnapshotReady(t *testing.T, vs *unstructured.Unstructured) {
+	t.Helper()
+	wait(t, "VolumeSnapshot "+vs.GetName()+" readyToUse", 6*time.Minute, func(ctx context.Context) (bool, error) {
+		if err := h.kc.Get(ctx, types.NamespacedName{Namespace: testNS, Name: vs.GetName()}, vs); err != nil {
+			return false, err
+		}
+		ready, _, _ := unstructured.NestedBool(vs.Object, "status", "readyToUse")
+		return ready, nil
+	})
+}
+
+// waitSnapshotError waits until VolumeSnapshot vs reports an error whose
+// message holds code.
+func waitSnapshotError(t *testing.T, vs *unstructured.Unstructured, code string) {
+	t.Helper()
+	wait(t, "VolumeSnapshot "+vs.GetName()+" failing with "+code, 4*time.Minute, func(ctx context.Context) (bool, error) {
+		if err := h.kc.Get(ctx, types.NamespacedName{Namespace: testNS, Name: vs.GetName()}, vs); err != nil {
+			return false, err
+		}
+		if ready, _, _ := unstructured.NestedBool(vs.Object, "status", "readyToUse"); ready {
+			return false, fmt.Errorf("VolumeSnapshot %s is ready in a full pool", vs.GetName())
+		}
+		msg, _, _ := unstructured.NestedString(vs.Object, "status", "error", "message")
+		if msg != "" {
+			t.Logf("VolumeSnapshot %s: %s", vs.GetName(), msg)
+		}
+		return strings.Contains(msg, code), nil
+	})
 }

@@ -178,3 +178,25 @@ func onNode(node string) func(*corev1.Pod) {
 		p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node}
 	}
 }
+
+// blockPodOn runs, on node, a pod using a new raw block claim of class
+// for each name and size, at /dev/NAME.
+func blockPodOn(t *testing.T, name, node, class string, claims map[string]string) *corev1.Pod {
+	t.Helper()
+	p := pod(name, "")
+	p.Spec.Volumes = nil
+	c := &p.Spec.Containers[0]
+	c.VolumeMounts = nil
+	block := corev1.PersistentVolumeBlock
+	for claim, size := range claims {
+		cl := pvc(claim, class, size)
+		cl.Spec.VolumeMode = &block
+		create(t, cl)
+		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: claim, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}})
+		c.VolumeDevices = append(c.VolumeDevices, corev1.VolumeDevice{Name: claim, DevicePath: "/dev/" + claim})
+	}
+	onNode(node)(p)
+	create(t, p)
+	return waitRunning(t, name, 5*time.Minute)
+}

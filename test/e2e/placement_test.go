@@ -77,8 +77,17 @@ func TestPlacementFollowsCapacity(t *testing.T) {
 func checkCapacities(t *testing.T, when string) {
 	t.Helper()
 	start := time.Now()
+	// The VG's free space is read at each poll: another test may change
+	// the other node's VG meanwhile (TestNodeAdministration).
 	for _, node := range lvmNodes() {
-		waitCapacity(t, node, vgFree(t, node))
+		wait(t, "CSIStorageCapacity of carve-thick on "+node+" = its VG's free space", 4*time.Minute,
+			func(ctx context.Context) (bool, error) {
+				c, err := storageCapacity(ctx, "carve-thick", node)
+				if c == nil || err != nil || c.Capacity == nil {
+					return false, err
+				}
+				return c.Capacity.Value() == vgFree(t, node), nil
+			})
 	}
 	t.Logf("capacity %s: right on %v after %s", when, lvmNodes(), time.Since(start).Round(time.Second))
 }

@@ -27,6 +27,17 @@ var execSeq atomic.Int64
 // where every workload runs) and returns its stdout.
 func inContainer(t *testing.T, p *corev1.Pod, argv ...string) string {
 	t.Helper()
+	out, err := inContainerErr(t, p, argv...)
+	if err != nil {
+		t.Fatalf("in pod %s: %v", p.Name, err)
+	}
+	return out
+}
+
+// inContainerErr is inContainer for a command that may fail: its error is
+// returned, not fatal.
+func inContainerErr(t *testing.T, p *corev1.Pod, argv ...string) (string, error) {
+	t.Helper()
 	if len(p.Status.ContainerStatuses) == 0 {
 		t.Fatalf("pod %s has no container status", p.Name)
 	}
@@ -36,11 +47,7 @@ func inContainer(t *testing.T, p *corev1.Pod, argv ...string) string {
 	}
 	ctr := []string{"ctr", "-a", "/run/carve-containerd/containerd.sock", "-n", "k8s.io", "tasks", "exec",
 		"--exec-id", fmt.Sprintf("e2e-%d", execSeq.Add(1)), id}
-	out, err := podVM(t, p).sh(append(ctr, argv...)...)
-	if err != nil {
-		t.Fatalf("in pod %s: %v", p.Name, err)
-	}
-	return out
+	return podVM(t, p).sh(append(ctr, argv...)...)
 }
 
 // writeData writes content to file on the pod's volume and syncs it.

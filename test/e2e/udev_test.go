@@ -23,6 +23,7 @@ import (
 // /dev/mapper leads nowhere, and no udev cookie waits in any IPC
 // namespace of the node (udevStrayScript).
 func TestUdevBurst(t *testing.T) {
+	fullRunOnly(t)
 	const n, node = 20, vmNode2
 	p := pod("burst-1", "")
 	p.Spec.Volumes = nil
@@ -32,7 +33,7 @@ func TestUdevBurst(t *testing.T) {
 	var claims []string
 	for i := range n {
 		name := fmt.Sprintf("burst-%02d", i)
-		claim := pvc(name, "carve-thick", "16Mi")
+		claim := pvc(name, "carve-thin", "16Mi")
 		claim.Spec.VolumeMode = &block
 		create(t, claim)
 		claims = append(claims, name)
