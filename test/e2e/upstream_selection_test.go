@@ -23,6 +23,7 @@ var upstreamCI = []string{
 	`\(default fs\)\(allowExpansion\)\] volume-expand should resize volume when PVC is edited while pod is using it`,
 	`\(block volmode\)\(allowExpansion\)\] volume-expand Verify if offline PVC expansion works`,
 	`volumeLimits should verify that all csinodes have volume limits`,
+	`topology should provision a volume and schedule a pod with AllowedTopologies`,
 	`topology should fail to schedule a pod which has topologies that conflict with AllowedTopologies`,
 	`capacity provides storage capacity information`,
 	`fsgroupchangepolicy \(Always\)\[LinuxOnly\], pod created with an initial fsgroup, new pod fsgroup applied to volume contents`,
@@ -30,6 +31,8 @@ var upstreamCI = []string{
 	`Generic Ephemeral-volume \(block volmode\) \(late-binding\)\] ephemeral should support two pods which have the same volume definition`,
 	`read-write-once-pod should block a second pod from using an in-use ReadWriteOncePod volume on the same node`,
 	`\(default fs\)\] volume-modify .*should recover from invalid target VAC by updating PVC to new valid VAC`,
+	`\(default fs\)\] volume-stress multiple pods should access different volumes repeatedly`,
+	`\(block volmode\)\] volume-modify-stress.* multiple pods should modify volumes with a different volumeAttributesClass`,
 }
 
 // upstreamCIThin is the thin driver's share of the subset: what differs
@@ -38,14 +41,15 @@ var upstreamCI = []string{
 // pattern runs the one spec it does not skip: Dynamic and Pre-provisioned
 // snapshots the persistent volume's, Ephemeral snapshots the inline one's.
 // (Every immediate-binding Generic Ephemeral spec skips itself on a
-// cluster with two topology segments; the immediate-binding pattern runs
-// with the topology spec above.)
+// cluster with more than one topology segment; the immediate-binding
+// pattern runs with the topology specs above.)
 var upstreamCIThin = []string{
 	`(Dynamic|Pre-provisioned) Snapshot \((delete|retain) policy\)\] snapshottable.*check deletion \(persistent\)`,
 	`Ephemeral Snapshot \((delete|retain) policy\)\] snapshottable.*check deletion \(ephemeral\)`,
 	`\(default fs\)\] provisioning should provision storage with snapshot data source \[`,
 	`Generic Ephemeral-volume \(default fs\) \(late-binding\)\] ephemeral should create read-only inline ephemeral volume`,
 	`\(block volmode\)\] volume-modify .*should create a volume with VAC`,
+	`Dynamic Snapshot \(delete policy\)\] snapshottable-stress.* should support snapshotting of many volumes repeatedly`,
 }
 
 // upstreamSkip: the specs that cannot work on this cluster, whatever the
@@ -58,11 +62,6 @@ var upstreamSkip = []struct{ pattern, reason string }{
 		"registry here serves and whose Go modules (kubernetes-csi/lib-volume-populator, " +
 		"volume-data-source-validator) the module proxy refuses, so they cannot be built either; Carve's part " +
 		"(a blank volume for the populator's prime claim) is what every provisioning spec exercises"},
-	{`topology should provision a volume and schedule a pod with AllowedTopologies`, "the spec allows one of " +
-		"the two nodes' topologies at random; half the time that is the host node, whose kernel has no " +
-		"device-mapper (its VG is 64 MiB, smaller than any claim), so the pod cannot run there. The " +
-		"conflicting-topology spec runs, and Carve's own TestNodeRefusalReschedules and " +
-		"TestTooLargeStaysPending cover placement on the two nodes"},
 	{`volumegroupsnapshottable`, "the suite makes its VolumeGroupSnapshotClass with the pattern's deletion " +
 		"policy among the class's parameters (parameters[\"deletionPolicy\"], which csi-snapshotter hands to " +
 		"the driver), and Carve refuses a class parameter it does not know, as for every class " +
