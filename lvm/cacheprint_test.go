@@ -50,14 +50,7 @@ func TestPoolsPrintReadsEachPoolsThinPoolDevice(t *testing.T) {
 // only the metadata part fails it; a VG without active pools asks no
 // kernel.
 func TestVGPrintJoinsItsParts(t *testing.T) {
-	label, header := realPV(t)
-	dev := make([]byte, 8192)
-	copy(dev, label)
-	copy(dev[4096:], header)
-	pv := filepath.Join(t.TempDir(), "pv")
-	if err := os.WriteFile(pv, dev, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	pv := realPVFile(t)
 	s := printScope{vg: "carve-thin", lvmDir: t.TempDir(), pvs: []string{pv}}
 	before, err := vgPrint(s)
 	if err != nil {

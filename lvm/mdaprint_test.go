@@ -96,14 +96,7 @@ func TestMetadataHeadersLVMWouldNotWriteAreRefused(t *testing.T) {
 }
 
 func TestMetadataPrintOfAFile(t *testing.T) {
-	label, header := realPV(t)
-	dev := make([]byte, 8192)
-	copy(dev, label)
-	copy(dev[4096:], header)
-	path := filepath.Join(t.TempDir(), "pv")
-	if err := os.WriteFile(path, dev, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := realPVFile(t)
 	got, err := metadataPrint([]string{path})
 	if err != nil {
 		// O_DIRECT is refused by some filesystems (tmpfs): the print
@@ -137,4 +130,19 @@ func FuzzMetadataHeaders(f *testing.F) {
 			t.Error("an empty print without an error")
 		}
 	})
+}
+
+// realPVFile writes realPV's label and header where a PV has them, in a
+// file of 8 KiB, and returns its path.
+func realPVFile(t *testing.T) string {
+	t.Helper()
+	label, header := realPV(t)
+	dev := make([]byte, 8192)
+	copy(dev, label)
+	copy(dev[4096:], header)
+	path := filepath.Join(t.TempDir(), "pv")
+	if err := os.WriteFile(path, dev, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -119,13 +119,7 @@ func TestNodeStorageShowsAnUnreadableVG(t *testing.T) {
 // it), and clears when the pool has room again (a Normal event). Reports
 // that find nothing new write nothing, and a reconcile keeps the health.
 func TestLogicalVolumeHealthFollowsItsThinPool(t *testing.T) {
-	v := lvResource("pvc-thin", node, 8*mib)
-	v.Spec.Type.ThinPool = "pool"
-	r := newRig(t, v)
-	r.lvm.PutThinPool("vg0", "pool", 40*mib, 0)
-	if _, err := r.reconcile("pvc-thin"); err != nil {
-		t.Fatal(err)
-	}
+	r := thinVolumeRig(t)
 	rec := events.NewFakeRecorder(10)
 	r.r.Events = rec
 	vols := lvmvol.NewManager(r.lvm, r.lvm, node, []string{"vg0"})
@@ -155,13 +149,7 @@ func TestLogicalVolumeHealthFollowsItsThinPool(t *testing.T) {
 // though their figures moved: a status write for each would wake a
 // reconcile for each while a pool fills.
 func TestReconcileKeepsTheSameProblems(t *testing.T) {
-	v := lvResource("pvc-thin", node, 8*mib)
-	v.Spec.Type.ThinPool = "pool"
-	r := newRig(t, v)
-	r.lvm.PutThinPool("vg0", "pool", 40*mib, 0)
-	if _, err := r.reconcile("pvc-thin"); err != nil {
-		t.Fatal(err)
-	}
+	r := thinVolumeRig(t)
 	r.lvm.SetPoolUsage("vg0", "pool", 91, 10, 0)
 	first, err := r.reconcile("pvc-thin")
 	if err != nil {
@@ -253,4 +241,18 @@ func lvHealthIs(t *testing.T, lv *v1alpha1.LogicalVolume, want string) {
 	if got := problems(lv.Status.Health); got != want {
 		t.Errorf("LogicalVolume %s: health %q (%+v), want %q", lv.Name, got, lv.Status.Health, want)
 	}
+}
+
+// thinVolumeRig is a rig whose LogicalVolume pvc-thin is carved, as a thin
+// volume in vg0's 40 MiB pool.
+func thinVolumeRig(t *testing.T) *rig {
+	t.Helper()
+	v := lvResource("pvc-thin", node, 8*mib)
+	v.Spec.Type.ThinPool = "pool"
+	r := newRig(t, v)
+	r.lvm.PutThinPool("vg0", "pool", 40*mib, 0)
+	if _, err := r.reconcile("pvc-thin"); err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
