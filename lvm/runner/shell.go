@@ -131,6 +131,7 @@ type Shell struct {
 	running int       // started and not yet stopped
 	closed  bool      // Close was called
 	retryAt time.Time // a shell failed to start: processes until then
+	backoff time.Duration
 	nextID  int
 	served  int // commands the shells ran
 }
@@ -144,8 +145,12 @@ const DefaultShellProfile = "lvmdbusd"
 const DefaultShellMaxCommands = 1000
 
 // shellRetry is how long commands run as processes after a shell failed
-// to start (the profile is missing, lvm2 has no shell...).
-const shellRetry = time.Minute
+// to start (the profile is missing, the framing does not hold...); it
+// doubles with every failure in a row, up to shellRetryMax.
+const (
+	shellRetry    = time.Minute
+	shellRetryMax = time.Hour
+)
 
 // shellStartTimeout bounds a shell's start and first reply.
 const shellStartTimeout = 30 * time.Second
@@ -208,18 +213,19 @@ func (s *Shell) acquire(ctx context.Context, env []string) *lvmShell {
 		profile = DefaultShellProfile
 	}
 	sh, err := startShell(ctx, id, profile, env)
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err != nil {
-		s.mu.Lock()
 		s.running--
-		if ctx.Err() == nil {
-			s.retryAt = time.Now().Add(shellRetry)
+		if ctx.Err() != nil {
+			return nil // the caller's time ran out, not the shell's fault
 		}
-		s.mu.Unlock()
-		if ctx.Err() == nil {
-			klog.InfoS("An lvm shell did not start; lvm commands run as processes for a while", "retryIn", shellRetry, "err", err)
-		}
+		s.backoff = min(max(2*s.backoff, shellRetry), shellRetryMax)
+		s.retryAt = time.Now().Add(s.backoff)
+		klog.InfoS("An lvm shell did not start; lvm commands run as processes for a while", "retryIn", s.backoff, "err", err)
 		return nil
 	}
+	s.backoff = 0
 	klog.V(2).InfoS("Started an lvm shell", "shell", id, "pid", sh.cmd.Process.Pid)
 	return sh
 }
@@ -391,8 +397,9 @@ func startShell(ctx context.Context, id int, profile string, env []string) (*lvm
 		sh.kill()
 		return nil, fmt.Errorf("lvm shell: unexpected first reply %q: %s", g, TrimStderr(string(sh.errs.take())))
 	}
-	sh.out.take()
-	sh.errs.take()
+	if out, errs := sh.out.take(), sh.errs.take(); len(out)+len(errs) > 0 {
+		klog.V(2).InfoS("An lvm shell's output as it started", "shell", id, "stdout", string(out), "stderr", string(errs))
+	}
 	return sh, nil
 }
 

@@ -64,34 +64,50 @@ var shellRefusedConfig = []string{"output_format", "report_command_log", "comman
 // process. Only printable ASCII goes through (the line editor reading the
 // shell's input may treat control or non-ASCII bytes specially; a newline
 // would end the line).
+//
+// "--reportformat json" is left out: the shell reports in JSON whatever a
+// command says, and lvm2 after 2.03.16 refuses the option in its shell
+// ("cannot be used in interactive mode").
 func shellLine(args []string) (string, bool) {
 	if len(args) == 0 || len(args) > shellMaxArgs || !shellCommands[args[0]] {
 		return "", false
 	}
 	jsonReport := false
-	var b strings.Builder
-	for i, a := range args {
-		if opt, val, ok := longOption(a); ok || strings.HasPrefix(a, "-") {
-			if !ok {
-				opt = a
+	words := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if i > 0 && strings.HasPrefix(a, "-") {
+			opt, val, hasVal := longOption(a)
+			if opt == "" {
+				opt = a // a short option
 			}
-			if shellRefusedOptions[opt] {
-				return "", false
+			for r := range shellRefusedOptions {
+				if abbreviates(opt, r) {
+					return "", false
+				}
 			}
-			if opt == "--reportformat" {
-				if val == "" && i+1 < len(args) {
-					val = args[i+1]
+			if abbreviates(opt, "--reportformat") {
+				if !hasVal {
+					if i+1 == len(args) {
+						return "", false
+					}
+					i++
+					val = args[i]
 				}
 				if val != "json" {
 					return "", false
 				}
 				jsonReport = true
+				continue
 			}
-		}
-		if (i > 0 && args[i-1] == "--config") || strings.HasPrefix(a, "--config=") {
-			for _, s := range shellRefusedConfig {
-				if strings.Contains(a, s) {
-					return "", false
+			if abbreviates(opt, "--config") {
+				if !hasVal && i+1 < len(args) {
+					val = args[i+1]
+				}
+				for _, s := range shellRefusedConfig {
+					if strings.Contains(val, s) {
+						return "", false
+					}
 				}
 			}
 		}
@@ -99,26 +115,33 @@ func shellLine(args []string) (string, bool) {
 		if !ok {
 			return "", false
 		}
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(w)
+		words = append(words, w)
 	}
 	if reportCommands[args[0]] && !jsonReport {
 		return "", false
 	}
-	return b.String(), true
+	return strings.Join(words, " "), true
+}
+
+// abbreviates tells whether opt names the option name: lvm2 parses long
+// options with getopt_long, which takes any unambiguous prefix. Short
+// options are compared whole.
+func abbreviates(opt, name string) bool {
+	if !strings.HasPrefix(opt, "--") || !strings.HasPrefix(name, "--") {
+		return opt == name
+	}
+	return len(opt) > 3 && strings.HasPrefix(name, opt)
 }
 
 // longOption splits "--some-opt=v" into lvm2's name for the option
 // ("--someopt": lvm2 drops the hyphens of a long option's name) and, when
-// there is an "=", its value.
-func longOption(a string) (name, val string, ok bool) {
+// there is an "=", its value; opt is "" when a is not a long option.
+func longOption(a string) (opt, val string, hasVal bool) {
 	if !strings.HasPrefix(a, "--") || a == "--" {
 		return "", "", false
 	}
-	name, val, _ = strings.Cut(a[2:], "=")
-	return "--" + strings.ReplaceAll(name, "-", ""), val, true
+	name, val, hasVal := strings.Cut(a[2:], "=")
+	return "--" + strings.ReplaceAll(name, "-", ""), val, hasVal
 }
 
 // shellWord quotes one argument for lvm2's shell, if it can be.

@@ -13,8 +13,10 @@ func TestShellLine(t *testing.T) {
 	}{
 		{[]string{"lvchange", "--addtag", "carve.dev/owner=x", "vg/lv"}, "lvchange --addtag carve.dev/owner=x vg/lv"},
 		{[]string{"lvs", "--reportformat", "json", "--config", reportConfig, "-o", "lv_name", "vg"},
-			`lvs --reportformat json --config '` + reportConfig + `' -o lv_name vg`},
-		{[]string{"lvs", "--reportformat=json", "vg"}, "lvs --reportformat=json vg"},
+			`lvs --config '` + reportConfig + `' -o lv_name vg`},
+		{[]string{"lvs", "--reportformat=json", "vg"}, "lvs vg"},
+		{[]string{"vgs", "--report-format", "json", "vg"}, "vgs vg"},
+		{[]string{"pvs", "--reportf", "json"}, "pvs"},
 		{[]string{"lvcreate", "-n", "a b", "--addtag", "it's", "--addtag", "", "--addtag", "#x", "vg"},
 			`lvcreate -n 'a b' --addtag "it's" --addtag '' --addtag '#x' vg`},
 		{[]string{"lvchange", "--addtag", `a'b"c`, "vg/lv"}, ""},     // both quotes
@@ -24,11 +26,15 @@ func TestShellLine(t *testing.T) {
 		{[]string{"lvs", "vg"}, ""},                                  // a column report
 		{[]string{"lvs", "--reportformat", "basic", "vg"}, ""},       // likewise
 		{[]string{"lvs", "--reportformat", "json", "--command-profile", "p", "vg"}, ""},
+		{[]string{"lvs", "--reportformat", "json", "--commandprof", "p", "vg"}, ""},
+		{[]string{"lvs", "--reportformat"}, ""},
 		{[]string{"lvs", "--reportformat", "json", "--logonly", "vg"}, ""},
 		{[]string{"lvs", "--reportformat", "json", "-h"}, ""},
 		{[]string{"lvcreate", "--config", "log/report_command_log=0", "vg"}, ""},
 		{[]string{"lvcreate", "--config=report/output_format=basic", "vg"}, ""},
-		{[]string{"lvmconfig", "global/locking_dir"}, ""}, // not a shell command
+		{[]string{"lvcreate", "--conf", "log/command_log_selection=all", "vg"}, ""},
+		{[]string{"lvchange", "--addtag", "--profile", "vg/lv"}, ""}, // refused even as a value: a process is always right
+		{[]string{"lvmconfig", "global/locking_dir"}, ""},            // not a shell command
 		{[]string{"version"}, ""},
 		{[]string{"exit"}, ""},
 		{nil, ""},
