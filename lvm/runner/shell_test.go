@@ -689,3 +689,86 @@ func BenchmarkFailure(b *testing.B) {
 		}
 	})
 }
+
+// Arguments that need the shell's quoting reach lvm2 as they are: the
+// outcome is the process's.
+func TestShellQuotingMatchesProcess(t *testing.T) {
+	f := lvmTest(t)
+	proc, shell := f.execs(t, 1)
+	f.lv(t, proc, "quoting")
+	if _, err := proc.Run(context.Background(), "lvm", "lvchange", "--addtag", "a#b", "--addtag", "c=d", f.vg+"/quoting"); err != nil {
+		t.Fatal(err)
+	}
+	for _, extra := range [][]string{
+		{"-S", "lv_name = quoting"},                                         // spaces: single quotes
+		{"-S", `lv_name=~"^quot"`},                                          // double quotes: single quotes
+		{"--config", `report/list_item_separator="; "`},                     // double quotes and a space
+		{"--config", `report/list_item_separator='|'`},                      // single quotes: double quotes
+		{"--config", "report/list_item_separator=\"'\""},                    // both: a process
+		{"-S", "nosuchfield=1"},                                             // fails, with a long help on stdout
+		{"-S", "#"},                                                         // a leading #: quoted
+		{"--config", `report/list_item_separator="#"`, "-S", "lv_tags=c=d"}, // not a comment inside a word
+	} {
+		args := append([]string{"lvs", "--reportformat", "json", "-o", "lv_name,lv_tags"}, extra...)
+		args = append(args, f.vg+"/quoting")
+		want, perr := proc.Run(context.Background(), "lvm", args...)
+		before := served(shell.Shell)
+		got, serr := shell.Run(context.Background(), "lvm", args...)
+		_, carried := shellLine(args)
+		if carried != (served(shell.Shell) == before+1) {
+			t.Errorf("%q: carried %v, served %d -> %d", extra, carried, before, served(shell.Shell))
+		}
+		if (perr == nil) != (serr == nil) || !bytes.Equal(got, want) {
+			t.Errorf("%q:\nprocess %v\n%s\nshell %v\n%s", extra, perr, want, serr, got)
+		}
+		if perr != nil && errorOf(t, perr).ExitCode != errorOf(t, serr).ExitCode {
+			t.Errorf("%q: exit process %v, shell %v", extra, perr, serr)
+		}
+		if perr == nil && !bytes.Contains(got, []byte(`"lv_name":"quoting"`)) {
+			t.Errorf("%q: no row: %s", extra, got)
+		}
+	}
+}
+
+// A command that finds the only shell busy runs as a process, at once:
+// it never waits for another caller's command.
+func TestShellBusyRunsProcess(t *testing.T) {
+	f := lvmTest(t)
+	proc, shell := f.execs(t, 1)
+	lv := f.lv(t, proc, "busy")
+	release := f.holdVGLock(t)
+	done := make(chan error, 1)
+	go func() {
+		_, err := shell.Run(context.Background(), "lvm", "lvchange", "--addtag", "busy", f.vg+"/"+lv)
+		done <- err
+	}()
+	// Wait until the shell is busy with it.
+	for range 100 {
+		shell.Shell.mu.Lock()
+		busy := shell.Shell.running == 1 && len(shell.Shell.idle) == 0
+		shell.Shell.mu.Unlock()
+		if busy {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	start := time.Now()
+	_, err := shell.Run(context.Background(), "lvm", reportArgs("vgs", "vg_name", "carvenosuchvg")...)
+	if s := errorOf(t, err); s.ExitCode != 5 {
+		t.Errorf("vgs of a missing VG: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the second command took %v", d)
+	}
+	if served(shell.Shell) != 0 {
+		t.Errorf("served %d while the shell was busy, want 0", served(shell.Shell))
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if served(shell.Shell) != 1 {
+		t.Errorf("served %d, want 1", served(shell.Shell))
+	}
+}
