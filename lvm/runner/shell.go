@@ -114,8 +114,14 @@ import (
 // metadata cache and label scan after each one, scans /dev again for the
 // next and rereads lvm.conf when it changed; locks are taken and released
 // per command (an idle shell, checked on the host, has only its pipes
-// open). What it keeps is its device cache and filters, the profile, and
-// its memory pools, so a shell is retired after MaxCommands commands.
+// open). A device that disappears is missed by the shell's next command as
+// by a process (checked: a detached loop device under a VG). What it keeps
+// is its device cache with each device's size (forgotten only when a
+// command releases a VG lock: the commands that size devices therefore run
+// as processes, see shellCommands), the profile, and its memory (measured
+// over 15,000 commands: heap mappings flat, resident memory up by about
+// 400 bytes a command inside them), so a shell is retired after
+// MaxCommands commands.
 type Shell struct {
 	// Size is the most shells at once.
 	Size int

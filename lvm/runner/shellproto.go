@@ -17,18 +17,23 @@ import (
 const shellMaxArgs = 60
 
 // shellCommands are the lvm2 subcommands the shell runs: the reports and
-// the commands that change PVs, VGs and LVs. Any other one (lvmconfig,
-// version, help...) prints straight to stdout or behaves differently in
-// the shell (`version` queries the kernel there, an unknown name is run
-// as a script by `lvm name` but not by the shell), so it runs as a
-// process.
+// the commands that change LVs and VGs. Any other one (lvmconfig, version,
+// help...) prints straight to stdout or behaves differently in the shell
+// (`version` queries the kernel there, an unknown name is run as a script
+// by `lvm name` but not by the shell), so it runs as a process.
+//
+// Neither do the commands that take a device into use or size it (pvcreate,
+// pvresize, vgcreate, vgextend; pvremove and pvchange go with them): lvm2
+// caches a device's size between the commands of one shell, and forgets it
+// only when a command releases a VG lock. Measured with 2.03.16: a loop
+// device attached after the shell started (its node there before, 0
+// sectors) stayed "too small to hold a PV" for the shell's next pvs while a
+// process saw the new PV. They are rare; a process reads sizes afresh.
 var shellCommands = map[string]bool{
 	"lvs": true, "vgs": true, "pvs": true,
 	"lvcreate": true, "lvchange": true, "lvremove": true, "lvextend": true, "lvreduce": true,
 	"lvresize": true, "lvrename": true, "lvconvert": true,
-	"vgcreate": true, "vgchange": true, "vgextend": true, "vgreduce": true, "vgremove": true,
-	"vgrename": true, "vgmknodes": true, "vgck": true,
-	"pvcreate": true, "pvchange": true, "pvremove": true, "pvresize": true,
+	"vgchange": true, "vgreduce": true, "vgremove": true, "vgrename": true, "vgmknodes": true, "vgck": true,
 }
 
 // reportCommands print a report: the shell renders every report as JSON
@@ -44,7 +49,16 @@ var reportCommands = map[string]bool{"lvs": true, "vgs": true, "pvs": true}
 var shellRefusedOptions = map[string]bool{
 	"--commandprofile": true, "--profile": true, "--logonly": true,
 	"--help": true, "--version": true, "-h": true, "-?": true,
+	"--verbose": true, "--debug": true,
 }
+
+// shellRefusedShort are short options refused anywhere in a cluster of
+// them ("-vvvv", "-qv"): verbose and debug output. At -vvvv lvm2 prefixes
+// every line it writes, the report's too, with a time and a source line,
+// which breaks the group's framing. A value glued to an option ("-ndata")
+// may hold one of these letters too; such a command merely runs as a
+// process.
+const shellRefusedShort = "vd"
 
 // shellRefusedConfig are the lvm.conf settings lvm2 refuses in a --config
 // given to a shell command (CFG_DISALLOW_INTERACTIVE in lvm2's
@@ -80,6 +94,9 @@ func shellLine(args []string) (string, bool) {
 			opt, val, hasVal := longOption(a)
 			if opt == "" {
 				opt = a // a short option
+				if !strings.HasPrefix(a, "--") && strings.ContainsAny(a[1:], shellRefusedShort) {
+					return "", false
+				}
 			}
 			for r := range shellRefusedOptions {
 				if abbreviates(opt, r) {

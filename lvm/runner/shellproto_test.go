@@ -19,12 +19,19 @@ func TestShellLine(t *testing.T) {
 		{[]string{"pvs", "--reportf", "json"}, "pvs"},
 		{[]string{"lvcreate", "-n", "a b", "--addtag", "it's", "--addtag", "", "--addtag", "#x", "vg"},
 			`lvcreate -n 'a b' --addtag "it's" --addtag '' --addtag '#x' vg`},
-		{[]string{"lvchange", "--addtag", `a'b"c`, "vg/lv"}, ""},     // both quotes
-		{[]string{"lvchange", "--addtag", "a\nb", "vg/lv"}, ""},      // newline
-		{[]string{"lvchange", "--addtag", "a\tb", "vg/lv"}, ""},      // control character
-		{[]string{"lvchange", "--addtag", "caf\u00e9", "vg/lv"}, ""}, // not ASCII
-		{[]string{"lvs", "vg"}, ""},                                  // a column report
-		{[]string{"lvs", "--reportformat", "basic", "vg"}, ""},       // likewise
+		{[]string{"lvchange", "-ay", "-K", "vg/lv"}, "lvchange -ay -K vg/lv"},
+		{[]string{"lvs", "--reportformat", "json", "-vvvv", "vg"}, ""}, // prefixed output
+		{[]string{"lvs", "--reportformat", "json", "-qv", "vg"}, ""},   // likewise, in a cluster
+		{[]string{"lvchange", "--verbose", "-an", "vg/lv"}, ""},        // likewise
+		{[]string{"lvcreate", "-d", "-n", "x", "vg"}, ""},              // debug
+		{[]string{"pvcreate", "/dev/sdx"}, ""},                         // sizes a device
+		{[]string{"vgextend", "vg", "/dev/sdx"}, ""},                   // likewise
+		{[]string{"lvchange", "--addtag", `a'b"c`, "vg/lv"}, ""},       // both quotes
+		{[]string{"lvchange", "--addtag", "a\nb", "vg/lv"}, ""},        // newline
+		{[]string{"lvchange", "--addtag", "a\tb", "vg/lv"}, ""},        // control character
+		{[]string{"lvchange", "--addtag", "caf\u00e9", "vg/lv"}, ""},   // not ASCII
+		{[]string{"lvs", "vg"}, ""},                                    // a column report
+		{[]string{"lvs", "--reportformat", "basic", "vg"}, ""},         // likewise
 		{[]string{"lvs", "--reportformat", "json", "--command-profile", "p", "vg"}, ""},
 		{[]string{"lvs", "--reportformat", "json", "--commandprof", "p", "vg"}, ""},
 		{[]string{"lvs", "--reportformat"}, ""},
