@@ -477,7 +477,7 @@ func (sh *lvmShell) await(ctx context.Context) (g string, interrupted bool, err 
 			// As a process reading end of file on stdin would; a
 			// process prints "[n]" then.
 			sh.errs.note("[n]\n")
-			if err := sh.send("n"); err != nil {
+			if err := sh.send(promptAnswer); err != nil {
 				sh.kill()
 				return "", grace != nil, sh.deathError()
 			}
@@ -514,6 +514,26 @@ func (sh *lvmShell) await(ctx context.Context) (g string, interrupted bool, err 
 	}
 }
 
+// promptAnswer is what a prompt is answered.
+const promptAnswer = "n"
+
+// awaitReply is await, skipping the reply to a prompt's answer that no
+// prompt read (stderr ended like a prompt, but nothing was asking): the
+// shell ran it as a command, "n", which is none of ours.
+func (sh *lvmShell) awaitReply(ctx context.Context) (string, bool, error) {
+	for {
+		g, interrupted, err := sh.await(ctx)
+		if err != nil {
+			return g, interrupted, err
+		}
+		if name, _, ok := shellStatus(logRows(g)); ok && name == promptAnswer {
+			klog.V(2).InfoS("An lvm shell ran a prompt's answer as a command", "shell", sh.id)
+			continue
+		}
+		return g, interrupted, nil
+	}
+}
+
 // doneContext is a context that has ended, whose Done no longer fires:
 // await's loop goes on after the deadline without spinning on it.
 type doneContext struct{ context.Context }
@@ -545,7 +565,7 @@ func (sh *lvmShell) run(ctx context.Context, sub, line string) (res shellResult,
 	if err := sh.send(line); err != nil {
 		return fail(sh.deathError())
 	}
-	g, interrupted, err := sh.await(ctx)
+	g, interrupted, err := sh.awaitReply(ctx)
 	if err != nil {
 		return fail(err)
 	}
@@ -566,12 +586,12 @@ func (sh *lvmShell) run(ctx context.Context, sub, line string) (res shellResult,
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killGrace)
 		if err := sh.send("lastlog"); err != nil {
 			healthy = false
-		} else if lg, _, err := sh.await(lctx); err != nil {
+		} else if lg, _, err := sh.awaitReply(lctx); err != nil {
 			// The command itself ended: its status stands, only its
 			// messages are missing.
 			healthy = false
-		} else {
-			logOut, logErr = logMessages(logRows(lg))
+		} else if rows := logRows(lg); shellName(rows) == sub {
+			logOut, logErr = logMessages(rows)
 		}
 		cancel()
 	}

@@ -772,3 +772,32 @@ func TestShellBusyRunsProcess(t *testing.T) {
 		t.Errorf("served %d, want 1", served(shell.Shell))
 	}
 }
+
+// An answer written for what only looked like a prompt runs as a command
+// of its own, "n"; its reply is skipped, not taken for the next command's.
+func TestShellStrayAnswerSkipped(t *testing.T) {
+	f := lvmTest(t)
+	_, shell := f.execs(t, 1)
+	vgs := reportArgs("vgs", "vg_name", f.vg)
+	if _, err := shell.Run(context.Background(), "lvm", vgs...); err != nil {
+		t.Fatal(err)
+	}
+	shell.Shell.mu.Lock()
+	sh := shell.Shell.idle[0]
+	shell.Shell.mu.Unlock()
+	if err := sh.send(promptAnswer); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{vgs, reportArgs("vgs", "vg_name", "carvenosuchvg")} {
+		out, err := shell.Run(context.Background(), "lvm", args...)
+		if args[len(args)-1] == f.vg && (err != nil || !bytes.Contains(out, []byte(f.vg))) {
+			t.Errorf("vgs: %s, %v", out, err)
+		}
+		if args[len(args)-1] != f.vg && !strings.Contains(fmt.Sprint(err), `Volume group "carvenosuchvg" not found`) {
+			t.Errorf("vgs of a missing VG: %v", err)
+		}
+	}
+	if pids := idlePIDs(shell.Shell); len(pids) != 1 || pids[0] != sh.cmd.Process.Pid {
+		t.Errorf("the shell was replaced: %v", pids)
+	}
+}

@@ -263,6 +263,13 @@ func shellStatus(rows []logRow) (name string, ret int, ok bool) {
 	return "", 0, false
 }
 
+// shellName is the command a lastlog's rows are of: the name in its shell
+// status row, "" when there is none.
+func shellName(rows []logRow) string {
+	name, _, _ := shellStatus(rows)
+	return name
+}
+
 // exitCode is the exit status of an lvm2 process whose command returned
 // ret (lvm_return_code: ECMD_PROCESSED, 1, is success).
 func exitCode(ret int) int {
