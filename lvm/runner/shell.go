@@ -283,12 +283,14 @@ func (s *Shell) run(ctx context.Context, env []string, args []string) (res shell
 	if sh == nil {
 		return res, false
 	}
-	res, healthy := sh.run(ctx, args[0], line)
-	s.mu.Lock()
-	s.served++
-	s.mu.Unlock()
+	res, healthy, sent := sh.run(ctx, args[0], line)
+	if sent {
+		s.mu.Lock()
+		s.served++
+		s.mu.Unlock()
+	}
 	s.release(sh, healthy)
-	return res, true
+	return res, sent
 }
 
 // lvmShell is one `lvm` shell process.
@@ -549,8 +551,9 @@ func (sh *lvmShell) deathError() error {
 }
 
 // run runs one command line whose subcommand is sub. healthy tells whether
-// the shell can run another one.
-func (sh *lvmShell) run(ctx context.Context, sub, line string) (res shellResult, healthy bool) {
+// the shell can run another one; sent is false when the line did not reach
+// the shell (it had died while idle): the command did not run.
+func (sh *lvmShell) run(ctx context.Context, sub, line string) (res shellResult, healthy, sent bool) {
 	sh.commands++
 	if left := sh.out.take(); len(left) > 0 {
 		klog.V(4).InfoS("Output an lvm shell wrote between commands", "shell", sh.id, "stdout", string(left))
@@ -558,12 +561,16 @@ func (sh *lvmShell) run(ctx context.Context, sub, line string) (res shellResult,
 	if left := sh.errs.take(); len(left) > 0 {
 		klog.V(4).InfoS("Output an lvm shell wrote between commands", "shell", sh.id, "stderr", string(left))
 	}
-	fail := func(err error) (shellResult, bool) {
+	fail := func(err error) (shellResult, bool, bool) {
 		sh.kill()
-		return shellResult{stdout: sh.out.take(), stderr: string(sh.errs.take()), code: -1, err: err}, false
+		return shellResult{stdout: sh.out.take(), stderr: string(sh.errs.take()), code: -1, err: err}, false, true
 	}
 	if err := sh.send(line); err != nil {
-		return fail(sh.deathError())
+		// A write to a pipe nobody reads fails at once: the shell had
+		// exited, the command never started.
+		klog.V(2).InfoS("An lvm shell was gone before its command; running a process", "shell", sh.id, "err", err)
+		sh.kill()
+		return res, false, false
 	}
 	g, interrupted, err := sh.awaitReply(ctx)
 	if err != nil {
@@ -597,7 +604,7 @@ func (sh *lvmShell) run(ctx context.Context, sub, line string) (res shellResult,
 	}
 	res.stdout = append(append(sh.out.take(), logOut...), reportPart(g)...)
 	res.stderr = string(sh.errs.take()) + logErr
-	return res, healthy
+	return res, healthy, true
 }
 
 func (sh *lvmShell) stopReading() {
