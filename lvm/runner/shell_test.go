@@ -811,3 +811,56 @@ func TestShellStrayAnswerSkipped(t *testing.T) {
 		t.Errorf("the shell was replaced: %v", pids)
 	}
 }
+
+// Commands that change the VG work through the shell; a process sees what
+// they did.
+func TestShellChangesVG(t *testing.T) {
+	f := lvmTest(t)
+	proc, shell := f.execs(t, 1)
+	lv := f.vg + "/changes"
+	t.Cleanup(func() { _, _ = proc.Run(context.Background(), "lvm", "lvremove", "-f", lv) })
+	for _, args := range [][]string{
+		{"lvcreate", "-Zn", "-L", "4m", "-n", "changes", "--addtag", "carve.dev/x=1", f.vg},
+		{"lvextend", "-L", "8m", lv},
+		{"lvchange", "--deltag", "carve.dev/x=1", "--addtag", "carve.dev/x=2", lv},
+		{"lvrename", f.vg, "changes", "changes2"},
+		{"lvrename", f.vg, "changes2", "changes"},
+	} {
+		if _, err := shell.Run(context.Background(), "lvm", args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := proc.Run(context.Background(), "lvm", reportArgs("lvs", "lv_name,lv_size,lv_tags", lv)...)
+	if err != nil || !bytes.Contains(out, []byte(`{"lv_name":"changes", "lv_size":"8388608", "lv_tags":"carve.dev/x=2"}`)) {
+		t.Fatalf("lvs: %s, %v", out, err)
+	}
+	if _, err := shell.Run(context.Background(), "lvm", "lvremove", "-f", lv); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := proc.Run(context.Background(), "lvm", reportArgs("lvs", "lv_name", lv)...); err == nil {
+		t.Error("the LV is still there after lvremove in the shell")
+	}
+	if served(shell.Shell) != 6 {
+		t.Errorf("served %d, want 6", served(shell.Shell))
+	}
+}
+
+// A command on DataWork's context is bounded by that context only, in the
+// shell as in a process.
+func TestShellDataClass(t *testing.T) {
+	f := lvmTest(t)
+	_, shell := f.execs(t, 1)
+	shell.Timeout = time.Nanosecond
+	vgs := reportArgs("vgs", "vg_name", f.vg)
+	ctx, cancel := DataWork(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := shell.Run(ctx, "lvm", vgs...); err != nil {
+		t.Fatalf("data class: %v", err)
+	}
+	if _, err := shell.Run(context.Background(), "lvm", vgs...); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("metadata class with a 1ns timeout: %v", err)
+	}
+	if served(shell.Shell) != 1 {
+		t.Errorf("served %d, want 1", served(shell.Shell))
+	}
+}
