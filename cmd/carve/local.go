@@ -38,6 +38,7 @@ type localFlags struct {
 	vgs          []string
 	maxVolumes   int64
 	cmdTimeout   time.Duration
+	lvmShells    int
 	lvmCacheAge  time.Duration
 	deviceWait   time.Duration
 	overprov     float64
@@ -55,6 +56,9 @@ func (f *localFlags) register(fs *flag.FlagSet, defaultEndpoint string) {
 	fs.Int64Var(&f.maxVolumes, "max-volumes", 0, "volumes published on this node at once; beyond it ControllerPublishVolume is RESOURCE_EXHAUSTED (0: no limit)")
 	fs.DurationVar(&f.cmdTimeout, "command-timeout", runner.DefaultTimeout,
 		"timeout of each metadata command (lvm, blkid); data work (zeroing, copies, mkfs, fsck, filesystem growth) gets a deadline sized for the volume instead")
+	fs.IntVar(&f.lvmShells, "lvm-shells", 0,
+		"run lvm2 commands in up to this many long-lived lvm2 shells instead of a process each (lvm2's lvmdbusd profile must be installed; "+
+			"commands the shells cannot carry or that find them busy still run as processes; 0: a process per command)")
 	fs.DurationVar(&f.lvmCacheAge, "lvm-cache-max-age", 10*time.Minute,
 		"queries (GetCapacity, ListVolumes, NodeGetVolumeStats, the storage report) may be answered from an lvm report this old; "+
 			"Carve's own changes refresh it at once, and so do, within a second, changes to the VG's metadata on its PVs (lvm2 by hand, dmeventd), "+
@@ -80,6 +84,9 @@ func (f *localFlags) validate() error {
 	}
 	if err := volume.ValidateNodeID(f.nodeID); err != nil {
 		return fmt.Errorf("--node-id: %w", err)
+	}
+	if f.lvmShells < 0 {
+		return fmt.Errorf("--lvm-shells %d: must not be negative", f.lvmShells)
 	}
 	if f.lvmCacheAge < 0 {
 		return fmt.Errorf("--lvm-cache-max-age %v: must not be negative", f.lvmCacheAge)
@@ -124,6 +131,10 @@ func parseVGs(s string) ([]string, error) {
 func (f *localFlags) build() (*lvmvol.Manager, *csi.Node) {
 	run := runner.New(f.cmdTimeout, lvmEnv(udevControl)...)
 	run.Observe = crashpoint.Wrap(metrics.Command)
+	if f.lvmShells > 0 {
+		// The shells end with carve: end of file on their stdin.
+		run.Shell = runner.NewShell(f.lvmShells)
+	}
 	vols := lvmvol.NewManager(lvm.NewCache(lvm.New(run), f.lvmCacheAge), lvmvol.ZeroWiper{Run: run}, f.nodeID, f.vgs)
 	vols.LimitPublished(int(f.maxVolumes))
 	vols.SetOverprovision(f.overprov)

@@ -6,6 +6,11 @@
 // The timeout depends on the command's class (see data.go): a metadata
 // command gets Exec.Timeout, a data command the deadline of the context
 // DataWork gave it.
+//
+// With Exec.Shell set, lvm2 commands run instead in long-lived lvm2 shells
+// (shell.go), lvm2's own command interpreter, not an operating system
+// shell: an argument goes there only when lvm2's line splitting keeps it
+// exactly as it is, else the command runs as a process.
 package runner
 
 import (
@@ -51,6 +56,11 @@ type Exec struct {
 	// of how many commands Carve runs, and how long they take, hang here
 	// (the runner sits below the packages that know about metrics).
 	Observe func(name string, args []string, d time.Duration, err error)
+	// Shell, when set, runs lvm2 commands (name "lvm") in long-lived lvm2
+	// shells instead of a process each, with the same results, deadlines,
+	// logs and errors (shell.go). Commands it cannot carry, and those that
+	// find every shell busy, still run as processes.
+	Shell *Shell
 }
 
 var _ Runner = (*Exec)(nil)
@@ -112,6 +122,20 @@ func (e *Exec) run(ctx context.Context, stdin io.Reader, name string, args ...st
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, e.timeout())
 		defer cancel()
+	}
+
+	if stdin == nil && e.Shell != nil && name == lvmBinary {
+		start := time.Now()
+		if res, ok := e.Shell.run(ctx, e.environ(os.Environ()), args); ok {
+			d := time.Since(start)
+			cause := res.cause()
+			logRun(name, args, d, cause, res.stderr)
+			e.observe(name, args, d, cause)
+			if cause != nil {
+				return res.stdout, res.newError(ctx.Err(), name, args, cause)
+			}
+			return res.stdout, nil
+		}
 	}
 
 	cmd := exec.CommandContext(ctx, name, args...)
