@@ -41,6 +41,11 @@ backup {
 log {
 	syslog = 0
 }
+config {
+	# lvm2's own command profiles (the lvm2 shells' "lvmdbusd"), read
+	# only: the private directory holds none.
+	profile_dir = "/etc/lvm/profile"
+}
 `
 
 // WritePrivateConfig writes dir/lvm.conf (and the directories it names) and

@@ -6,7 +6,8 @@
 # usage: scripts/bench.sh [go test flags, e.g. -test.run 'TestBench/(provisioning|attach)']
 # Environment: CARVE_BENCH_QUICK=1 (small counts: the whole run in 15
 # minutes on a loaded machine), CARVE_BENCH_SCALE="10 100" (the ladder),
-# CARVE_BENCH_REPS, CARVE_BENCH_PARALLEL, CARVE_BENCH_FIO_REPS, CARVE_BENCH_IDLE=2m (see
+# CARVE_BENCH_REPS, CARVE_BENCH_PARALLEL, CARVE_BENCH_FIO_REPS, CARVE_BENCH_IDLE=2m,
+# CARVE_BENCH_LVM_SHELLS=N (carve --lvm-shells N; see
 # docs/performance.md). Output in _output/bench (CARVE_BENCH_DIR: another
 # directory under the repo, for two runs side by side): results.json, the
 # PNG plots, carve's log in logs/.

@@ -24,6 +24,7 @@ type config struct {
 	fioRuntime   time.Duration // each fio job
 	fioReps      int           // interleaved raw/Carve pairs of each fio job
 	copySize     int64         // thick snapshot copy
+	shells       string        // carve's --lvm-shells, when set (CARVE_BENCH_LVM_SHELLS)
 	out          string        // where results.json goes
 }
 
@@ -54,6 +55,12 @@ func loadConfig(t *testing.T) config {
 			t.Fatalf("CARVE_BENCH_IDLE: %v", err)
 		}
 		c.idle = d
+	}
+	if s := os.Getenv("CARVE_BENCH_LVM_SHELLS"); s != "" {
+		if n, err := strconv.Atoi(s); err != nil || n < 0 {
+			t.Fatalf("CARVE_BENCH_LVM_SHELLS=%q: want a number of shells, 0 or more", s)
+		}
+		c.shells = s
 	}
 	c.out = os.Getenv("CARVE_BENCH_OUT")
 	if c.out == "" {

@@ -64,7 +64,11 @@ func setup(t *testing.T, cfg config) *env {
 		t.Fatalf("create thin pool: %v", err)
 	}
 	addr := testenv.FreeLoopbackAddr(t)
-	p := testenv.StartCarveProcess(t, "", "--volume-groups="+vg, "--node-id="+node, "--health-address="+addr, "-v=2")
+	args := []string{"--volume-groups=" + vg, "--node-id=" + node, "--health-address=" + addr, "-v=2"}
+	if cfg.shells != "" {
+		args = append(args, "--lvm-shells="+cfg.shells)
+	}
+	p := testenv.StartCarveProcess(t, "", args...)
 	c, err := csiflow.Dial(p.Endpoint)
 	if err != nil {
 		t.Fatal(err)
