@@ -31,6 +31,14 @@ import (
 
 // localFlags configure the work on this node's LVM, shared by standalone
 // and node.
+// DefaultLVMShells is how many lvm2 shells run Carve's lvm2 commands
+// unless --lvm-shells says otherwise: as many as the node agent's
+// workers (agent.DefaultWorkers), so a burst of reconciles finds one each.
+// An operation's lvm2 commands in a shell cost a fifth of the same as
+// processes in the test VM (docs/performance.md), and an idle shell holds
+// about 12 MiB and no device or lock.
+const DefaultLVMShells = 4
+
 type localFlags struct {
 	endpoint     string
 	nodeID       string
@@ -56,9 +64,10 @@ func (f *localFlags) register(fs *flag.FlagSet, defaultEndpoint string) {
 	fs.Int64Var(&f.maxVolumes, "max-volumes", 0, "volumes published on this node at once; beyond it ControllerPublishVolume is RESOURCE_EXHAUSTED (0: no limit)")
 	fs.DurationVar(&f.cmdTimeout, "command-timeout", runner.DefaultTimeout,
 		"timeout of each metadata command (lvm, blkid); data work (zeroing, copies, mkfs, fsck, filesystem growth) gets a deadline sized for the volume instead")
-	fs.IntVar(&f.lvmShells, "lvm-shells", 0,
-		"run lvm2 commands in up to this many long-lived lvm2 shells instead of a process each (lvm2's lvmdbusd profile must be installed; "+
-			"commands the shells cannot carry or that find them busy still run as processes; 0: a process per command)")
+	fs.IntVar(&f.lvmShells, "lvm-shells", DefaultLVMShells,
+		"run lvm2 commands in up to this many long-lived lvm2 shells instead of a process each (they start when first needed; lvm2's lvmdbusd "+
+			"command profile must be installed, else commands run as processes; commands the shells cannot carry or that find them busy "+
+			"still run as processes; 0: a process per command)")
 	fs.DurationVar(&f.lvmCacheAge, "lvm-cache-max-age", 10*time.Minute,
 		"queries (GetCapacity, ListVolumes, NodeGetVolumeStats, the storage report) may be answered from an lvm report this old; "+
 			"Carve's own changes refresh it at once, and so do, within a second, changes to the VG's metadata on its PVs (lvm2 by hand, dmeventd), "+
