@@ -94,6 +94,9 @@ func (f *localFlags) validate() error {
 	if err := volume.ValidateNodeID(f.nodeID); err != nil {
 		return fmt.Errorf("--node-id: %w", err)
 	}
+	if _, err := csi.SocketPath(f.endpoint); err != nil {
+		return fmt.Errorf("--endpoint: %w", err)
+	}
 	if f.lvmShells < 0 {
 		return fmt.Errorf("--lvm-shells %d: must not be negative", f.lvmShells)
 	}

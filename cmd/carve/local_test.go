@@ -55,6 +55,31 @@ func TestPathRootFlag(t *testing.T) {
 	}
 }
 
+// TestEndpointFlag: --endpoint is a unix socket, as a URL or a bare path,
+// read by the same rule as the server that listens on it; another scheme
+// stops carve at start.
+func TestEndpointFlag(t *testing.T) {
+	parse := func(endpoint string) error {
+		var f localFlags
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		f.register(fs, "unix:///x.sock")
+		if err := fs.Parse([]string{"--volume-groups=vg0", "--node-id=n", "--endpoint=" + endpoint}); err != nil {
+			return err
+		}
+		return f.validate()
+	}
+	for _, good := range []string{"unix:///csi/csi.sock", "/csi/csi.sock"} {
+		if err := parse(good); err != nil {
+			t.Errorf("--endpoint=%s refused: %v", good, err)
+		}
+	}
+	for _, bad := range []string{"tcp://127.0.0.1:10000", "http://x/csi.sock"} {
+		if err := parse(bad); err == nil {
+			t.Errorf("--endpoint=%s accepted", bad)
+		}
+	}
+}
+
 // FuzzParseVGs: --volume-groups. An accepted list names only valid VG
 // names, at least one, and reads back the same from its names joined by
 // commas; a refused one is an error at start, never a panic.

@@ -3,8 +3,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -71,7 +69,9 @@ func runNode(args []string) error {
 		return err
 	}
 	if kubeletPath == "" {
-		kubeletPath = socketPath(lf.endpoint)
+		if kubeletPath, err = csi.SocketPath(lf.endpoint); err != nil {
+			return fmt.Errorf("--endpoint: %w", err)
+		}
 	}
 	reg := registration.New(csi.Name, kubeletPath, regSocket)
 	go func() {
@@ -104,9 +104,4 @@ func addAgent(mgr manager.Manager, lf localFlags, vols *lvmvol.Manager, every ti
 	}
 	return mgr.Add(&agent.StorageReporter{Client: c, Node: lf.nodeID, Space: vols.Space, Overprovision: lf.overprov, Interval: every,
 		Volumes: vols.ListVolumes, Events: rec})
-}
-
-// socketPath strips unix:// from an endpoint.
-func socketPath(endpoint string) string {
-	return filepath.Clean(strings.TrimPrefix(endpoint, "unix://"))
 }

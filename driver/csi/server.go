@@ -62,7 +62,7 @@ type groupServer interface {
 // Serve listens on endpoint ("unix:///path" or a path) until Stop. A stale
 // socket from an earlier run is removed first.
 func (s *Server) Serve(endpoint string) error {
-	path, err := socketPath(endpoint)
+	path, err := SocketPath(endpoint)
 	if err != nil {
 		return err
 	}
@@ -89,7 +89,10 @@ func (s *Server) Serve(endpoint string) error {
 // Stop ends Serve after the calls in flight finish.
 func (s *Server) Stop() { s.grpc.GracefulStop() }
 
-func socketPath(endpoint string) (string, error) {
+// SocketPath is the file of a unix socket endpoint ("unix:///path" or a
+// bare path); any other scheme is an error. Every endpoint flag is read
+// by it, so the socket served and the one told to kubelet agree.
+func SocketPath(endpoint string) (string, error) {
 	u, err := url.Parse(endpoint)
 	if err != nil || (u.Scheme != "unix" && u.Scheme != "") {
 		return "", fmt.Errorf("endpoint %q: want unix:///path/to/socket", endpoint)
