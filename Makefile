@@ -40,7 +40,7 @@ image: ## Carve's image as an OCI archive (_output/image/carve.tar): the Dockerf
 	@echo "== $@ passed at $$(date -u +%T)"
 
 # make test is the gate: CI runs it on a fresh machine, cold caches, two
-# cores, and it must end within the hour (issue 36 measured the whole set
+# cores, and it must end within the hour (a cold run of the whole set was measured
 # at two hours: about 170 core-minutes). It runs every suite's core: the
 # real-LVM VM suites lvm, lifecycle, csi-sanity (mount and block), node
 # safety's misuses and faults; the e2e's scenarios that take each flow
@@ -103,7 +103,7 @@ test-vm: ## lvm package, CSI lifecycle, csi-sanity, node safety and faults on re
 	$(VM_SUITES) scripts/test-vm.sh $(SHORT) $(TAG)
 	@echo "== $@ passed at $$(date -u +%T)"
 
-# make test-vm-production: issue 37's production profile; test/README.md
+# make test-vm-production: the production profile (users' nodes); test/README.md
 # says which host setting each piece mirrors.
 test-vm-production: ## the lifecycle suite in a VM set up as users' nodes are: systemd-udevd with lvm2's and device-mapper's rules, event autoactivation, dmeventd with a thin pool autoextend policy, lvm2's devices file, Carve on the machine's lvm.conf
 	CARVE_VM_PROFILE=production CARVE_SUITES=lifecycle scripts/test-vm.sh $(SHORT) $(TAG)

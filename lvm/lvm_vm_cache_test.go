@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Issue 37: a Cache on a real VG sees what is done to the VG outside it
+// Two LVM nodes set up as users' nodes are: a Cache on a real VG sees what is done to the VG outside it
 // (an administrator's lvcreate, lvextend and lvremove; dmeventd's
 // lvextend of a thin pool is one more lvm2 command of another process) at
 // the first query after printEvery, through the PVs' metadata headers,

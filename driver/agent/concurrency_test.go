@@ -90,7 +90,7 @@ func clone(name, of string, size int64) *v1alpha1.LogicalVolume {
 	return v
 }
 
-// The regression test of issue 15: while a clone's data is being copied,
+// The regression test of a clone's copy holding a worker: while a clone's data is being copied,
 // another volume on the node is published at once; the clone becomes
 // Ready once its copy is done.
 func TestPublishWhileACloneCopies(t *testing.T) {

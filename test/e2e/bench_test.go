@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// TestClusterBench is issue 12's cluster-mode figure (make bench-cluster,
+// TestClusterBench is the cluster-mode figure (make bench-cluster,
 // CARVE_E2E_BENCH=1; skipped otherwise): how long a pod with a new
 // WaitForFirstConsumer claim takes to run, and a StatefulSet of
 // CARVE_E2E_BENCH_REPLICAS (50) replicas to all run, against the sum of

@@ -18,14 +18,14 @@ import (
 	"carve.dev/carve/driver/api/v1alpha1"
 )
 
-// Issue 15: a clone's copy must not hold up other volumes of its node.
+// A clone's copy must not hold up other volumes of its node.
 // A 1 GiB thick claim is cloned while carve node's reads are throttled;
 // meanwhile another claim's pod on the same node must be provisioned,
 // attached, staged and published, i.e. Running, while the clone's
 // LogicalVolume is still Copying. Then the throttle goes, and the clone
 // runs with the source's data.
 //
-// Issue 36: what is asserted is the order (the other pod runs before the
+// What is asserted is the order (the other pod runs before the
 // copy ends), never how fast; so the copy must outlast the other pod
 // however slow the machine is. Until the copy has started, carve node reads
 // the VG's disks at 8 MiB/s (unthrottled, the emulated VM copies 1 GiB in

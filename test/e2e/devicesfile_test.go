@@ -17,7 +17,7 @@ func TestNodeAdministration(t *testing.T) {
 	t.Run("ThinPoolFills", testThinPoolFills)
 }
 
-// Issue 37, lvm2's devices file (use_devicesfile = 1, as on RHEL 9 and
+// lvm2's devices file (use_devicesfile = 1, as on RHEL 9 and
 // later): lvm2 uses only the devices listed in
 // /etc/lvm/devices/system.devices. On carve-vm2, whose VG e2e is on its
 // first two disks, listed there:

@@ -15,7 +15,7 @@ import (
 	"carve.dev/carve/driver/api/v1alpha1"
 )
 
-// Issue 37, dmeventd: the VM nodes' lvm.conf extends a monitored thin pool
+// dmeventd: the VM nodes' lvm.conf extends a monitored thin pool
 // by 20 % once it is 80 % full (scripts/vm/guest.sh, production profile),
 // as administrators set it. A workload fills a thin volume past that
 // while Carve serves; dmeventd extends the pool behind Carve's back, and
@@ -80,7 +80,7 @@ func poolSize(t *testing.T, node string) int64 {
 	return parseBytes(t, strings.TrimSpace(out))
 }
 
-// Issue 37, dmeventd with autoextend off: the administrator of carve-vm
+// dmeventd with autoextend off: the administrator of carve-vm
 // keeps lvm2's default, thin_pool_autoextend_threshold = 100 (no
 // autoextend), and two thin volumes that together promise more than the
 // pool holds are written full. The pool fills up; lvm2 leaves it as it is.

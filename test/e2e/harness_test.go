@@ -314,8 +314,8 @@ func (x *harness) stopProc(name string, crash bool) {
 // resize, capacity and topology, restarts, a node kept to its own volumes).
 // The ones skipped here go deeper into a flow or run for minutes (node
 // loss, group snapshots, encryption, limits, modify, Helm, soak); make
-// test-full runs them, as every scenario ran in make test before issue 36
-// measured a cold run at two hours.
+// test-full runs them, as every scenario ran in make test until a cold run
+// was measured at two hours.
 func fullRunOnly(t *testing.T) {
 	t.Helper()
 	if testing.Short() {

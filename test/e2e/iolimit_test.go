@@ -11,7 +11,7 @@ import (
 	"carve.dev/carve/driver/mapper"
 )
 
-// A claim's IO limits changed while its pod runs (issue 13, IO limits
+// A claim's IO limits changed while its pod runs (IO limits
 // through csi-resizer's ModifyVolume): deploy/'s example class
 // carve-throttled puts its limits into the pod's own cgroup on the VM node
 // (kubelet's cgroupfs driver, kubepods/<qos>/pod<UID>), as the line of

@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// A claim's VolumeAttributesClass changed while its pod writes (issue 13,
-// ModifyVolume through csi-resizer): deploy/'s example classes
+// A claim's VolumeAttributesClass changed while its pod writes
+// (ModifyVolume through csi-resizer): deploy/'s example classes
 // carve-linear and carve-raid1 turn the running volume into raid1 with a
 // leg on the VM node's other disk and back, online; then carve-writecache
 // puts a dm-writecache on the disk tagged carve-fast in front of it and

@@ -16,7 +16,7 @@ import (
 	"carve.dev/carve/driver/nodeloss"
 )
 
-// Issue 11 part 3: the VM node loses its power and boots again on the same
+// Node loss: the VM node loses its power and boots again on the same
 // disks. The pod that used a volume there runs again with its synced data,
 // and carve node leaves active exactly the published LV, although the boot
 // activated every LV (test/e2e/node-vm.sh, as lvm2's autoactivation does).
@@ -62,7 +62,7 @@ func TestNodeReboot(t *testing.T) {
 	checkNoLeaks(t)
 }
 
-// Issue 11 part 3, and issue 37's node loss on two LVM nodes: carve-vm is
+// Node loss on two LVM nodes: carve-vm is
 // gone for good (power cut, never back as far as anyone knows) while
 // carve-vm2 serves a writer of its own. Following deploy/README.md's
 // runbook, the lost node's pods go, its volumes detach, and its PVCs are

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Issue 37, placement on two LVM nodes: the scheduler puts a claim where
+// Placement on two LVM nodes: the scheduler puts a claim where
 // there is room, from the CSIStorageCapacity objects Carve's capacity
 // feeds, and those objects follow every change on both nodes. One node
 // is filled by a claim pinned there; the next claim, free to go anywhere,

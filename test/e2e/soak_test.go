@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Issue 11 part 4, in cluster mode: chaos under load on real Kubernetes
+// The soak in cluster mode: chaos under load on real Kubernetes
 // components. For CARVE_E2E_SOAK_DURATION, a seeded random mix of what
 // users do through Kubernetes objects (claims of every layout the VM node
 // can carve: thick, thin, striped and raid1; writer pods started and

@@ -12,7 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// Issue 37, udev and Carve together: on a node whose udevd runs lvm2's and
+// udev and Carve together: on a node whose udevd runs lvm2's and
 // device-mapper's rules, Carve's lvm2 (in its container, without udev)
 // makes, activates, deactivates and removes 20 volumes at once. One pod
 // uses 20 raw block claims on carve-vm2, so the burst is 20 CreateVolume,

@@ -351,7 +351,7 @@ func (x *harness) waitPlugin(node string) error {
 // a wait is a hang guard, never a speed check. The figures written at the
 // waits are about the slowest seen on a quiet machine; a cold run, with
 // the VM suites and builds beside the e2e on two cores, ran the same
-// steps two to three times slower (issue 36), so a wait gives up only at
+// steps two to three times slower (measured on a cold run), so a wait gives up only at
 // four times its figure. CARVE_E2E_SLACK sets another factor (a
 // deliberately slowed run).
 func hangGuard(d time.Duration) time.Duration {

@@ -83,7 +83,7 @@ type config struct {
 
 // callGuard is a call's deadline, a hang guard: the slowest call of a
 // quiet run (a thick snapshot's copy) takes well under a minute, and in a
-// cold run the VM's core is shared with builds and a second VM (issue 36:
+// cold run the VM's core is shared with builds and a second VM (measured:
 // suites ran two to three times slower), which must make calls later,
 // never stuck.
 const callGuard = 5 * time.Minute
