@@ -147,6 +147,9 @@ func (e *Exec) run(ctx context.Context, stdin io.Reader, name string, args ...st
 	start := time.Now()
 	err := cmd.Run()
 	d := time.Since(start)
+	if e.Shell != nil && name == lvmBinary && ctx.Err() == nil {
+		e.Shell.noteProcess(d) // what a wait for a busy shell may cost
+	}
 	logRun(name, args, d, err, stderr.String())
 	e.observe(name, args, d, err)
 	if err != nil {

@@ -140,6 +140,7 @@ type Shell struct {
 	backoff time.Duration
 	nextID  int
 	served  int // commands the shells ran
+	waiting waitState
 }
 
 // DefaultShellProfile is the command profile lvm2 installs for driving its
@@ -178,6 +179,7 @@ func NewShell(size int) *Shell {
 func (s *Shell) Close() error {
 	s.mu.Lock()
 	s.closed = true
+	s.signalFreedLocked() // waiters run processes now
 	idle := s.idle
 	s.idle = nil
 	s.running -= len(idle)
@@ -191,25 +193,60 @@ func (s *Shell) Close() error {
 }
 
 // acquire returns an idle shell, or a new one when there is room, or nil:
-// run a process then.
+// run a process then. When every shell is busy it waits for one to be
+// released, but no longer than a process would take (shellwait.go).
 func (s *Shell) acquire(ctx context.Context, env []string) *lvmShell {
+	var deadline time.Time
+	for {
+		sh, start, freed := s.take()
+		if sh != nil {
+			return sh
+		}
+		if start {
+			return s.start(ctx, env)
+		}
+		if freed == nil {
+			return nil
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(s.waitBound())
+		}
+		if !waitFreed(ctx, freed, deadline) {
+			return nil
+		}
+	}
+}
+
+// take pops a live idle shell, or says that a new one may start (start,
+// counted as running already), or returns the channel closed when a busy
+// one is next released (freed; nil when no shell can be had: the pool is
+// closed, or shells failed to start lately).
+func (s *Shell) take() (sh *lvmShell, start bool, freed <-chan struct{}) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	for len(s.idle) > 0 {
 		sh := s.idle[len(s.idle)-1]
 		s.idle = s.idle[:len(s.idle)-1]
 		if !sh.exited() {
-			s.mu.Unlock()
-			return sh
+			return sh, false, nil
 		}
 		s.running--
 		klog.V(2).InfoS("An idle lvm shell had exited; replacing it", "shell", sh.id, "err", sh.waitErr)
 		go sh.kill()
 	}
-	if s.closed || s.running >= max(s.Size, 0) || time.Now().Before(s.retryAt) {
-		s.mu.Unlock()
-		return nil
+	if s.closed || s.Size <= 0 || time.Now().Before(s.retryAt) {
+		return nil, false, nil
 	}
-	s.running++
+	if s.running < s.Size {
+		s.running++
+		return nil, true, nil
+	}
+	return nil, false, s.freedLocked()
+}
+
+// start starts a shell for a caller that take let start one.
+func (s *Shell) start(ctx context.Context, env []string) *lvmShell {
+	s.mu.Lock()
 	s.nextID++
 	id := s.nextID
 	profile := s.Profile
@@ -223,6 +260,7 @@ func (s *Shell) acquire(ctx context.Context, env []string) *lvmShell {
 	defer s.mu.Unlock()
 	if err != nil {
 		s.running--
+		s.signalFreedLocked() // room for another start
 		if ctx.Err() != nil {
 			return nil // the caller's time ran out, not the shell's fault
 		}
@@ -244,6 +282,7 @@ func (s *Shell) release(sh *lvmShell, healthy bool) {
 		maxCommands = DefaultShellMaxCommands
 	}
 	s.mu.Lock()
+	s.signalFreedLocked()
 	if healthy && !s.closed && !sh.exited() && sh.commands < maxCommands {
 		s.idle = append(s.idle, sh)
 		s.mu.Unlock()

@@ -740,39 +740,31 @@ func TestShellQuotingMatchesProcess(t *testing.T) {
 	}
 }
 
-// A command that finds the only shell busy runs as a process, at once:
-// it never waits for another caller's command.
+// A command that finds the only shell busy waits for it no longer than
+// the wait's bound (no process timed yet: defaultProcessCost), then runs
+// as a process: a shell held by a command waiting for a lock makes no one
+// else wait for that lock.
 func TestShellBusyRunsProcess(t *testing.T) {
 	f := lvmTest(t)
 	proc, shell := f.execs(t, 1)
 	lv := f.lv(t, proc, "busy")
 	release := f.holdVGLock(t)
-	done := make(chan error, 1)
-	go func() {
-		_, err := shell.Run(context.Background(), "lvm", "lvchange", "--addtag", "busy", f.vg+"/"+lv)
-		done <- err
-	}()
-	// Wait until the shell is busy with it.
-	for range 100 {
-		shell.Shell.mu.Lock()
-		busy := shell.Shell.running == 1 && len(shell.Shell.idle) == 0
-		shell.Shell.mu.Unlock()
-		if busy {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	done := tagInShell(shell, f.vg+"/"+lv, "busy")
+	waitBusy(shell.Shell)
 	time.Sleep(200 * time.Millisecond)
 	start := time.Now()
 	_, err := shell.Run(context.Background(), "lvm", reportArgs("vgs", "vg_name", "carvenosuchvg")...)
 	if s := errorOf(t, err); s.ExitCode != 5 {
 		t.Errorf("vgs of a missing VG: %v", err)
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("the second command took %v", d)
+	if d := time.Since(start); d > 5*time.Second || d < defaultProcessCost {
+		t.Errorf("the second command took %v, want its wait for the shell (%v) and a process", d, defaultProcessCost)
 	}
 	if served(shell.Shell) != 0 {
 		t.Errorf("served %d while the shell was busy, want 0", served(shell.Shell))
+	}
+	if b := shell.Shell.waitBound(); b == defaultProcessCost {
+		t.Errorf("the process's time was not noted: wait bound still %v", b)
 	}
 	release()
 	if err := <-done; err != nil {
@@ -780,6 +772,58 @@ func TestShellBusyRunsProcess(t *testing.T) {
 	}
 	if served(shell.Shell) != 1 {
 		t.Errorf("served %d, want 1", served(shell.Shell))
+	}
+}
+
+// tagInShell adds tag to lv through e in the background; its error comes
+// on the channel.
+func tagInShell(e *Exec, lv, tag string) chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Run(context.Background(), "lvm", "lvchange", "--addtag", tag, lv)
+		done <- err
+	}()
+	return done
+}
+
+// waitBusy waits a moment for the only shell of s to be busy.
+func waitBusy(s *Shell) {
+	for range 100 {
+		s.mu.Lock()
+		busy := s.running == 1 && len(s.idle) == 0
+		s.mu.Unlock()
+		if busy {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A command that finds the only shell busy, with processes dear here (a
+// process noted at 5 s), waits for the shell and runs in it once the
+// command before it is done: a burst is served by the shells.
+func TestShellBusyWaitsForTheShell(t *testing.T) {
+	f := lvmTest(t)
+	proc, shell := f.execs(t, 1)
+	lv := f.lv(t, proc, "wait")
+	shell.Shell.noteProcess(5 * time.Second)
+	release := f.holdVGLock(t)
+	first := tagInShell(shell, f.vg+"/"+lv, "first")
+	waitBusy(shell.Shell)
+	second := tagInShell(shell, f.vg+"/"+lv, "second")
+	time.Sleep(300 * time.Millisecond)
+	release()
+	for _, c := range []chan error{first, second} {
+		if err := <-c; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if served(shell.Shell) != 2 {
+		t.Errorf("served %d, want both commands in the shell", served(shell.Shell))
+	}
+	out, err := proc.Run(context.Background(), "lvm", reportArgs("lvs", "lv_tags", f.vg+"/"+lv)...)
+	if err != nil || !strings.Contains(string(out), "first") || !strings.Contains(string(out), "second") {
+		t.Errorf("tags after both: %s, %v", out, err)
 	}
 }
 
