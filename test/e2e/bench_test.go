@@ -30,8 +30,10 @@ import (
 // CARVE_E2E_BENCH_REPLICAS (50) replicas to all run, against the sum of
 // the raw steps their volumes need on the same VM node (lvcreate as
 // Carve's thick class makes it, mkfs.ext4, mount, bind mount), run there
-// one after the other. It prints the figures and writes them to
-// _output/bench/cluster.json. It asserts nothing on speed.
+// one after the other, and against the same StatefulSet on pre-provisioned
+// local volumes (Kubernetes' own share; the goal is Carve's StatefulSet
+// within twice the raw steps plus that share). It prints the figures and
+// writes them to _output/bench/cluster.json. It asserts nothing on speed.
 func TestClusterBench(t *testing.T) {
 	if os.Getenv("CARVE_E2E_BENCH") == "" {
 		t.Skip("a benchmark: make bench-cluster runs it (CARVE_E2E_BENCH=1)")
@@ -59,10 +61,12 @@ func TestClusterBench(t *testing.T) {
 		t.Logf("pod %d: %.1f s to Running, of which Carve's CSI calls %.1f s (then the deletion's; by call: %s)", i, single[i].Seconds(), calls.setup(), calls)
 	}
 	rawAll := rawSteps(t, replicas)
-	sts, down := statefulSetUp(t, "bench-sts", replicas, onNode(vmNode))
+	local, localDown := localStatefulSet(t, replicas)
+	localDown()
+	sts, down := statefulSetUp(t, "bench-sts", "carve-thick", replicas, onNode(vmNode))
 
 	res := clusterBench{Replicas: replicas, RawOneSeconds: rawOne.Seconds(), RawAllSeconds: rawAll.Seconds(),
-		StatefulSetSeconds: sts.Seconds()}
+		StatefulSetSeconds: sts.Seconds(), LocalStatefulSetSeconds: local.Seconds()}
 	for _, d := range single {
 		res.PodSeconds = append(res.PodSeconds, d.Seconds())
 	}
@@ -81,6 +85,10 @@ type clusterBench struct {
 	RawOneSeconds      float64   `json:"raw_one_volume_seconds"`
 	StatefulSetSeconds float64   `json:"statefulset_seconds"`
 	RawAllSeconds      float64   `json:"raw_all_volumes_seconds"`
+	// LocalStatefulSetSeconds: the same StatefulSet on pre-provisioned
+	// local PersistentVolumes of the same node (no CSI driver at all):
+	// Kubernetes' own share of the figure.
+	LocalStatefulSetSeconds float64 `json:"local_statefulset_seconds"`
 }
 
 func (r clusterBench) print(t *testing.T) {
@@ -98,6 +106,10 @@ func (r clusterBench) print(t *testing.T) {
 		"  StatefulSet of %d to all Running: %.1f s; raw steps of %d volumes, one after the other: %.1f s; ratio %.2f",
 		p, len(r.PodSeconds), r.PodSeconds, r.RawOneSeconds, p/r.RawOneSeconds,
 		r.Replicas, r.StatefulSetSeconds, r.Replicas, r.RawAllSeconds, r.StatefulSetSeconds/r.RawAllSeconds)
+	budget := r.RawAllSeconds + r.LocalStatefulSetSeconds
+	t.Logf("StatefulSet of %d on pre-provisioned local volumes (Kubernetes' share): %.1f s; "+
+		"Carve's StatefulSet against raw steps plus that share (%.1f s): ratio %.2f (goal: <= 2)",
+		r.Replicas, r.LocalStatefulSetSeconds, budget, r.StatefulSetSeconds/budget)
 }
 
 func (r clusterBench) write(t *testing.T, path string) {
@@ -166,10 +178,9 @@ func podWithNewClaim(t *testing.T, name string) time.Duration {
 // claim (Parallel: the pods start together, as for a database cluster
 // scaled out), from creation to all Running; its pod template is pod's
 // with mutate applied. down removes it and its claims.
-func statefulSetUp(t *testing.T, name string, n int, mutate func(*corev1.Pod)) (time.Duration, func()) {
+func statefulSetUp(t *testing.T, name, class string, n int, mutate func(*corev1.Pod)) (time.Duration, func()) {
 	t.Helper()
 	labels := map[string]string{"app": name}
-	class := "carve-thick"
 	p := podWith("x", "data", mutate)
 	p.Spec.Volumes = nil
 	sts := &appsv1.StatefulSet{
@@ -262,4 +273,106 @@ func setMaxVolumes(t *testing.T, n int) {
 		}
 		return false, nil
 	})
+}
+
+// benchLocalClass is the StorageClass of the pre-provisioned local
+// volumes: no provisioner, bound when a pod is scheduled (as Carve's).
+const benchLocalClass = "bench-local"
+
+// benchLocalDir is where the VM node mounts them.
+const benchLocalDir = "/run/carve-bench-local"
+
+// localStatefulSet times the benchmark's StatefulSet of n replicas on
+// volumes that need no CSI driver at all: n ext4 LVs made and mounted on
+// the VM node beforehand (not timed) and offered as local
+// PersistentVolumes bound to that node. What is left is Kubernetes' own
+// work for the same pods (scheduling with volume binding, kubelet's
+// volume manager, sandboxes and containers), the share of the figure no
+// driver can cut. down removes the StatefulSet, its claims, the PVs and
+// the LVs.
+func localStatefulSet(t *testing.T, n int) (time.Duration, func()) {
+	t.Helper()
+	script := `set -e
+n=$1 dir=$2
+for i in $(seq $n); do
+	lvcreate -q -y -L 100m -n bench-local-$i e2e >/dev/null
+	mkfs.ext4 -q -F /dev/e2e/bench-local-$i
+	mkdir -p $dir/v$i
+	mount /dev/e2e/bench-local-$i $dir/v$i
+done`
+	if out, err := nodeVM(t, vmNode).sh("bash", "-c", script, "bash", strconv.Itoa(n), benchLocalDir); err != nil {
+		t.Fatalf("local volumes on %s: %v: %s", vmNode, err, out)
+	}
+	create(t, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: benchLocalClass},
+		Provisioner:       "kubernetes.io/no-provisioner",
+		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer)})
+	for i := 1; i <= n; i++ {
+		create(t, localPV(i))
+	}
+	d, _ := statefulSetUp(t, "bench-local", benchLocalClass, n, onNode(vmNode))
+	return d, func() { localStatefulSetDown(t, n) }
+}
+
+// localPV is the i-th local volume as a PersistentVolume of vmNode.
+func localPV(i int) *corev1.PersistentVolume {
+	fs := corev1.PersistentVolumeFilesystem
+	return &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bench-local-%d", i)},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("100Mi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			StorageClassName:              benchLocalClass,
+			VolumeMode:                    &fs,
+			PersistentVolumeSource: corev1.PersistentVolumeSource{
+				Local: &corev1.LocalVolumeSource{Path: fmt.Sprintf("%s/v%d", benchLocalDir, i)}},
+			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+					Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{vmNode}}}}}}},
+		},
+	}
+}
+
+// localStatefulSetDown deletes the local StatefulSet, its pods and
+// claims, waits for the claims to go, then the PVs, the class and, on
+// the node, the mounts and LVs.
+func localStatefulSetDown(t *testing.T, n int) {
+	t.Helper()
+	ctx := context.Background()
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "bench-local", Namespace: testNS}}
+	if err := h.kc.Delete(ctx, sts); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		deletePod(t, fmt.Sprintf("bench-local-%d", i))
+	}
+	// Not deleteClaim: a local PV is retained, not deleted with its claim.
+	for i := range n {
+		startClaimDelete(t, fmt.Sprintf("data-bench-local-%d", i))
+	}
+	wait(t, "the local claims gone", 5*time.Minute, func(ctx context.Context) (bool, error) {
+		for i := range n {
+			if ok, err := gone(get(ctx, fmt.Sprintf("data-bench-local-%d", i), &corev1.PersistentVolumeClaim{})); !ok || err != nil {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+	for i := 1; i <= n; i++ {
+		if err := h.kc.Delete(ctx, localPV(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.kc.Delete(ctx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: benchLocalClass}}); err != nil {
+		t.Fatal(err)
+	}
+	script := `set -e
+n=$1 dir=$2
+for i in $(seq $n); do
+	umount $dir/v$i
+	lvremove -q -y e2e/bench-local-$i >/dev/null
+done`
+	if out, err := nodeVM(t, vmNode).sh("bash", "-c", script, "bash", strconv.Itoa(n), benchLocalDir); err != nil {
+		t.Fatalf("removing the local volumes on %s: %v: %s", vmNode, err, out)
+	}
 }

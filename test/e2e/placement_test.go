@@ -45,7 +45,7 @@ func TestPlacementFollowsCapacity(t *testing.T) {
 	deleteClaim(t, "fill")
 	checkCapacities(t, "with both claims gone")
 
-	_, down := statefulSetUp(t, "spread", 6, spreadOverNodes("spread"))
+	_, down := statefulSetUp(t, "spread", "carve-thick", 6, spreadOverNodes("spread"))
 	perNode := map[string]int{}
 	for i := range 6 {
 		var p corev1.Pod
