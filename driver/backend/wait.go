@@ -37,9 +37,8 @@ const resync = 10 * time.Second
 
 // await is the one wait of the backend for the node agent. It reads obj
 // (of kind, by its name) until done() holds of it, or, with done nil
-// (untilGone), until it no longer exists. It reads the cache when there is
-// one, and then sleeps until Changes says obj changed; without a cache it
-// reads the API every pollInterval.
+// (untilGone), until it no longer exists. It reads the cache, then sleeps
+// until Changes says obj changed (without Changes, for pollInterval).
 //
 // What it reads may be older than the caller's last write (a cache lags):
 // the status counts only once it is about generation minGen (the one the
@@ -56,7 +55,7 @@ func (b *Backend) await(ctx context.Context, kind string, obj client.Object, min
 		if b.Changes != nil {
 			changed = b.Changes.next(kind, key.Name)
 		}
-		err := b.cached().Get(ctx, key, obj)
+		err := b.Cache.Get(ctx, key, obj)
 		switch {
 		case apierrors.IsNotFound(err) && done == nil:
 			// A cache that never saw the resource says NotFound too:
@@ -74,7 +73,7 @@ func (b *Backend) await(ctx context.Context, kind string, obj client.Object, min
 				continue
 			}
 			return nil
-		case apierrors.IsNotFound(err) && b.Cache != nil:
+		case apierrors.IsNotFound(err):
 			// A resource just created may not be in the cache yet.
 			if err := sleep(ctx, changed); err != nil {
 				return err
@@ -104,11 +103,8 @@ func (b *Backend) await(ctx context.Context, kind string, obj client.Object, min
 	}
 }
 
-// goneFromAPI confirms, without a cache, that the resource is gone.
+// goneFromAPI asks the API, uncached, whether the resource is gone.
 func (b *Backend) goneFromAPI(ctx context.Context, key types.NamespacedName, obj client.Object) (bool, error) {
-	if b.Cache == nil {
-		return true, nil // what was read was the API already
-	}
 	err := b.Client.Get(ctx, key, obj)
 	if apierrors.IsNotFound(err) {
 		return true, nil
@@ -132,12 +128,4 @@ func sleep(ctx context.Context, changed <-chan struct{}) error {
 	case <-time.After(wait):
 	}
 	return nil
-}
-
-// cached is where reads that may lag go: the cache, when there is one.
-func (b *Backend) cached() client.Reader {
-	if b.Cache != nil {
-		return b.Cache
-	}
-	return b.Client
 }
