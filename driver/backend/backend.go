@@ -142,11 +142,11 @@ func sameVolume(have, want v1alpha1.LogicalVolumeSpec) bool {
 }
 
 // waitVolume waits for the agent to bring the LogicalVolume name, at
-// generation minGen or later, to done (see await) and returns the volume
-// it reports.
+// generation minGen or later, to done (see awaitDone) and returns the
+// volume it reports.
 func (b *Backend) waitVolume(ctx context.Context, name string, minGen int64, done func(*v1alpha1.LogicalVolume) bool) (volume.Volume, error) {
 	lv := &v1alpha1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := b.await(ctx, KindVolume, lv, minGen, volumeReport(lv), func() bool { return done(lv) }); err != nil {
+	if err := b.awaitDone(ctx, KindVolume, lv, minGen, volumeReport(lv), func() bool { return done(lv) }); err != nil {
 		return volume.Volume{}, err
 	}
 	return volumeOf(lv)
@@ -266,5 +266,5 @@ func (b *Backend) deleteAndAwait(ctx context.Context, kind string, obj client.Ob
 	if err := b.Client.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete %s: %w", obj.GetName(), err)
 	}
-	return b.await(ctx, kind, obj, 0, rep, untilGone)
+	return b.awaitGone(ctx, kind, obj, rep)
 }

@@ -50,7 +50,7 @@ func (b *Backend) CreateGroupSnapshot(ctx context.Context, name string, sources 
 	}
 	minGen := max(have.Generation, want.Generation)
 	have.Name = want.Name
-	if err := b.await(ctx, KindGroupSnapshot, &have, minGen, groupReport(&have), func() bool { return have.Status.GroupSnapshotID != "" }); err != nil {
+	if err := b.awaitDone(ctx, KindGroupSnapshot, &have, minGen, groupReport(&have), func() bool { return have.Status.GroupSnapshotID != "" }); err != nil {
 		return volume.GroupSnapshot{}, err
 	}
 	return groupOf(&have)

@@ -41,7 +41,7 @@ func (b *Backend) CreateSnapshot(ctx context.Context, name string, source volume
 	}
 	minGen := max(have.Generation, want.Generation)
 	have.Name = want.Name
-	if err := b.await(ctx, KindSnapshot, &have, minGen, snapshotReport(&have), func() bool { return have.Status.SnapshotID != "" }); err != nil {
+	if err := b.awaitDone(ctx, KindSnapshot, &have, minGen, snapshotReport(&have), func() bool { return have.Status.SnapshotID != "" }); err != nil {
 		return volume.Snapshot{}, err
 	}
 	return snapshotOf(&have)
