@@ -740,6 +740,22 @@ func TestShellQuotingMatchesProcess(t *testing.T) {
 	}
 }
 
+// A command of an AsProcess context runs as a process with shells idle:
+// the shell serves the commands before and after it, not it.
+func TestShellAsProcess(t *testing.T) {
+	f := lvmTest(t)
+	_, shell := f.execs(t, 1)
+	vgs := reportArgs("vgs", "vg_name", f.vg)
+	for i, ctx := range []context.Context{context.Background(), AsProcess(context.Background()), context.Background()} {
+		if _, err := shell.Run(ctx, "lvm", vgs...); err != nil {
+			t.Fatal(err)
+		}
+		if want := min(i+1, 1+i/2); served(shell.Shell) != want {
+			t.Errorf("after command %d: served %d, want %d (the second runs as a process)", i+1, served(shell.Shell), want)
+		}
+	}
+}
+
 // A command that finds the only shell busy waits for it no longer than
 // the wait's bound (no process timed yet: defaultProcessCost), then runs
 // as a process: a shell held by a command waiting for a lock makes no one
