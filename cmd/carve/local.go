@@ -29,8 +29,6 @@ import (
 	"carve.dev/carve/lvm/runner"
 )
 
-// localFlags configure the work on this node's LVM, shared by standalone
-// and node.
 // DefaultLVMShells is how many lvm2 shells run Carve's lvm2 commands
 // unless --lvm-shells says otherwise: none yet. With 4, every serial
 // benchmark goal is met (docs/performance.md), the crash matrix and the
@@ -38,6 +36,8 @@ import (
 // carve in its cgroup; until that is settled, shells are opt-in.
 const DefaultLVMShells = 0
 
+// localFlags configure the work on this node's LVM, shared by standalone
+// and node.
 type localFlags struct {
 	endpoint     string
 	nodeID       string
@@ -143,7 +143,8 @@ func (f *localFlags) build() (*lvmvol.Manager, *csi.Node) {
 	run := runner.New(f.cmdTimeout, lvmEnv(udevControl)...)
 	run.Observe = crashpoint.Wrap(metrics.Command)
 	if f.lvmShells > 0 {
-		// The shells end with carve: end of file on their stdin.
+		// A shell ends after carve: it reads end of file on its stdin
+		// once its command, if any, is done.
 		run.Shell = runner.NewShell(f.lvmShells)
 	}
 	vols := lvmvol.NewManager(lvm.NewCache(lvm.New(run), f.lvmCacheAge), lvmvol.ZeroWiper{Run: run}, f.nodeID, f.vgs)
