@@ -139,15 +139,17 @@ func parseVGs(s string) ([]string, error) {
 }
 
 // build makes the LVM semantics and the CSI Node service on this node.
-func (f *localFlags) build() (*lvmvol.Manager, *csi.Node) {
+// Call closeLVM on the way out, after the services have stopped: it ends
+// the lvm2 shells, which would otherwise outlive carve in its cgroup.
+func (f *localFlags) build() (vols *lvmvol.Manager, node *csi.Node, closeLVM func()) {
 	run := runner.New(f.cmdTimeout, lvmEnv(udevControl)...)
 	run.Observe = crashpoint.Wrap(metrics.Command)
+	closeLVM = func() {}
 	if f.lvmShells > 0 {
-		// A shell ends after carve: it reads end of file on its stdin
-		// once its command, if any, is done.
 		run.Shell = runner.NewShell(f.lvmShells)
+		closeLVM = func() { _ = run.Shell.Close() }
 	}
-	vols := lvmvol.NewManager(lvm.NewCache(lvm.New(run), f.lvmCacheAge), lvmvol.ZeroWiper{Run: run}, f.nodeID, f.vgs)
+	vols = lvmvol.NewManager(lvm.NewCache(lvm.New(run), f.lvmCacheAge), lvmvol.ZeroWiper{Run: run}, f.nodeID, f.vgs)
 	vols.LimitPublished(int(f.maxVolumes))
 	vols.SetOverprovision(f.overprov)
 	layers := mapper.NewLinear(run)
@@ -158,9 +160,9 @@ func (f *localFlags) build() (*lvmvol.Manager, *csi.Node) {
 	if f.cgroupRoot != "" {
 		cfg.Cgroups = &iolimit.Cgroups{Root: f.cgroupRoot}
 	}
-	node := csi.NewNode(cfg, vols, nodefs.New(run.AsExecInterface()))
+	node = csi.NewNode(cfg, vols, nodefs.New(run.AsExecInterface()))
 	vols.SetLimitsApplier(node.ApplyLimits)
-	return vols, node
+	return vols, node, closeLVM
 }
 
 // udevControl is udevd's control socket: present where udev runs.
