@@ -30,11 +30,12 @@ import (
 )
 
 // DefaultLVMShells is how many lvm2 shells run Carve's lvm2 commands
-// unless --lvm-shells says otherwise: none yet. With 4, every serial
-// benchmark goal is met (docs/performance.md), the crash matrix and the
-// e2e pass, but the VM faults suite found the shells outliving a killed
-// carve in its cgroup; until that is settled, shells are opt-in.
-const DefaultLVMShells = 0
+// unless --lvm-shells says otherwise: as many as the node agent's
+// workers (agent.DefaultWorkers), so a burst of reconciles finds one each.
+// An operation's lvm2 commands in a shell cost a fifth of the same as
+// processes in the test VM (docs/performance.md), and an idle shell holds
+// about 12 MiB and no device or lock.
+const DefaultLVMShells = 4
 
 // localFlags configure the work on this node's LVM, shared by standalone
 // and node.
