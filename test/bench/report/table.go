@@ -12,22 +12,51 @@ import (
 
 var header = []string{"operation", "raw", "carve", "wipe", "ratio", "goal", "met?", "carve's lvm runs"}
 
-// cells renders a row's columns; a figure that does not apply is "-".
-func cells(r results.Row) []string {
-	ratio := "-"
-	if r.Raw != 0 {
-		ratio = fmt.Sprintf("%.2f", r.Ratio())
+// lvmdHeader is the table's header when a row has an lvmd figure (the
+// lvmd section ran): lvmd's figure, Carve/lvmd and lvmd's lvm2 runs too.
+var lvmdHeader = []string{"operation", "raw", "carve", "lvmd", "wipe", "ratio", "carve/lvmd", "goal", "met?", "carve's lvm runs", "lvmd's lvm runs"}
+
+// withLVMD tells whether any row of the run has an lvmd figure.
+func withLVMD(r *results.Run) bool {
+	for _, row := range r.Rows {
+		if row.LVMD != 0 {
+			return true
+		}
 	}
-	return []string{r.Op, optional(r.Raw, r.Unit), figure(r.Carve, r.Unit), optional(r.Wipe, r.Unit), ratio, goal(r), met(r), lvmRuns(r)}
+	return false
 }
 
-// lvmRuns counts the lvm2 runs among the commands Carve ran for one
-// sample of the row, "-" when they were not counted.
-func lvmRuns(r results.Row) string {
-	if r.Commands == nil {
+func headerOf(r *results.Run) []string {
+	if withLVMD(r) {
+		return lvmdHeader
+	}
+	return header
+}
+
+// cells renders a row's columns; a figure that does not apply is "-".
+func cells(r results.Row, lvmd bool) []string {
+	if !lvmd {
+		return []string{r.Op, optional(r.Raw, r.Unit), figure(r.Carve, r.Unit), optional(r.Wipe, r.Unit), ratio(r.Raw, r.Ratio()), goal(r), met(r), lvmRuns(r.Commands)}
+	}
+	return []string{r.Op, optional(r.Raw, r.Unit), figure(r.Carve, r.Unit), optional(r.LVMD, r.Unit), optional(r.Wipe, r.Unit),
+		ratio(r.Raw, r.Ratio()), ratio(r.LVMD, r.LVMDRatio()), goal(r), met(r), lvmRuns(r.Commands), lvmRuns(r.LVMDCommands)}
+}
+
+// ratio renders v, "-" when the figure it divides by (of) is missing.
+func ratio(of, v float64) string {
+	if of == 0 {
 		return "-"
 	}
-	return fmt.Sprint(results.LVMRuns(r.Commands))
+	return fmt.Sprintf("%.2f", v)
+}
+
+// lvmRuns counts the lvm2 runs among the commands Carve (or lvmd) ran for
+// one sample of the row, "-" when they were not counted.
+func lvmRuns(commands map[string]float64) string {
+	if commands == nil {
+		return "-"
+	}
+	return fmt.Sprint(results.LVMRuns(commands))
 }
 
 // optional is figure for a column a row may not have: "-" for 0.
@@ -61,6 +90,9 @@ func goal(r results.Row) string {
 	if r.Goal.Of == "ratio" {
 		return fmt.Sprintf("ratio %s %g", r.Goal.Op, r.Goal.Value)
 	}
+	if r.Goal.Of == "lvmd" {
+		return fmt.Sprintf("carve/lvmd %s %g", r.Goal.Op, r.Goal.Value)
+	}
 	if r.Goal.Value == 0 {
 		return fmt.Sprintf("%s 0", r.Goal.Op)
 	}
@@ -88,9 +120,10 @@ func printTable(w io.Writer, r *results.Run) error {
 	var b strings.Builder
 	b.WriteString(title(r) + "\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	_, _ = tw.Write([]byte(strings.Join(header, "\t") + "\n"))
+	lvmd := withLVMD(r)
+	_, _ = tw.Write([]byte(strings.Join(headerOf(r), "\t") + "\n"))
 	for _, row := range r.Rows {
-		_, _ = tw.Write([]byte(strings.Join(cells(row), "\t") + "\n"))
+		_, _ = tw.Write([]byte(strings.Join(cells(row, lvmd), "\t") + "\n"))
 	}
 	_ = tw.Flush() // into a strings.Builder: cannot fail
 	_, err := io.WriteString(w, b.String())
@@ -100,9 +133,10 @@ func printTable(w io.Writer, r *results.Run) error {
 // printMarkdown writes the table for docs/performance.md.
 func printMarkdown(w io.Writer, r *results.Run) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n\n| %s |\n|%s\n", title(r), strings.Join(header, " | "), strings.Repeat("---|", len(header)))
+	h, lvmd := headerOf(r), withLVMD(r)
+	fmt.Fprintf(&b, "%s\n\n| %s |\n|%s\n", title(r), strings.Join(h, " | "), strings.Repeat("---|", len(h)))
 	for _, row := range r.Rows {
-		b.WriteString("| " + strings.Join(cells(row), " | ") + " |\n")
+		b.WriteString("| " + strings.Join(cells(row, lvmd), " | ") + " |\n")
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
