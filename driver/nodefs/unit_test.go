@@ -387,9 +387,10 @@ func TestUnsupportedFilesystemIsInvalidArgument(t *testing.T) {
 }
 
 // FuzzCheckMountFlags: an accepted flag list names only allowlisted flags
-// whose values hold no separator, space, quote or path, so that mount(8)
-// reads back exactly the flags that were checked; the filesystem's name is
-// read the same with or without surrounding space.
+// whose values hold no separator, space, quote or path (but for an SELinux
+// label, whose commas sit inside double quotes), so that mount(8) reads
+// back exactly the flags that were checked; the filesystem's name is read
+// the same with or without surrounding space.
 func FuzzCheckMountFlags(f *testing.F) {
 	f.Add("ext4", "noatime")
 	f.Add("xfs", "logbsize=256k")
@@ -398,6 +399,8 @@ func FuzzCheckMountFlags(f *testing.F) {
 	f.Add("btrfs", "compress=zstd:3")
 	f.Add("ext4", "data=../../etc")
 	f.Add("ext4", "remount")
+	f.Add("ext4", `context="system_u:object_r:container_file_t:s0:c1,c2"`)
+	f.Add("ext4", `context="u:r:t:s0",bind`)
 	f.Fuzz(func(t *testing.T, fsType, joined string) {
 		flags := strings.Split(joined, "\x00")
 		err := CheckMountFlags(fsType, flags)
@@ -411,15 +414,36 @@ func FuzzCheckMountFlags(f *testing.F) {
 			return
 		}
 		for _, fl := range flags {
-			name, _, _ := strings.Cut(fl, "=")
+			name, value, _ := strings.Cut(fl, "=")
+			if slices.Contains(seLinuxOptions, name) && strings.HasPrefix(value, `"`) {
+				value = strings.Trim(value, `"`) // the one place a comma may be
+				fl = name + "=" + strings.ReplaceAll(value, ",", "")
+			}
 			if fl == "" || strings.ContainsAny(fl, ", \t\n\"'/\\") || slices.Contains([]string{"bind", "rbind", "move", "remount"}, name) {
 				t.Fatalf("%q accepted for %q", fl, fsType)
 			}
 		}
-		if back := strings.Split(strings.Join(flags, ","), ","); !slices.Equal(back, flags) {
+		if back := splitMountOptions(strings.Join(flags, ",")); !slices.Equal(back, flags) {
 			t.Fatalf("%q does not read back from mount -o: %q", flags, back)
 		}
 	})
+}
+
+// splitMountOptions splits an -o list as libmount does: at commas outside
+// double quotes.
+func splitMountOptions(s string) []string {
+	var out []string
+	quoted, start := false, 0
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '"':
+			quoted = !quoted
+		case s[i] == ',' && !quoted:
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	return append(out, s[start:])
 }
 
 // mangle escapes as the kernel writes mountinfo fields: space, tab,
