@@ -47,7 +47,7 @@ func serve(t testing.TB, l lvmvol.LVM, w lvmvol.Wiper) csi.ControllerClient {
 // serveConn is serve's connection, for the clients of every service.
 func serveConn(t testing.TB, l lvmvol.LVM, w lvmvol.Wiper) *grpc.ClientConn {
 	t.Helper()
-	m := lvmvol.NewManager(l, w, testNode, []string{"vg0"})
+	m := lvmvol.NewManager(lvmvol.Config{LVM: l, Wiper: w, Node: testNode, VolumeGroups: []string{"vg0"}})
 	srv := NewServer(NewIdentity("test", true, m), NewController(m), nil)
 	sock := filepath.Join(t.TempDir(), "csi.sock")
 	done := make(chan error, 1)

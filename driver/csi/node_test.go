@@ -58,7 +58,7 @@ func newNodeEnv(t testing.TB) *nodeEnv {
 	t.Helper()
 	ctx := context.Background()
 	fake := &namesLVM{LVM: lvmfake.New(1<<30, "vg0", "othervg")}
-	m := lvmvol.NewManager(fake, fake, testNode, []string{"vg0"})
+	m := lvmvol.NewManager(lvmvol.Config{LVM: fake, Wiper: fake, Node: testNode, VolumeGroups: []string{"vg0"}})
 	devices := map[string]uint64{}
 	for _, name := range []string{"pvc-a", "pvc-b", "pvc-c"} {
 		v, err := m.CreateVolume(ctx, volume.CreateRequest{Name: name, VG: "vg0", RequiredBytes: 16 * mib})
