@@ -29,6 +29,7 @@ import (
 
 	"carve.dev/carve/lvm"
 	"carve.dev/carve/test/csiflow"
+	"carve.dev/carve/test/fixture"
 	"carve.dev/carve/test/testenv"
 )
 
@@ -137,7 +138,7 @@ func setup(t *testing.T) *env {
 	t.Helper()
 	bin := os.Getenv("CARVE_CRASH_BIN")
 	if bin == "" {
-		t.Skip("CARVE_CRASH_BIN is not set: build cmd/carve with -tags crashpoints (scripts/test-vm.sh does)")
+		fixture.Missing(t, "CARVE_CRASH_BIN is not set: build cmd/carve with -tags crashpoints (scripts/test-vm.sh does)")
 	}
 	disks := []string{testenv.Disk(t, "CARVE_TEST_DISK")}
 	if d := os.Getenv("CARVE_TEST_DISK2"); d != "" {
