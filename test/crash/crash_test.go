@@ -17,7 +17,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -87,7 +86,9 @@ func (e *env) reset() {
 	e.t.Helper()
 	e.stop()
 	testenv.UnmountAll(e.t, e.dir, 0)
-	closeMappings(e.t)
+	if err := testenv.CloseMappings(vg); err != nil {
+		e.t.Fatalf("reset: %v", err)
+	}
 	ctx := context.Background()
 	lvs, err := e.lvm.ListLVs(ctx, vg)
 	if err != nil {
@@ -101,35 +102,6 @@ func (e *env) reset() {
 		}
 		if err := e.lvm.RemoveLV(ctx, vg, lv.Name); err != nil && !strings.Contains(err.Error(), "not found") {
 			e.t.Fatalf("reset: %v", err)
-		}
-	}
-}
-
-// closeMappings closes the dm-crypt mappings of the VG's encrypted
-// volumes (VG-LV-crypt) and removes the layers of its staged ones
-// (VG-LV-carve, driver/mapper), which hold their LVs open.
-func closeMappings(t *testing.T) {
-	t.Helper()
-	for _, name := range testenv.Layers(t, vg) {
-		if out, err := exec.Command("dmsetup", "remove", name).CombinedOutput(); err != nil {
-			t.Fatalf("reset: dmsetup remove %s: %v: %s", name, err, out)
-		}
-	}
-	closeCrypt(t)
-}
-
-// closeCrypt closes the VG's dm-crypt mappings.
-func closeCrypt(t *testing.T) {
-	t.Helper()
-	out, err := exec.Command("dmsetup", "ls", "--target", "crypt").Output()
-	if err != nil {
-		t.Fatalf("dmsetup ls: %v", err)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], vg+"-") {
-			if out, err := exec.Command("cryptsetup", "close", f[0]).CombinedOutput(); err != nil {
-				t.Fatalf("reset: cryptsetup close %s: %v: %s", f[0], err, out)
-			}
 		}
 	}
 }
