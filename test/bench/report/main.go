@@ -3,8 +3,9 @@
 // from test/bench/report, or absolute). scripts/bench.sh runs it on the host
 // after the VM has written the run. It is a Go module of its own, so that
 // gonum/plot, which only its plots need, stays out of the driver's module
-// graph; it reads the run with carve.dev/carve/test/bench/results from
-// this checkout (go.mod's replace).
+// graph; it reads the run with carve.dev/carve/test/bench/results and
+// prints it with carve.dev/carve/test/bench/table, both from this checkout
+// (go.mod's replace) and tested with the driver's unit tests.
 package main
 
 import (
@@ -13,6 +14,7 @@ import (
 	"os"
 
 	"carve.dev/carve/test/bench/results"
+	"carve.dev/carve/test/bench/table"
 )
 
 func main() {
@@ -33,9 +35,9 @@ func run(in, plots string, markdown bool) error {
 	if err != nil {
 		return err
 	}
-	write := printTable
+	write := table.Print
 	if markdown {
-		write = printMarkdown
+		write = table.Markdown
 	}
 	if err := write(os.Stdout, r); err != nil {
 		return fmt.Errorf("print: %w", err)
