@@ -26,6 +26,10 @@ source scripts/goenv.sh
 echo "== building carve and the benchmark"
 go build -o "$out/bin/carve" ./cmd/carve
 go test -tags bench -c -o "$out/bin/bench.test" ./test/bench
+# The report is a module of its own (test/bench/report/go.mod: its plots
+# need gonum/plot, which the driver's module does not carry); built before
+# the run, so that a broken report fails now rather than after hours.
+go -C test/bench/report build -o "$repo/$out/bin/report" .
 if [ -n "${CARVE_BENCH_TOPOLVM_SRC:-}" ]; then
 	src=$CARVE_BENCH_TOPOLVM_SRC
 	if [ -f "$src/go.mod" ]; then
@@ -62,6 +66,6 @@ CARVE_TEST_DISK=/dev/vda CARVE_TEST_DISK2=/dev/vdb \
 # A failed run still reports the sections it finished.
 if [ -f "$out/results.json" ]; then
 	echo "== report"
-	go run ./test/bench/report -in "$out/results.json" -plots "$out"
+	"$out/bin/report" -in "$out/results.json" -plots "$out"
 fi
 exit "$rc"

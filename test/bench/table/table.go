@@ -1,4 +1,9 @@
-package main
+// Package table renders a benchmark run (test/bench/results) as a table:
+// aligned columns for a terminal, or Markdown for docs/performance.md.
+// test/bench/report prints it; it stays in the driver's module, apart
+// from the report's plots (a module of their own, for gonum/plot), so that
+// its tests run with the unit tests.
+package table
 
 import (
 	"fmt"
@@ -115,8 +120,8 @@ func title(r *results.Run) string {
 		r.Duration.Round(time.Second), r.Kernel)
 }
 
-// printTable writes the table in aligned columns, for a terminal.
-func printTable(w io.Writer, r *results.Run) error {
+// Print writes the table in aligned columns, for a terminal.
+func Print(w io.Writer, r *results.Run) error {
 	var b strings.Builder
 	b.WriteString(title(r) + "\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
@@ -130,8 +135,8 @@ func printTable(w io.Writer, r *results.Run) error {
 	return err
 }
 
-// printMarkdown writes the table for docs/performance.md.
-func printMarkdown(w io.Writer, r *results.Run) error {
+// Markdown writes the table for docs/performance.md.
+func Markdown(w io.Writer, r *results.Run) error {
 	var b strings.Builder
 	h, lvmd := headerOf(r), withLVMD(r)
 	fmt.Fprintf(&b, "%s\n\n| %s |\n|%s\n", title(r), strings.Join(h, " | "), strings.Repeat("---|", len(h)))

@@ -1,4 +1,4 @@
-package main
+package table
 
 import (
 	"strings"
@@ -11,7 +11,7 @@ func TestTableWithoutLVMD(t *testing.T) {
 	r := &results.Run{Mode: "quick", Rows: []results.Row{{Op: "thin create+delete, serial", Unit: "s", Raw: 0.5, Carve: 1,
 		Goal: results.Goal{Of: "ratio", Op: "<=", Value: 1.15}, Commands: map[string]float64{"lvcreate": 1, "lvremove": 1}}}}
 	var b strings.Builder
-	if err := printMarkdown(&b, r); err != nil {
+	if err := Markdown(&b, r); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
@@ -30,7 +30,7 @@ func TestTableWithLVMD(t *testing.T) {
 		{Op: "GetCapacity", Unit: "s", Carve: 0.01},
 	}}
 	var b strings.Builder
-	if err := printMarkdown(&b, r); err != nil {
+	if err := Markdown(&b, r); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
