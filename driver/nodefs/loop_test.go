@@ -583,7 +583,7 @@ func TestMountInfoUnescapes(t *testing.T) {
 }
 
 // TestFormatAndMountProbesOnce: a stage runs one blkid, the one
-// SafeFormatAndMount decides on, blank device or formatted; formatted says
+// FormatAndMount decides on, blank device or formatted; formatted says
 // which it was. Carve's own check used to run a blkid of its own before
 // it: one process more for every NodeStage (docs/performance.md).
 func TestFormatAndMountProbesOnce(t *testing.T) {

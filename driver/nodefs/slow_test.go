@@ -80,7 +80,7 @@ func TestFormatAndFsckOutliveCommandTimeout(t *testing.T) {
 }
 
 // xfs, since ext4's online resize needs CAP_SYS_RESOURCE, which a test
-// process may lack; both tools take the same path through nodeExec.
+// process may lack; both tools take the same path (data work, exec.go).
 func TestResizeOutlivesCommandTimeout(t *testing.T) {
 	small := minSize["xfs"]
 	dev, file := newLoop(t, small)
