@@ -58,7 +58,7 @@ func TestMountUtilsContract(t *testing.T) {
 			m := New(rec)
 			target := filepath.Join(t.TempDir(), "staging")
 			cleanupMounts(t, target)
-			formatted, err := m.FormatAndMount(ctxT(t), dev, target, d.fsType, nil)
+			formatted, err := m.FormatAndMount(ctxT(t), dev, target, d.fsType, MkfsOptions{}, nil)
 			switch {
 			case got == "" && (err != nil || !formatted || rec.count("mkfs.") != 1):
 				t.Fatalf("blank device: formatted = %t, %v, %d mkfs runs; want one format", formatted, err, rec.count("mkfs."))

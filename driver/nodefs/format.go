@@ -17,7 +17,10 @@ import (
 )
 
 // FormatAndMount mounts device at target (PrepareTarget), formatting it
-// with fsType ("" → ext4, or xfs) only when it carries no filesystem.
+// with fsType ("" → ext4, or xfs) only when it carries no filesystem, with
+// mkfs's default options and then mkfsOpts (vetted for fsType: an error
+// wrapping volume.ErrInvalidArgument otherwise). A filesystem that is
+// there is mounted as it is, whatever mkfsOpts say.
 //
 // Why we never reformat: a device with any signature (another filesystem, a
 // partition table, an LVM or LUKS header) may hold someone's data — a
@@ -46,10 +49,14 @@ import (
 // formatted tells that the device was blank and was formatted for this
 // mount: its filesystem then fills the device (mkfs is given no size), so
 // the caller has nothing to grow.
-func (m *Mounter) FormatAndMount(ctx context.Context, device, target, fsType string, options []string) (formatted bool, err error) {
+func (m *Mounter) FormatAndMount(ctx context.Context, device, target, fsType string, mkfsOpts MkfsOptions, options []string) (formatted bool, err error) {
 	fsType, err = normalizeFSType(fsType)
 	if err != nil {
 		return false, fmt.Errorf("mount %s at %s: %w", device, target, err)
+	}
+	if !mkfsOpts.IsZero() && mkfsOpts.fsType != fsType {
+		return false, fmt.Errorf("%w: mount %s at %s: mkfs options %q are vetted for %s, not %s",
+			volume.ErrInvalidArgument, device, target, mkfsOpts.Args(), mkfsOpts.fsType, fsType)
 	}
 	if err := checkBlockDevice(device); err != nil {
 		return false, fmt.Errorf("mount %s at %s: %w", device, target, err)
@@ -74,7 +81,7 @@ func (m *Mounter) FormatAndMount(ctx context.Context, device, target, fsType str
 		return false, fmt.Errorf("%w: %s is blank, and asked read-only: nothing to mount, and no format in read-only mode",
 			volume.ErrCannotFormat, device)
 	case existing == "":
-		if err := m.format(ctx, device, fsType); err != nil {
+		if err := m.format(ctx, device, fsType, mkfsOpts); err != nil {
 			return false, fmt.Errorf("mount %s at %s: %w", device, target, err)
 		}
 	case existing != fsType:
@@ -103,29 +110,34 @@ func (m *Mounter) diskFormat(ctx context.Context, device string) (string, error)
 
 // mkfsArgs are the arguments of mkfs.<fsType> on a blank device: those
 // mount-utils' SafeFormatAndMount gave it (ext4: -F, no blocks reserved
-// for root; xfs: -f), so that volumes are made as they were, and the
-// device last.
-func mkfsArgs(fsType, device string) []string {
+// for root unless the class says -m; xfs: -f), so that volumes are made as
+// they were, then the class's vetted options, and the device last.
+func mkfsArgs(fsType string, opts MkfsOptions, device string) []string {
+	var args []string
 	switch fsType {
 	case "ext4":
-		return []string{"-F", "-m0", device}
+		args = append(args, "-F")
+		if !opts.has("-m") {
+			args = append(args, "-m0")
+		}
 	case "xfs":
-		return []string{"-f", device}
+		args = append(args, "-f")
 	}
-	return []string{device}
+	args = append(args, opts.args...)
+	return append(args, device)
 }
 
 // format runs mkfs on device, which the probe just found blank, as data
 // work (exec.go), logged at level 0 whatever the verbosity. A refusal of
 // mkfs (too small for xfs, an option the tools reject) is
 // volume.ErrCannotFormat.
-func (m *Mounter) format(ctx context.Context, device, fsType string) error {
+func (m *Mounter) format(ctx context.Context, device, fsType string, opts MkfsOptions) error {
 	data, done, err := m.dataWork(ctx, device)
 	if err != nil {
 		return err
 	}
 	defer done()
-	tool, args := "mkfs."+fsType, mkfsArgs(fsType, device)
+	tool, args := "mkfs."+fsType, mkfsArgs(fsType, opts, device)
 	klog.InfoS("formatting", "device", device, "fsType", fsType, "args", args)
 	out, err := m.exec.CommandContext(data, tool, args...).CombinedOutput()
 	if err != nil {

@@ -95,7 +95,7 @@ func TestFormatAndMountRefusesForeignSignatureWithoutMkfs(t *testing.T) {
 	} {
 		m := New(fakeBlkid(t, tc.blkid, 0)) // fails the test if mkfs runs
 		target := filepath.Join(t.TempDir(), "staging")
-		_, err := m.FormatAndMount(context.Background(), dev, target, tc.fsType, nil)
+		_, err := m.FormatAndMount(context.Background(), dev, target, tc.fsType, MkfsOptions{}, nil)
 		if !errors.Is(err, volume.ErrFilesystemMismatch) {
 			t.Errorf("blkid %q as %q: err = %v, want volume.ErrFilesystemMismatch", tc.blkid, tc.fsType, err)
 		}
@@ -105,15 +105,15 @@ func TestFormatAndMountRefusesForeignSignatureWithoutMkfs(t *testing.T) {
 func TestFormatAndMountRejectsBadInput(t *testing.T) {
 	m := New(fakeBlkid(t, "", 2))
 	dir := t.TempDir()
-	if _, err := m.FormatAndMount(context.Background(), anyBlockDevice(t), dir, "ntfs", nil); err == nil ||
+	if _, err := m.FormatAndMount(context.Background(), anyBlockDevice(t), dir, "ntfs", MkfsOptions{}, nil); err == nil ||
 		!strings.Contains(err.Error(), "unsupported filesystem type") {
 		t.Errorf("ntfs: err = %v", err)
 	}
-	_, err := m.FormatAndMount(context.Background(), filepath.Join(dir, "missing"), dir, "ext4", nil)
+	_, err := m.FormatAndMount(context.Background(), filepath.Join(dir, "missing"), dir, "ext4", MkfsOptions{}, nil)
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing device: err = %v, want ErrNotExist", err)
 	}
-	if _, err := m.FormatAndMount(context.Background(), "/dev/null", dir, "", nil); err == nil ||
+	if _, err := m.FormatAndMount(context.Background(), "/dev/null", dir, "", MkfsOptions{}, nil); err == nil ||
 		!strings.Contains(err.Error(), "not a block device") {
 		t.Errorf("char device: err = %v", err)
 	}
@@ -212,7 +212,7 @@ func TestExecGivesEachCommandItsClass(t *testing.T) {
 		t.Fatalf("NeedsResize = %t, %v", need, err)
 	}
 	cancel() // data work goes on regardless
-	must(t, m.format(ctx, dev, "ext4"))
+	must(t, m.format(ctx, dev, "ext4", MkfsOptions{}))
 	must(t, m.fsck(ctx, dev))
 	must(t, m.ResizeFS(context.WithoutCancel(ctx), dev, t.TempDir()))
 
@@ -245,7 +245,7 @@ func TestFormattingIsLoggedAtLevelZero(t *testing.T) {
 	captureKlog(t, &buf)
 	dev := anyBlockDevice(t)
 	m := New(newCtxRecorder())
-	if err := m.format(context.Background(), dev, "xfs"); err != nil {
+	if err := m.format(context.Background(), dev, "xfs", MkfsOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	klog.Flush()
