@@ -308,3 +308,34 @@ func FuzzUnpublishPath(f *testing.F) {
 		}
 	})
 }
+
+// TestNodeStageRereadsMkfsOptions: a volume context's mkfs options are
+// read again at NodeStage (a static PV's context is whatever its author
+// wrote): outside the set, or vetted for another filesystem than the one
+// staged, is INVALID_ARGUMENT before anything is resolved, made or run.
+func TestNodeStageRereadsMkfsOptions(t *testing.T) {
+	e := newNodeEnv(t)
+	ctx := context.Background()
+	staging := filepath.Join(e.root, "staging")
+	xfs := capMount()
+	xfs.GetMount().FsType = "xfs"
+	e.lvm.fresh = nil // the setup's
+	for what, tc := range map[string]struct {
+		cap *csi.VolumeCapability
+		vc  map[string]string
+	}{
+		"outside the set": {capMount(), map[string]string{ParamMkfsOptions: "-E offset=4096"}},
+		"a path":          {capMount(), map[string]string{ParamMkfsOptions: "-d /etc"}},
+		"ext4's for xfs":  {xfs, map[string]string{ParamFsType: "ext4", ParamMkfsOptions: "-N 1000"}},
+	} {
+		_, err := e.n.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: volID("vg0", "pvc-a"), StagingTargetPath: staging,
+			VolumeCapability: tc.cap, VolumeContext: tc.vc})
+		wantErr(t, what, err, codes.InvalidArgument)
+	}
+	if entries, _ := os.ReadDir(e.root); len(entries) != 0 {
+		t.Errorf("refused stages left %d entries in the root", len(entries))
+	}
+	if len(e.lvm.fresh) != 0 {
+		t.Errorf("refused stages read LVs: %v", e.lvm.fresh)
+	}
+}

@@ -171,7 +171,7 @@ func TestMkfsRefusalIsCannotFormat(t *testing.T) {
 	m := New(nil)
 	target := filepath.Join(t.TempDir(), "staging")
 	cleanupMounts(t, target)
-	if _, err := m.FormatAndMount(ctxT(t), dev, target, "xfs", nil); !errors.Is(err, volume.ErrCannotFormat) {
+	if _, err := m.FormatAndMount(ctxT(t), dev, target, "xfs", MkfsOptions{}, nil); !errors.Is(err, volume.ErrCannotFormat) {
 		t.Fatalf("xfs on 64 MiB: err = %v, want volume.ErrCannotFormat", err)
 	}
 	if ok, _ := m.IsMountPoint(target); ok {
@@ -191,7 +191,7 @@ func TestDamagedFilesystemIsNotMounted(t *testing.T) {
 	m := New(nil)
 	target := filepath.Join(t.TempDir(), "staging")
 	cleanupMounts(t, target)
-	_, err := m.FormatAndMount(ctxT(t), dev, target, "ext4", nil)
+	_, err := m.FormatAndMount(ctxT(t), dev, target, "ext4", MkfsOptions{}, nil)
 	if !errors.Is(err, volume.ErrFilesystemDamaged) || volume.CodeOf(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "e2fsck -f") {
 		t.Fatalf("a damaged ext4: err = %v (%v), want volume.ErrFilesystemDamaged naming the repair", err, volume.CodeOf(err))
 	}
