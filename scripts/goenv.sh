@@ -15,3 +15,11 @@
 # which is this one).
 CARVE_GOFLAGS='-buildvcs=false -trimpath -gcflags=all=-dwarf=false'
 export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-$CARVE_GOFLAGS}"
+# Modules come from the module proxy only: Go's default list ends in
+# "direct", which on a module the proxy does not have would fetch it from
+# its origin (a version control host) instead. The configured proxy stays.
+if command -v go >/dev/null; then
+	GOPROXY=$(go env GOPROXY)
+	GOPROXY=${GOPROXY%,direct}
+	export GOPROXY=${GOPROXY%|direct}
+fi
