@@ -161,7 +161,7 @@ lint: vet ## vet, then golangci-lint
 # etcd and kube-apiserver in every fuzz worker; driver/lvmvol's
 # FuzzCreateVolume and FuzzCreateSnapshot fuzz the same specs without them.
 FUZZ_TARGETS := \
-	lvm:FuzzParseReports lvm:FuzzValidateName lvm:FuzzSplitDMName lvm:FuzzParseDMInfo lvm:FuzzParseThinPoolStatus lvm:FuzzMetadataHeaders lvm:FuzzDMStatus \
+	lvm:FuzzParseReports lvm:FuzzValidateName lvm:FuzzSplitDMName lvm:FuzzParseDMInfo lvm:FuzzParseThinPoolStatus lvm:FuzzMetadataHeaders lvm:FuzzDMStatus lvm:FuzzThinDump lvm:FuzzThinDelta \
 	driver/volume:FuzzParseID driver/volume:FuzzIDRoundTrip driver/volume:FuzzValidateNodeID driver/volume:FuzzLVName \
 	driver/csi:FuzzParseParams driver/csi:FuzzParseMutable driver/csi:FuzzParseType driver/csi:FuzzSizeRange driver/csi:FuzzCapabilities \
 	driver/csi:FuzzTopology driver/csi:FuzzCreateSnapshot driver/csi:FuzzPageToken driver/csi:FuzzResolveDevice \
