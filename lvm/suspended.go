@@ -3,6 +3,8 @@ package lvm
 import (
 	"context"
 	"slices"
+
+	"carve.dev/carve/lvm/runner"
 )
 
 // ignoreSuspended makes lvm2 skip device-mapper devices whose I/O is
@@ -20,9 +22,12 @@ type suspendedLayersKey struct{}
 // and hangs in the kernel, past its timeout, even with a global_filter
 // that rejects the device's name, and the resume that would free it never
 // comes. Only those commands get it: a PV on a device-mapper device held
-// for a moment by someone else would otherwise read as missing.
+// for a moment by someone else would otherwise read as missing. They run
+// as processes (runner.AsProcess): in an lvm2 shell the setting did not
+// keep the scan off the layer (the lifecycle suite's thick snapshot hung
+// so).
 func WithSuspendedLayers(ctx context.Context) context.Context {
-	return context.WithValue(ctx, suspendedLayersKey{}, true)
+	return runner.AsProcess(context.WithValue(ctx, suspendedLayersKey{}, true))
 }
 
 // withScanConfig adds what ctx asks of lvm2's device scan to the

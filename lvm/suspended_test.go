@@ -4,15 +4,21 @@ import (
 	"context"
 	"slices"
 	"testing"
+
+	"carve.dev/carve/lvm/runner"
 )
 
 // TestSuspendedLayersReachTheScan: a command run WithSuspendedLayers gets
 // lvm2's ignore_suspended_devices, in its one --config when it has one;
-// any other command runs as given.
+// any other command runs as given. Such commands run as processes, never
+// in an lvm2 shell (where the setting did not keep a scan off the layer).
 func TestSuspendedLayersReachTheScan(t *testing.T) {
 	plain := []string{"lvcreate", "-s", "-n", "snap", "vg0/lv"}
 	report := []string{"lvs", "--config", "report/x=1", "-o", "lv_name"}
 	ctx := WithSuspendedLayers(context.Background())
+	if !runner.RunsAsProcess(ctx) || runner.RunsAsProcess(context.Background()) {
+		t.Error("WithSuspendedLayers does not make its commands run as processes")
+	}
 	for _, tc := range []struct {
 		ctx       context.Context
 		args, out []string

@@ -45,7 +45,8 @@ func runNode(args []string) error {
 	if workers < 1 {
 		return fmt.Errorf("--agent-workers %d: must be at least 1", workers)
 	}
-	vols, node := lf.build()
+	vols, node, closeLVM := lf.build()
+	defer closeLVM()
 	// Copies into clones and restores, and wipes, may take hours: the
 	// agent leaves them in the background so that they hold no worker
 	// (CSI calls in standalone mode wait for them instead).

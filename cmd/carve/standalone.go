@@ -26,7 +26,8 @@ func runStandalone(args []string) error {
 	if err := f.validate(); err != nil {
 		return err
 	}
-	vols, node := f.build()
+	vols, node, closeLVM := f.build()
+	defer closeLVM()
 	srv := csi.NewServer(csi.NewIdentity(version, true, vols), csi.NewController(vols), node)
 	health := serveHealth(healthAddr, vols, true)
 	stop := make(chan os.Signal, 1)

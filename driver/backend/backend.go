@@ -44,10 +44,13 @@ type Backend struct {
 	Client client.Client
 	// Cache serves the reads that may lag a little: the waits for the
 	// agent, GetVolume, the lists and GetCapacity, so that neither the
-	// waits nor csi-provisioner's polls cost the API server anything; nil:
-	// Client.
+	// waits nor csi-provisioner's polls cost the API server anything.
+	// Required: carve controller gives its manager's informer cache (a
+	// test may give Client, a cache that never lags).
 	Cache client.Reader
-	// Changes, fed by Cache's watches, wakes the waits; nil: they poll.
+	// Changes, fed by Cache's watches, wakes the waits; nil: they poll
+	// (carve controller always gives it; tests whose Cache is Client,
+	// which no watch feeds, do not).
 	Changes *Changes
 	// VGs are the volume groups StorageClasses may name; the first is the
 	// default.
@@ -139,11 +142,11 @@ func sameVolume(have, want v1alpha1.LogicalVolumeSpec) bool {
 }
 
 // waitVolume waits for the agent to bring the LogicalVolume name, at
-// generation minGen or later, to done (see await) and returns the volume
-// it reports.
+// generation minGen or later, to done (see awaitDone) and returns the
+// volume it reports.
 func (b *Backend) waitVolume(ctx context.Context, name string, minGen int64, done func(*v1alpha1.LogicalVolume) bool) (volume.Volume, error) {
 	lv := &v1alpha1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := b.await(ctx, KindVolume, lv, minGen, volumeReport(lv), func() bool { return done(lv) }); err != nil {
+	if err := b.awaitDone(ctx, KindVolume, lv, minGen, volumeReport(lv), func() bool { return done(lv) }); err != nil {
 		return volume.Volume{}, err
 	}
 	return volumeOf(lv)
@@ -198,7 +201,7 @@ func lookupIn(ctx context.Context, r client.Reader, id volume.ID) (*v1alpha1.Log
 
 // GetVolume reports a volume the agent has carved (from the cache).
 func (b *Backend) GetVolume(ctx context.Context, id volume.ID) (volume.Volume, error) {
-	lv, err := lookupIn(ctx, b.cached(), id)
+	lv, err := lookupIn(ctx, b.Cache, id)
 	if err != nil {
 		return volume.Volume{}, err
 	}
@@ -211,7 +214,7 @@ func (b *Backend) GetVolume(ctx context.Context, id volume.ID) (volume.Volume, e
 // ListVolumes lists the carved volumes in ID order.
 func (b *Backend) ListVolumes(ctx context.Context) ([]volume.Volume, error) {
 	var list v1alpha1.LogicalVolumeList
-	if err := b.cached().List(ctx, &list); err != nil {
+	if err := b.Cache.List(ctx, &list); err != nil {
 		return nil, fmt.Errorf("list volumes: %w", err)
 	}
 	var out []volume.Volume
@@ -246,7 +249,7 @@ func (b *Backend) DeleteVolume(ctx context.Context, id volume.ID) error {
 		// Unpublished in the spec, not yet by the agent: only a lost
 		// node's volume may go now (nodeloss releases it); any other
 		// waits for its agent to deactivate the LV first.
-		lost, err := nodeloss.Lost(ctx, b.cached(), id.Node)
+		lost, err := nodeloss.Lost(ctx, b.Cache, id.Node)
 		if err != nil {
 			return err
 		}
@@ -263,5 +266,5 @@ func (b *Backend) deleteAndAwait(ctx context.Context, kind string, obj client.Ob
 	if err := b.Client.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete %s: %w", obj.GetName(), err)
 	}
-	return b.await(ctx, kind, obj, 0, rep, untilGone)
+	return b.awaitGone(ctx, kind, obj, rep)
 }

@@ -40,7 +40,8 @@ func TestMain(m *testing.M) { os.Exit(apiserver.RunTests(m, &server)) }
 // cluster is the API (a real API server), the node agent of node-a
 // running as carve node runs it (a manager whose cache holds node-a's
 // objects, reconciling on its watches), and the controller's backend on
-// the API alone (no cache: its waits poll).
+// the API alone: its Cache is the API client, a cache that never lags, and
+// without Changes its waits poll.
 func cluster(t *testing.T) (*Backend, *lvmfake.LVM) {
 	t.Helper()
 	return clusterWith(t, nil)
@@ -56,7 +57,7 @@ func clusterWith(t *testing.T, setup func(*lvmvol.Manager, *lvmfake.LVM)) (*Back
 		setup(m, f)
 	}
 	startAgent(t, m)
-	return &Backend{Client: c, VGs: []string{"vg0"}}, f
+	return &Backend{Client: c, Cache: c, VGs: []string{"vg0"}}, f
 }
 
 // apiClient is an uncached client of the test API; the API is emptied

@@ -21,7 +21,7 @@ func (b *Backend) Capacity(ctx context.Context, node, vg string, t volume.Type) 
 		return volume.Capacity{}, nil
 	}
 	var ns v1alpha1.NodeStorage
-	err := b.cached().Get(ctx, types.NamespacedName{Name: node}, &ns)
+	err := b.Cache.Get(ctx, types.NamespacedName{Name: node}, &ns)
 	if apierrors.IsNotFound(err) {
 		return volume.Capacity{}, nil
 	}

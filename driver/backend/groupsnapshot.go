@@ -50,7 +50,7 @@ func (b *Backend) CreateGroupSnapshot(ctx context.Context, name string, sources 
 	}
 	minGen := max(have.Generation, want.Generation)
 	have.Name = want.Name
-	if err := b.await(ctx, KindGroupSnapshot, &have, minGen, groupReport(&have), func() bool { return have.Status.GroupSnapshotID != "" }); err != nil {
+	if err := b.awaitDone(ctx, KindGroupSnapshot, &have, minGen, groupReport(&have), func() bool { return have.Status.GroupSnapshotID != "" }); err != nil {
 		return volume.GroupSnapshot{}, err
 	}
 	return groupOf(&have)
@@ -122,7 +122,7 @@ func lookupGroup(ctx context.Context, r client.Reader, id volume.ID) (*v1alpha1.
 // GetGroupSnapshot reports a group snapshot; one being deleted is gone
 // already.
 func (b *Backend) GetGroupSnapshot(ctx context.Context, id volume.ID) (volume.GroupSnapshot, error) {
-	g, err := lookupGroup(ctx, b.cached(), id)
+	g, err := lookupGroup(ctx, b.Cache, id)
 	if err != nil {
 		return volume.GroupSnapshot{}, err
 	}

@@ -57,7 +57,7 @@ func (b *Backend) UnpublishVolume(ctx context.Context, id volume.ID, node string
 	if node != "" && node != id.Node {
 		return nil
 	}
-	lost, err := nodeloss.Lost(ctx, b.cached(), id.Node)
+	lost, err := nodeloss.Lost(ctx, b.Cache, id.Node)
 	if err != nil {
 		return err
 	}

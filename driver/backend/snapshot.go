@@ -41,7 +41,7 @@ func (b *Backend) CreateSnapshot(ctx context.Context, name string, source volume
 	}
 	minGen := max(have.Generation, want.Generation)
 	have.Name = want.Name
-	if err := b.await(ctx, KindSnapshot, &have, minGen, snapshotReport(&have), func() bool { return have.Status.SnapshotID != "" }); err != nil {
+	if err := b.awaitDone(ctx, KindSnapshot, &have, minGen, snapshotReport(&have), func() bool { return have.Status.SnapshotID != "" }); err != nil {
 		return volume.Snapshot{}, err
 	}
 	return snapshotOf(&have)
@@ -90,9 +90,9 @@ func lookupTaken(ctx context.Context, r client.Reader, id volume.ID, obj client.
 // GetSnapshot reports a snapshot, or a group's member; one being deleted
 // is gone already.
 func (b *Backend) GetSnapshot(ctx context.Context, id volume.ID) (volume.Snapshot, error) {
-	s, err := lookupSnapshot(ctx, b.cached(), id)
+	s, err := lookupSnapshot(ctx, b.Cache, id)
 	if errors.Is(err, volume.ErrSnapshotNotFound) {
-		g, member, err := memberOf(ctx, b.cached(), id)
+		g, member, err := memberOf(ctx, b.Cache, id)
 		if err == nil && !g.DeletionTimestamp.IsZero() {
 			return volume.Snapshot{}, fmt.Errorf("snapshot %s: its group is being deleted: %w", id, volume.ErrSnapshotNotFound)
 		}
@@ -111,11 +111,11 @@ func (b *Backend) GetSnapshot(ctx context.Context, id volume.ID) (volume.Snapsho
 // ID order.
 func (b *Backend) ListSnapshots(ctx context.Context) ([]volume.Snapshot, error) {
 	var list v1alpha1.LogicalVolumeSnapshotList
-	if err := b.cached().List(ctx, &list); err != nil {
+	if err := b.Cache.List(ctx, &list); err != nil {
 		return nil, fmt.Errorf("list snapshots: %w", err)
 	}
 	var groups v1alpha1.LogicalVolumeGroupSnapshotList
-	if err := b.cached().List(ctx, &groups); err != nil {
+	if err := b.Cache.List(ctx, &groups); err != nil {
 		return nil, fmt.Errorf("list group snapshots: %w", err)
 	}
 	out := groupMembers(&groups)

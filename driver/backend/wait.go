@@ -28,75 +28,75 @@ func groupReport(g *v1alpha1.LogicalVolumeGroupSnapshot) report {
 	return func() (int64, *v1alpha1.OperationError) { return g.Status.ObservedGeneration, g.Status.Error }
 }
 
-// untilGone, as await's done, waits for the resource to be deleted.
-var untilGone func() bool
-
 // resync is how often a wait woken by Changes reads its resource anyway: a
 // safety net only, since no change is missed (see Changes).
 const resync = 10 * time.Second
 
-// await is the one wait of the backend for the node agent. It reads obj
-// (of kind, by its name) until done() holds of it, or, with done nil
-// (untilGone), until it no longer exists. It reads the cache when there is
-// one, and then sleeps until Changes says obj changed; without a cache it
-// reads the API every pollInterval.
+// The backend's waits for the node agent: awaitDone until the agent has
+// done what was asked of obj, awaitGone until it has let obj go. Both read
+// obj (of kind, by its name) from the cache, then sleep until Changes says
+// obj changed (without Changes, for pollInterval), and read again.
 //
-// What it reads may be older than the caller's last write (a cache lags):
-// the status counts only once it is about generation minGen (the one the
-// caller's write made) or later, and about the object's current generation.
-// A failure the agent reports about that generation ends the wait with
-// the failure's CSI code; an older one is stale and is waited out. A
-// deletion raises the generation of a resource with finalizers, so a
-// failure to delete is told from an earlier failure to create. When ctx
-// ends first the agent is still at work: errPending.
-func (b *Backend) await(ctx context.Context, kind string, obj client.Object, minGen int64, rep report, done func() bool) error {
+// What they read may be older than the caller's last write (a cache
+// lags): the status counts only once it is about generation minGen (the
+// one the caller's write made) or later, and about the object's current
+// generation. A failure the agent reports about that generation ends the
+// wait with the failure's CSI code; an older one is stale and is waited
+// out. When ctx ends first the agent is still at work: errPending.
+
+// awaitDone waits until done() holds of obj. A NotFound is waited out: a
+// resource just created may not be in the cache yet.
+func (b *Backend) awaitDone(ctx context.Context, kind string, obj client.Object, minGen int64, rep report, done func() bool) error {
+	name := obj.GetName()
+	return b.awaitAgent(ctx, kind, obj, func(err error) (bool, error) {
+		switch {
+		case apierrors.IsNotFound(err):
+			return false, nil
+		case err != nil:
+			return false, readFailure(ctx, name, err)
+		}
+		failure, current := reported(obj, minGen, rep)
+		if current && failure != nil {
+			return false, agentError(failure)
+		}
+		return current && done(), nil
+	})
+}
+
+// awaitGone waits until obj no longer exists: the agent has removed what
+// it holds and let it go. Only a report made since its deletion counts (a
+// deletion raises the generation of a resource with finalizers), so a
+// failure to delete is told from an earlier failure to create.
+func (b *Backend) awaitGone(ctx context.Context, kind string, obj client.Object, rep report) error {
+	name := obj.GetName()
+	return b.awaitAgent(ctx, kind, obj, func(err error) (bool, error) {
+		switch {
+		case apierrors.IsNotFound(err):
+			// A cache that never saw the resource says NotFound too:
+			// the API has the last word on "gone".
+			return b.goneFromAPI(ctx, name, obj)
+		case err != nil:
+			return false, readFailure(ctx, name, err)
+		}
+		failure, current := reported(obj, 0, rep)
+		if current && failure != nil && !obj.GetDeletionTimestamp().IsZero() {
+			return false, agentError(failure)
+		}
+		return false, nil
+	})
+}
+
+// awaitAgent is the loop of the waits: it reads obj into itself and hands
+// the read's error to over, until over says the wait is over or fails.
+func (b *Backend) awaitAgent(ctx context.Context, kind string, obj client.Object, over func(readErr error) (bool, error)) error {
 	key := types.NamespacedName{Name: obj.GetName()}
 	for {
 		var changed <-chan struct{}
 		if b.Changes != nil {
 			changed = b.Changes.next(kind, key.Name)
 		}
-		err := b.cached().Get(ctx, key, obj)
-		switch {
-		case apierrors.IsNotFound(err) && done == nil:
-			// A cache that never saw the resource says NotFound too:
-			// the API has the last word on "gone".
-			if gone, err := b.goneFromAPI(ctx, key, obj); !gone {
-				if err != nil && ctx.Err() != nil {
-					return errPending // as above
-				}
-				if err != nil {
-					return err
-				}
-				if err := sleep(ctx, changed); err != nil {
-					return err
-				}
-				continue
-			}
-			return nil
-		case apierrors.IsNotFound(err) && b.Cache != nil:
-			// A resource just created may not be in the cache yet.
-			if err := sleep(ctx, changed); err != nil {
-				return err
-			}
-			continue
-		case err != nil && ctx.Err() != nil:
-			// The call's deadline ended in the read instead of the
-			// sleep: the same wait cut short, the agent still at work.
-			return errPending
-		case err != nil:
-			return fmt.Errorf("get %s: %w", key.Name, err)
-		}
-		observed, failure := rep()
-		current := observed == obj.GetGeneration() && observed >= minGen
-		if done == nil && obj.GetDeletionTimestamp().IsZero() {
-			current = false // what it says is about the time before the deletion
-		}
-		if current && failure != nil {
-			return agentError(failure)
-		}
-		if current && done != nil && done() {
-			return nil
+		if ok, err := over(b.Cache.Get(ctx, key, obj)); err != nil || ok {
+			return err
 		}
 		if err := sleep(ctx, changed); err != nil {
 			return err
@@ -104,17 +104,32 @@ func (b *Backend) await(ctx context.Context, kind string, obj client.Object, min
 	}
 }
 
-// goneFromAPI confirms, without a cache, that the resource is gone.
-func (b *Backend) goneFromAPI(ctx context.Context, key types.NamespacedName, obj client.Object) (bool, error) {
-	if b.Cache == nil {
-		return true, nil // what was read was the API already
+// reported reads what the agent last said of obj (rep), and whether it
+// is current: about obj's generation, and that at least minGen.
+func reported(obj client.Object, minGen int64, rep report) (*v1alpha1.OperationError, bool) {
+	observed, failure := rep()
+	return failure, observed == obj.GetGeneration() && observed >= minGen
+}
+
+// readFailure is a failed read of the resource name: errPending when the
+// call's deadline ended in the read instead of the sleep (the same wait
+// cut short, the agent still at work).
+func readFailure(ctx context.Context, name string, err error) error {
+	if ctx.Err() != nil {
+		return errPending
 	}
-	err := b.Client.Get(ctx, key, obj)
+	return fmt.Errorf("get %s: %w", name, err)
+}
+
+// goneFromAPI asks the API, uncached, whether the resource name is gone
+// (reading it into obj when it is not).
+func (b *Backend) goneFromAPI(ctx context.Context, name string, obj client.Object) (bool, error) {
+	err := b.Client.Get(ctx, types.NamespacedName{Name: name}, obj)
 	if apierrors.IsNotFound(err) {
 		return true, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("get %s: %w", key.Name, err)
+		return false, readFailure(ctx, name, err)
 	}
 	return false, nil
 }
@@ -132,12 +147,4 @@ func sleep(ctx context.Context, changed <-chan struct{}) error {
 	case <-time.After(wait):
 	}
 	return nil
-}
-
-// cached is where reads that may lag go: the cache, when there is one.
-func (b *Backend) cached() client.Reader {
-	if b.Cache != nil {
-		return b.Cache
-	}
-	return b.Client
 }

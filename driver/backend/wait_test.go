@@ -28,11 +28,19 @@ func (slowReader) Get(ctx context.Context, _ client.ObjectKey, _ client.Object, 
 // then on a loaded machine, its 1 s deadline spent in a read.
 func TestAWaitCutInAReadIsPending(t *testing.T) {
 	b := &Backend{Cache: slowReader{}}
-	for name, done := range map[string]func() bool{"a create's wait": func() bool { return true }, "a delete's wait": nil} {
+	nothing := func() (int64, *v1alpha1.OperationError) { return 0, nil }
+	for name, wait := range map[string]func(context.Context, *v1alpha1.LogicalVolume) error{
+		"a create's wait": func(ctx context.Context, lv *v1alpha1.LogicalVolume) error {
+			return b.awaitDone(ctx, KindVolume, lv, 1, nothing, func() bool { return true })
+		},
+		"a delete's wait": func(ctx context.Context, lv *v1alpha1.LogicalVolume) error {
+			return b.awaitGone(ctx, KindVolume, lv, nothing)
+		},
+	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		lv := &v1alpha1.LogicalVolume{}
 		lv.Name = "pvc-slow"
-		err := b.await(ctx, "LogicalVolume", lv, 1, func() (int64, *v1alpha1.OperationError) { return 0, nil }, done)
+		err := wait(ctx, lv)
 		cancel()
 		if status.Code(err) != codes.Aborted {
 			t.Errorf("%s cut in a read: %v, want ABORTED", name, err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"slices"
+	"strings"
 
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
@@ -163,7 +164,7 @@ func (m *Mounter) alreadyMounted(device, target string, readOnly bool) (bool, er
 		return false, fmt.Errorf("%w: %s is mounted from %s (%d:%d, root %s), not %s",
 			volume.ErrMountConflict, target, mi.Source, mi.Major, mi.Minor, mi.Root, device)
 	}
-	if ro := slices.Contains(mi.MountOptions, "ro"); ro != readOnly {
+	if ro := slices.Contains(strings.Split(mi.Options, ","), "ro"); ro != readOnly {
 		return false, fmt.Errorf("%w: %s is already mounted from %s with read-only=%t, asked read-only=%t",
 			volume.ErrMountConflict, target, device, ro, readOnly)
 	}

@@ -529,6 +529,59 @@ func TestMountsOf(t *testing.T) {
 	}
 }
 
+// TestMountInfoUnescapes: mountinfo writes a space, tab, newline or
+// backslash in a path or source as an octal escape (\040); the mounts are
+// found at their real paths, with their real root and source. A tmpfs
+// with such names, and a bind of a directory of it.
+func TestMountInfoUnescapes(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: needs root to mount")
+	}
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	point := filepath.Join(dir, "a vol\twith\\odd\nname")
+	bound := filepath.Join(dir, "bound here")
+	for _, p := range []string{point, bound} {
+		if err := os.Mkdir(p, 0o750); err != nil {
+			t.Fatal(err)
+		}
+		cleanupMounts(t, p)
+	}
+	const source = `carve test\src`
+	if err := unix.Mount(source, point, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	sub := filepath.Join(point, "sub dir")
+	if err := os.Mkdir(sub, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(sub, bound, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(point, &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		find func() (Mount, error)
+		want Mount
+	}{
+		{"mountOf(point)", func() (Mount, error) { return mountOf(point) }, Mount{Point: point, Root: "/"}},
+		{"Holder(sub)", func() (Mount, error) { return Holder(sub) }, Mount{Point: point, Root: "/"}},
+		{"mountOf(bound)", func() (Mount, error) { return mountOf(bound) }, Mount{Point: bound, Root: "/sub dir"}},
+	} {
+		got, err := tc.find()
+		tc.want.Source, tc.want.FsType = source, "tmpfs"
+		tc.want.Major, tc.want.Minor = int(unix.Major(st.Dev)), int(unix.Minor(st.Dev))
+		if err != nil || got != tc.want {
+			t.Errorf("%s = %+v, %v; want %+v", tc.name, got, err, tc.want)
+		}
+	}
+}
+
 // TestFormatAndMountProbesOnce: a stage runs one blkid, the one
 // SafeFormatAndMount decides on, blank device or formatted; formatted says
 // which it was. Carve's own check used to run a blkid of its own before

@@ -7,8 +7,9 @@
 // what a filesystem takes (options.go).
 //
 // It knows nothing of CSI; the Node service maps its errors to gRPC codes.
-// Mounting, formatting, bind mounts, unmounting, mount-point checks,
-// mountinfo parsing and filesystem growth are delegated to k8s.io/mount-utils.
+// Mounting, formatting, bind mounts, unmounting, mount-point checks and
+// filesystem growth are delegated to k8s.io/mount-utils; reading mountinfo
+// (unescaped) to github.com/moby/sys/mountinfo.
 //
 // Callers serialise operations on the same target (the Node service holds a
 // per-volume lock); nothing here locks.

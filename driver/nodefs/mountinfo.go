@@ -6,14 +6,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
-	mount "k8s.io/mount-utils"
 )
-
-const mountInfoPath = "/proc/self/mountinfo"
 
 // Mount is one mount, as mountinfo records it.
 type Mount struct {
@@ -25,15 +22,18 @@ type Mount struct {
 	Minor  int
 }
 
-func toMount(mi mount.MountInfo) Mount {
-	return Mount{Point: mi.MountPoint, Root: mi.Root, Source: mi.Source, FsType: mi.FsType, Major: mi.Major, Minor: mi.Minor}
+func toMount(mi *mountinfo.Info) Mount {
+	return Mount{Point: mi.Mountpoint, Root: mi.Root, Source: mi.Source, FsType: mi.FSType, Major: mi.Major, Minor: mi.Minor}
 }
 
 // mountOf returns the top-most mount at path (symlinks resolved); an error
 // wrapping ErrNotMounted when path is no mount point.
 func mountOf(path string) (Mount, error) {
 	mi, err := mountAt(path)
-	return toMount(mi), err
+	if err != nil {
+		return Mount{}, err
+	}
+	return toMount(mi), nil
 }
 
 // OfDevice tells whether the mount shows the filesystem on the block
@@ -95,19 +95,15 @@ func Holder(path string) (Mount, error) {
 	if err != nil {
 		return Mount{}, err
 	}
-	infos, err := mount.ParseMountInfo(mountInfoPath)
+	infos, err := readMounts(atOrAbove(resolved))
 	if err != nil {
-		return Mount{}, fmt.Errorf("read %s: %w", mountInfoPath, err)
+		return Mount{}, err
 	}
-	best := ""
-	for _, mi := range infos {
-		p := unescapeMountInfo(mi.MountPoint)
-		if (p == resolved || p == "/" || strings.HasPrefix(resolved, p+"/")) && len(p) >= len(best) {
-			best = p
-		}
+	holder, err := nearest(infos, resolved)
+	if err != nil {
+		return Mount{}, err
 	}
-	mi, err := findMount(infos, best)
-	return toMount(mi), err
+	return toMount(holder), nil
 }
 
 // MountsOf lists the mount points that expose the block device rdev: the
@@ -116,19 +112,18 @@ func Holder(path string) (Mount, error) {
 // named dm-N or mapper/vg-lv, so they are matched by the device number of
 // the mounted file, not by name. Mount points are unescaped.
 func MountsOf(rdev uint64) ([]string, error) {
-	infos, err := mount.ParseMountInfo(mountInfoPath)
+	infos, err := readMounts(nil)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", mountInfoPath, err)
+		return nil, err
 	}
 	var out []string
 	for _, mi := range infos {
-		mi.MountPoint, mi.Source = unescapeMountInfo(mi.MountPoint), unescapeMountInfo(mi.Source)
 		if toMount(mi).OfDevice(rdev) {
-			out = append(out, mi.MountPoint)
+			out = append(out, mi.Mountpoint)
 			continue
 		}
-		if n, err := deviceNumber(mi.MountPoint); mi.FsType == "devtmpfs" && err == nil && n == rdev {
-			out = append(out, mi.MountPoint)
+		if n, err := deviceNumber(mi.Mountpoint); mi.FSType == "devtmpfs" && err == nil && n == rdev {
+			out = append(out, mi.Mountpoint)
 		}
 	}
 	return out, nil
@@ -137,36 +132,68 @@ func MountsOf(rdev uint64) ([]string, error) {
 // DeviceNumber returns the device number of the block device at path.
 func DeviceNumber(path string) (uint64, error) { return deviceNumber(path) }
 
-// mountAt returns the mountinfo entry of the mount at path. When mounts are
-// stacked on one point, the last entry is the visible one.
-func mountAt(path string) (mount.MountInfo, error) {
+// mountAt returns the mountinfo entry of the top-most mount at path.
+func mountAt(path string) (*mountinfo.Info, error) {
 	resolved, err := resolvePath(path)
 	if err != nil {
-		return mount.MountInfo{}, err
+		return nil, err
 	}
-	infos, err := mount.ParseMountInfo(mountInfoPath)
+	infos, err := readMounts(at(resolved))
 	if err != nil {
-		return mount.MountInfo{}, fmt.Errorf("read %s: %w", mountInfoPath, err)
+		return nil, err
 	}
-	return findMount(infos, resolved)
+	return topOf(infos, resolved)
 }
 
-// findMount picks the top-most mount at path from parsed mountinfo.
-func findMount(infos []mount.MountInfo, path string) (mount.MountInfo, error) {
-	var found *mount.MountInfo
-	for i := range infos {
-		if unescapeMountInfo(infos[i].MountPoint) == path {
-			found = &infos[i]
+// readMounts reads this process's mount table, the entries filter keeps
+// (nil: all), in its order. Every path in them comes unescaped: the
+// kernel writes space, tab, newline and backslash as octal escapes (\040).
+func readMounts(filter mountinfo.FilterFunc) ([]*mountinfo.Info, error) {
+	infos, err := mountinfo.GetMounts(filter)
+	if err != nil {
+		return nil, fmt.Errorf("read mountinfo: %w", err)
+	}
+	return infos, nil
+}
+
+// at keeps the entries of the mounts at point. Not SingleEntryFilter:
+// that stops at the first, the bottom of a stack.
+func at(point string) mountinfo.FilterFunc {
+	return func(mi *mountinfo.Info) (skip, stop bool) { return mi.Mountpoint != point, false }
+}
+
+// atOrAbove keeps the entries of the mounts at path or at a directory
+// above it. Not ParentsFilter: that compares strings, and keeps /a for
+// /ab.
+func atOrAbove(path string) mountinfo.FilterFunc {
+	return func(mi *mountinfo.Info) (skip, stop bool) {
+		p := mi.Mountpoint
+		return p != path && p != "/" && !strings.HasPrefix(path, p+"/"), false
+	}
+}
+
+// nearest picks, of the mounts at path or above it (atOrAbove), the
+// top-most at the longest mount point.
+func nearest(infos []*mountinfo.Info, path string) (*mountinfo.Info, error) {
+	var holder *mountinfo.Info
+	for _, mi := range infos {
+		if holder == nil || len(mi.Mountpoint) >= len(holder.Mountpoint) {
+			holder = mi
 		}
 	}
-	if found == nil {
-		return mount.MountInfo{}, fmt.Errorf("%s: %w", path, ErrNotMounted)
+	if holder == nil {
+		return nil, fmt.Errorf("%s: %w", path, ErrNotMounted)
 	}
-	mi := *found
-	mi.MountPoint = path
-	mi.Root = unescapeMountInfo(mi.Root)
-	mi.Source = unescapeMountInfo(mi.Source)
-	return mi, nil
+	return holder, nil
+}
+
+// topOf picks the visible one of the mounts at point, which infos lists
+// in mountinfo's order: when mounts are stacked, the last.
+func topOf(infos []*mountinfo.Info, point string) (*mountinfo.Info, error) {
+	if len(infos) == 0 {
+		return nil, fmt.Errorf("%s: %w", point, ErrNotMounted)
+	}
+	return infos[len(infos)-1], nil
 }
 
 // resolvePath makes path absolute and symlink-free, as the kernel writes
@@ -181,26 +208,6 @@ func resolvePath(path string) (string, error) {
 		return "", fmt.Errorf("resolve %s: %w", path, err)
 	}
 	return resolved, nil
-}
-
-// unescapeMountInfo undoes the kernel's octal escaping of space, tab,
-// newline and backslash in mountinfo fields; mount-utils leaves it in.
-func unescapeMountInfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // deviceNumber returns the device number of the block device at path.

@@ -18,7 +18,10 @@ import (
 // lvm's and blkid) must still run to completion. Slow wrappers around the
 // real tools stand for a large volume on a slow device.
 
-const slowCmdTimeout = 500 * time.Millisecond
+// slowCmdTimeout is the metadata commands' timeout here: blkid must fit in
+// it on a loaded machine (500 ms did not, once, with a load of 11 on two
+// cores), and the slow wrappers take three times as long.
+const slowCmdTimeout = 2 * time.Second
 
 // slowWrap puts wrappers named tools first in PATH for this test: each
 // sleeps for delay, runs the real tool with its arguments, then appends the

@@ -14,16 +14,15 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 
 	"carve.dev/carve/driver/volume"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
-	mount "k8s.io/mount-utils"
 	utilexec "k8s.io/utils/exec"
 	testingexec "k8s.io/utils/exec/testing"
 )
@@ -267,33 +266,22 @@ func TestWaitForDeviceSeesLateSymlink(t *testing.T) {
 	}
 }
 
-func TestUnescapeMountInfo(t *testing.T) {
-	for in, want := range map[string]string{
-		`/plain`:            "/plain",
-		`/a\040b`:           "/a b",
-		`/tab\011nl\012`:    "/tab\tnl\n",
-		`/back\134slash`:    `/back\slash`,
-		`/short\04`:         `/short\04`,
-		`/notoctal\999`:     `/notoctal\999`,
-		`\040lead\040trail`: " lead trail",
-	} {
-		if got := unescapeMountInfo(in); got != want {
-			t.Errorf("unescape(%q) = %q, want %q", in, got, want)
+func TestTopOfStack(t *testing.T) {
+	const table = "1 0 8:1 / / rw - ext4 /dev/root rw\n" +
+		"2 1 7:1 / /mnt/my\\040vol rw - ext4 /dev/loop1 rw\n" +
+		"3 1 7:2 /sub\\040dir /mnt/my\\040vol rw - ext4 /dev/loop2 rw\n"
+	top := func(point string) (*mountinfo.Info, error) {
+		infos, err := mountinfo.GetMountsFromReader(strings.NewReader(table), at(point))
+		if err != nil {
+			t.Fatal(err)
 		}
+		return topOf(infos, point)
 	}
-}
-
-func TestFindMountPicksTopOfStack(t *testing.T) {
-	infos := []mount.MountInfo{
-		{ID: 1, MountPoint: "/", Source: "/dev/root", Root: "/"},
-		{ID: 2, MountPoint: `/mnt/my\040vol`, Source: "/dev/loop1", Root: "/"},
-		{ID: 3, MountPoint: `/mnt/my\040vol`, Source: "/dev/loop2", Root: `/sub\040dir`},
-	}
-	mi, err := findMount(infos, "/mnt/my vol")
+	mi, err := top("/mnt/my vol")
 	if err != nil || mi.ID != 3 || mi.Source != "/dev/loop2" || mi.Root != "/sub dir" {
-		t.Errorf("findMount = %+v, %v", mi, err)
+		t.Errorf("top of /mnt/my vol = %+v, %v", mi, err)
 	}
-	if _, err := findMount(infos, "/mnt"); !errors.Is(err, ErrNotMounted) {
+	if _, err := top("/mnt"); !errors.Is(err, ErrNotMounted) {
 		t.Errorf("not mounted: err = %v", err)
 	}
 }
@@ -453,7 +441,7 @@ func mangle(s string) string {
 // mounted path holds (spaces, newlines, backslashes, text that reads like
 // an escape), the kernel's line for it parses back to that path, its root
 // and its source, and a mount at another path (its parent, or a sibling
-// sharing its prefix) is never taken for it.
+// sharing its prefix) is never taken for it, nor holds what is below it.
 func FuzzMountInfo(f *testing.F) {
 	for _, p := range []string{"/var/lib/kubelet/pods/x/volumes/v", "/mnt/my vol", `/a\040b`, "/tab\tnl\n", `/back\slash`, "/ü/$(x)",
 		"/short\\04", "/trail ", "/a\\", "/x\\134"} {
@@ -465,32 +453,37 @@ func FuzzMountInfo(f *testing.F) {
 			strings.ContainsRune(path+root+source, 0) || !utf8.ValidString(path+root+source) {
 			return // the kernel writes no such mount (mount points are clean: resolvePath)
 		}
-		if strings.IndexFunc(path+root+source, func(r rune) bool { return r != ' ' && unicode.IsSpace(r) }) >= 0 {
-			return // mount-utils splits at spaces the kernel does not escape: nodepath refuses them in paths
-		}
 		other := path + "x"
 		lines := fmt.Sprintf("1 0 8:1 / / rw - ext4 /dev/root rw\n"+
 			"20 1 253:1 %s %s rw,relatime shared:1 - ext4 %s rw\n"+
 			"21 1 253:2 / %s rw - xfs /dev/other rw\n", mangle(root), mangle(path), mangle(source), mangle(other))
-		file := filepath.Join(t.TempDir(), "mountinfo")
-		if err := os.WriteFile(file, []byte(lines), 0o600); err != nil {
-			t.Fatal(err)
+		read := func(filter mountinfo.FilterFunc) []*mountinfo.Info {
+			infos, err := mountinfo.GetMountsFromReader(strings.NewReader(lines), filter)
+			if err != nil {
+				t.Fatalf("%q: %v", lines, err)
+			}
+			return infos
 		}
-		infos, err := mount.ParseMountInfo(file)
-		if err != nil {
-			t.Fatalf("%q: %v", lines, err)
-		}
-		mi, err := findMount(infos, path)
-		if err != nil || mi.Major != 253 || mi.Minor != 1 || mi.Root != root || mi.Source != source || mi.MountPoint != path {
+		findMount := func(point string) (*mountinfo.Info, error) { return topOf(read(at(point)), point) }
+		mi, err := findMount(path)
+		if err != nil || mi.Major != 253 || mi.Minor != 1 || mi.Root != root || mi.Source != source || mi.Mountpoint != path {
 			t.Fatalf("%q: found %+v, %v", lines, mi, err)
 		}
 		if path != "/" {
-			if mi, err := findMount(infos, filepath.Dir(path)+"/"); err == nil && mi.Minor == 1 {
+			if mi, err := findMount(filepath.Dir(path) + "/"); err == nil && mi.Minor == 1 {
 				t.Fatalf("%q: the parent found as %+v", lines, mi)
 			}
 		}
-		if mi, err := findMount(infos, other); err != nil || mi.Minor != 2 {
+		if mi, err := findMount(other); err != nil || mi.Minor != 2 {
 			t.Fatalf("%q: %q found as %+v, %v", lines, other, mi, err)
+		}
+		// What holds a path below each: its own mount, never the other
+		// one, whose mount point only begins with the same text.
+		for point, minor := range map[string]int{path: 1, other: 2} {
+			below := strings.TrimSuffix(point, "/") + "/below"
+			if mi, err := nearest(read(atOrAbove(below)), below); err != nil || mi.Major != 253 || mi.Minor != minor {
+				t.Fatalf("%q: %q held by %+v, %v", lines, below, mi, err)
+			}
 		}
 	})
 }

@@ -85,9 +85,10 @@ func lexical(path string) error {
 }
 
 // isControl: a control character, or white space other than ' ' (the
-// kernel escapes space, tab, newline and backslash in mountinfo, but no
-// other space; mount-utils splits mountinfo's lines at any Unicode space,
-// so a mount at "/a\u00a0b" was read as one at "/a").
+// kernel escapes space, tab, newline and backslash in its mount tables,
+// but no other space; mount-utils, whose IsMountPoint the node uses,
+// splits the lines of /proc/mounts at any Unicode space when it reads
+// them, so a mount at "/a\u00a0b" would be read as one at "/a").
 func isControl(r rune) bool {
 	return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || (r != ' ' && unicode.IsSpace(r))
 }

@@ -110,9 +110,9 @@ func TestResolve(t *testing.T) {
 
 // FuzzCheck: any accepted path is absolute, clean, free of control
 // characters and "..", within Linux's limits and strictly inside the root,
-// and reads back whole from mountinfo (strings.Fields, as mount-utils
-// splits its lines, leaves it as the kernel's escaping made it); anything
-// else is volume.ErrInvalidPath.
+// and reads back whole from the kernel's mount tables (strings.Fields, as
+// mount-utils splits the lines of /proc/mounts, leaves it as the kernel's
+// escaping made it); anything else is volume.ErrInvalidPath.
 func FuzzCheck(f *testing.F) {
 	const root = "/var/lib/kubelet"
 	for _, s := range []string{root + "/x", root, "/", "/etc", root + "/../etc", root + "/x\n", "some/path", root + "X/y", root + "//x",
@@ -133,7 +133,7 @@ func FuzzCheck(f *testing.F) {
 			t.Fatalf("Check accepted %q", s)
 		}
 		if escaped := strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\134`), " ", `\040`); len(strings.Fields(escaped)) != 1 {
-			t.Fatalf("Check accepted %q, which mountinfo's reader splits: %q", s, strings.Fields(escaped))
+			t.Fatalf("Check accepted %q, which mount-utils' reader splits: %q", s, strings.Fields(escaped))
 		}
 	})
 }

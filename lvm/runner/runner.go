@@ -124,7 +124,7 @@ func (e *Exec) run(ctx context.Context, stdin io.Reader, name string, args ...st
 		defer cancel()
 	}
 
-	if stdin == nil && e.Shell != nil && name == lvmBinary {
+	if stdin == nil && e.Shell != nil && name == lvmBinary && !RunsAsProcess(ctx) {
 		start := time.Now()
 		if res, ok := e.Shell.run(ctx, e.environ(os.Environ()), args); ok {
 			d := time.Since(start)

@@ -134,13 +134,18 @@ type Shell struct {
 
 	mu      sync.Mutex
 	idle    []*lvmShell
-	running int       // started and not yet stopped
-	closed  bool      // Close was called
-	retryAt time.Time // a shell failed to start: processes until then
-	backoff time.Duration
-	nextID  int
-	served  int // commands the shells ran
-	waiting waitState
+	running int  // started and not yet stopped
+	closed  bool // Close was called
+	// live holds every shell whose process has not exited, busy, idle or
+	// being stopped; starting counts those still starting. Close waits
+	// for both to empty.
+	live     map[*lvmShell]struct{}
+	starting int
+	retryAt  time.Time // a shell failed to start: processes until then
+	backoff  time.Duration
+	nextID   int
+	served   int // commands the shells ran
+	waiting  waitState
 }
 
 // DefaultShellProfile is the command profile lvm2 installs for driving its
@@ -174,8 +179,16 @@ func NewShell(size int) *Shell {
 	return &Shell{Size: size}
 }
 
-// Close stops the idle shells now and busy ones when their command ends;
-// later commands run as processes.
+// Close stops the idle shells now and busy ones when their command ends,
+// and returns once every shell has exited; a shell still busy after
+// ShellCloseWait is killed as a cut command is. Later commands run as
+// processes.
+//
+// Why it waits: carve calls it on its way out, and a shell is carve's
+// child. Left running, it would finish its command after carve is gone
+// (as an lvm2 process would) but also hold carve's cgroup: a container
+// runtime or a supervisor that removes the cgroup once carve has exited
+// is refused (the VM faults suite saw that).
 func (s *Shell) Close() error {
 	s.mu.Lock()
 	s.closed = true
@@ -189,8 +202,44 @@ func (s *Shell) Close() error {
 		wg.Go(sh.stop)
 	}
 	wg.Wait()
+	s.awaitExits(time.Now().Add(ShellCloseWait))
 	return nil
 }
+
+// ShellCloseWait is how long Close lets busy shells finish their command.
+// It is shorter than a pod's default grace period (30 s), so that carve
+// ends its shells itself before the runtime's SIGKILL.
+const ShellCloseWait = 20 * time.Second
+
+// awaitExits waits until no shell is starting or alive; at deadline it
+// kills those left.
+func (s *Shell) awaitExits(deadline time.Time) {
+	for {
+		s.mu.Lock()
+		left := make([]*lvmShell, 0, len(s.live))
+		for sh := range s.live {
+			left = append(left, sh)
+		}
+		starting := s.starting
+		s.mu.Unlock()
+		if len(left) == 0 && starting == 0 {
+			return
+		}
+		if len(left) > 0 && time.Now().After(deadline) {
+			klog.InfoS("Killing lvm shells still busy at close", "shells", len(left))
+			var wg sync.WaitGroup
+			for _, sh := range left {
+				wg.Go(sh.kill)
+			}
+			wg.Wait()
+			continue
+		}
+		time.Sleep(closePoll)
+	}
+}
+
+// closePoll is how often Close looks for shells that have exited.
+const closePoll = 10 * time.Millisecond
 
 // acquire returns an idle shell, or a new one when there is room, or nil:
 // run a process then. When every shell is busy it waits for one to be
@@ -239,6 +288,7 @@ func (s *Shell) take() (sh *lvmShell, start bool, freed <-chan struct{}) {
 	}
 	if s.running < s.Size {
 		s.running++
+		s.starting++
 		return nil, true, nil
 	}
 	return nil, false, s.freedLocked()
@@ -258,6 +308,7 @@ func (s *Shell) start(ctx context.Context, env []string) *lvmShell {
 	sh, err := startShell(ctx, id, profile, env)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.starting--
 	if err != nil {
 		s.running--
 		s.signalFreedLocked() // room for another start
@@ -270,8 +321,23 @@ func (s *Shell) start(ctx context.Context, env []string) *lvmShell {
 		return nil
 	}
 	s.backoff = 0
+	s.track(sh)
 	klog.V(2).InfoS("Started an lvm shell", "shell", id, "pid", sh.cmd.Process.Pid)
 	return sh
+}
+
+// track counts sh as live until its process has exited. Called under mu.
+func (s *Shell) track(sh *lvmShell) {
+	if s.live == nil {
+		s.live = make(map[*lvmShell]struct{})
+	}
+	s.live[sh] = struct{}{}
+	go func() {
+		<-sh.done
+		s.mu.Lock()
+		delete(s.live, sh)
+		s.mu.Unlock()
+	}()
 }
 
 // release takes a shell back after a command: idle again if it is healthy,

@@ -603,6 +603,48 @@ func TestShellClose(t *testing.T) {
 	}
 }
 
+// Close waits for a busy shell to finish its command and exit: a shell
+// left behind would hold carve's cgroup after carve is gone.
+func TestShellCloseWaitsForBusy(t *testing.T) {
+	f := lvmTest(t)
+	proc, shell := f.execs(t, 1)
+	lv := f.lv(t, proc, "closebusy")
+	release := f.holdVGLock(t)
+	tagged := tagInShell(shell, f.vg+"/"+lv, "busy")
+	waitBusy(shell.Shell)
+	shell.Shell.mu.Lock()
+	var pid int
+	for sh := range shell.Shell.live {
+		pid = sh.cmd.Process.Pid
+	}
+	shell.Shell.mu.Unlock()
+	if pid == 0 {
+		t.Fatal("no live shell")
+	}
+	closed := make(chan struct{})
+	go func() {
+		_ = shell.Shell.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while the shell's command waited for the VG lock")
+	case <-time.After(300 * time.Millisecond):
+	}
+	release()
+	if err := <-tagged; err != nil {
+		t.Fatalf("the busy command: %v", err)
+	}
+	select {
+	case <-closed:
+	case <-time.After(killGrace + 10*time.Second):
+		t.Fatal("Close did not return after the command ended")
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("shell %d still there after Close: %v", pid, err)
+	}
+}
+
 // A shell is retired after MaxCommands.
 func TestShellMaxCommands(t *testing.T) {
 	f := lvmTest(t)
@@ -736,6 +778,22 @@ func TestShellQuotingMatchesProcess(t *testing.T) {
 		}
 		if perr == nil && !bytes.Contains(got, []byte(`"lv_name":"quoting"`)) {
 			t.Errorf("%q: no row: %s", extra, got)
+		}
+	}
+}
+
+// A command of an AsProcess context runs as a process with shells idle:
+// the shell serves the commands before and after it, not it.
+func TestShellAsProcess(t *testing.T) {
+	f := lvmTest(t)
+	_, shell := f.execs(t, 1)
+	vgs := reportArgs("vgs", "vg_name", f.vg)
+	for i, ctx := range []context.Context{context.Background(), AsProcess(context.Background()), context.Background()} {
+		if _, err := shell.Run(ctx, "lvm", vgs...); err != nil {
+			t.Fatal(err)
+		}
+		if want := min(i+1, 1+i/2); served(shell.Shell) != want {
+			t.Errorf("after command %d: served %d, want %d (the second runs as a process)", i+1, served(shell.Shell), want)
 		}
 	}
 }

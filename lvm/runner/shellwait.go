@@ -94,3 +94,24 @@ func waitFreed(ctx context.Context, freed <-chan struct{}, deadline time.Time) b
 		return false
 	}
 }
+
+// processKey marks a context whose lvm2 commands must run as processes.
+type processKey struct{}
+
+// AsProcess is ctx for lvm2 commands that must not run in a shell: a
+// command that relies on a device-scan setting given in its own --config.
+// A shell sets its device filters up when it starts and keeps what it
+// learnt of the devices between commands, so such a setting cannot be
+// trusted to reach the scan there. Seen in the VM's lifecycle suite: with
+// Carve's layer suspended for a thick snapshot's frozen point, the next
+// lvm2 command, run in a shell with devices/ignore_suspended_devices=1,
+// hung in the kernel past its deadline and could not exit (exit_aio, its
+// read of the suspended layer held) until a resume that its own caller
+// would only send after it. The same command as a process skips the layer
+// (the crash and lifecycle suites ran it so for days).
+func AsProcess(ctx context.Context) context.Context {
+	return context.WithValue(ctx, processKey{}, true)
+}
+
+// RunsAsProcess tells whether ctx is one of AsProcess.
+func RunsAsProcess(ctx context.Context) bool { return ctx.Value(processKey{}) != nil }
