@@ -93,19 +93,23 @@ func TestThinAllocatedReleasesALeftover(t *testing.T) {
 // the tool's failure, a cancelled context.
 func TestThinAllocatedAlwaysReleases(t *testing.T) {
 	stop := errors.New("client gone")
+	// "cancelled" cancels the context the cases share: it runs last (a
+	// map's order let it run first, and the others then failed waiting
+	// for the VG's read lock with a cancelled context).
 	cctx, cancel := context.WithCancel(ctx)
-	for name, tc := range map[string]struct {
+	for _, tc := range []struct {
+		name string
 		tool step
 		each func(Range) error
 		want error
 	}{
-		"callback": {step{args: dumpArgs, out: string(fixture(t, "thin-dump-dev2.xml"))},
+		{"callback", step{args: dumpArgs, out: string(fixture(t, "thin-dump-dev2.xml"))},
 			func(Range) error { return stop }, stop},
-		"tool": {step{args: dumpArgs, stderr: "no current metadata snap\n"}, func(Range) error { return nil }, nil},
-		"cancelled": {step{args: dumpArgs, out: string(fixture(t, "thin-dump-dev2.xml"))},
+		{"tool", step{args: dumpArgs, stderr: "no current metadata snap\n"}, func(Range) error { return nil }, nil},
+		{"cancelled", step{args: dumpArgs, out: string(fixture(t, "thin-dump-dev2.xml"))},
 			func(Range) error { cancel(); return cctx.Err() }, context.Canceled},
 	} {
-		t.Run(name, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			c := newFake(t, stepsOf(thinBlocksSteps(t.TempDir(), "-"),
 				step{args: snapMessage("reserve_metadata_snap")}, tc.tool,
 				step{args: snapMessage("release_metadata_snap")})...)
