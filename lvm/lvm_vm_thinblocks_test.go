@@ -178,7 +178,12 @@ func TestVMThinBlocks(t *testing.T) {
 // written: sequentially by dd (one mapping in the pool's metadata), then
 // every other chunk again (16384 mappings: old and new data blocks
 // alternate; 8192 changed runs), for judging their time and memory.
+// It writes 1.5 GiB, minutes in the VM: make test (-test.short) skips
+// it, make test-full (FULL=1) runs it.
 func TestVMThinBlocksTiming(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 1.5 GiB: a measurement, run by make test-full")
+	}
 	c, _ := vmClient(t)
 	ctx := context.Background()
 	const size = 1 << 30
