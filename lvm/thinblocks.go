@@ -258,6 +258,49 @@ func (c *Client) reserveMetadataSnap(ctx context.Context, vg string, lvs []strin
 	return p, nil
 }
 
+// ReleaseMetadataSnaps releases the metadata snapshots held by vg's
+// active thin pools, and returns the pools it released. Carve runs it at
+// its start: no read of this process holds one then, so each is one a
+// carve killed mid-read left (or one taken by hand, which the next read
+// of the pool would release as well; see above), and it costs its pool
+// metadata space for as long as it stays, which without a start-time
+// release would be until the next read of a pool of the VG, if any.
+// Reads of the VG in this process wait for it (metaSnaps). One dmsetup
+// status for every thin pool of the machine, no lvm2 command; a message
+// only for a snapshot held.
+func (c *Client) ReleaseMetadataSnaps(ctx context.Context, vg string) ([]string, error) {
+	if err := ValidateVGName(vg); err != nil {
+		return nil, err
+	}
+	unlock, err := c.metaSnaps.lock(ctx, vg)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	out, err := c.r.Run(ctx, dmsetupBinary, "status", "--target", "thin-pool")
+	if err != nil {
+		return nil, fmt.Errorf("dmsetup status --target thin-pool: %w", err)
+	}
+	var released []string
+	for _, line := range strings.Split(string(out), "\n") {
+		name, status, ok := strings.Cut(strings.TrimSpace(line), ": ")
+		v, pool, layer, isLV := SplitDMName(name)
+		if !ok || !isLV || v != vg || layer != "" && layer != "tpool" {
+			continue // "No devices found", another VG's pool
+		}
+		// A failed pool's status says nothing held, and takes no message.
+		if held, err := parseHeldRoot(status); err != nil || !held {
+			continue
+		}
+		p := thinSnapPool{name: pool, tpool: name}
+		if err := c.releaseMetadataSnap(ctx, vg, p, true); err != nil {
+			return released, err
+		}
+		released = append(released, pool)
+	}
+	return released, nil
+}
+
 // releaseMetadataSnap releases p's metadata snapshot: one left reserved
 // (leftover: logged as such), or the read's own. None reserved is no
 // error: the outcome is the same.

@@ -144,3 +144,27 @@ func TestThinBlocksRefuses(t *testing.T) {
 		t.Errorf("bad name: %v", err)
 	}
 }
+
+// At start, the metadata snapshots held by the VG's pools are released,
+// and nothing else: another VG's pool, a pool holding none, a failed
+// pool, and a thin LV's own device are left alone.
+func TestReleaseMetadataSnaps(t *testing.T) {
+	status := "other-pool-tpool: 0 524288 thin-pool 3 113/1024 8/4096 58 rw discard_passdown queue_if_no_space - 256\n" +
+		"vg-pool-tpool: 0 524288 thin-pool 3 113/1024 8/4096 58 rw discard_passdown queue_if_no_space - 256\n" +
+		"vg-idle: 0 524288 thin-pool 3 113/1024 8/4096 - rw discard_passdown queue_if_no_space - 256\n" +
+		"vg-broken: 0 524288 thin-pool Fail\n"
+	c := newFake(t,
+		step{args: []string{"dmsetup", "status", "--target", "thin-pool"}, out: status},
+		step{args: snapMessage("release_metadata_snap")})
+	got, err := c.ReleaseMetadataSnaps(ctx, "vg")
+	if err != nil || !slices.Equal(got, []string{"pool"}) {
+		t.Fatalf("released %v, %v; want pool", got, err)
+	}
+	c = newFake(t, step{args: []string{"dmsetup", "status", "--target", "thin-pool"}, out: "No devices found\n"})
+	if got, err := c.ReleaseMetadataSnaps(ctx, "vg"); err != nil || len(got) != 0 {
+		t.Fatalf("no pools: %v, %v", got, err)
+	}
+	if _, err := c.ReleaseMetadataSnaps(ctx, "../vg"); !errors.Is(err, ErrInvalidName) {
+		t.Fatalf("invalid VG name: %v", err)
+	}
+}
