@@ -485,6 +485,10 @@ func TestRepairDeviceNodesVisitsEveryVG(t *testing.T) {
 	if made := slices.DeleteFunc(slices.Clone(f.Calls), func(c string) bool { return c != "MakeNodes" }); len(made) != 3 {
 		t.Errorf("calls %v: want MakeNodes for each of the 3 VGs", f.Calls)
 	}
+	// And releases the pools' metadata snapshots a killed read left.
+	if rel := slices.DeleteFunc(slices.Clone(f.Calls), func(c string) bool { return c != "ReleaseMetadataSnaps" }); len(rel) != 3 {
+		t.Errorf("calls %v: want ReleaseMetadataSnaps for each of the 3 VGs", f.Calls)
+	}
 }
 
 // A thin snapshot's creation time is a tag its lvcreate writes (it is not

@@ -48,6 +48,13 @@ type LVM interface {
 	// RepairInterrupted resumes the devices of a VG that an lvm2 command
 	// cut short left suspended (see lvm.Client.RepairInterrupted).
 	RepairInterrupted(ctx context.Context, vg string) ([]string, error)
+	// ThinAllocated and ThinDelta read which blocks of thin LVs their
+	// pool maps (blocks.go).
+	ThinAllocated(ctx context.Context, vg, lv string, from uint64, each func(lvm.Range) error) error
+	ThinDelta(ctx context.Context, vg, base, target string, from uint64, each func(lvm.Range) error) error
+	// ReleaseMetadataSnaps releases the pools' metadata snapshots a
+	// killed read left (lvm.Client.ReleaseMetadataSnaps).
+	ReleaseMetadataSnaps(ctx context.Context, vg string) ([]string, error)
 }
 
 // Wiper zeroes block devices.
@@ -88,6 +95,9 @@ type Manager struct {
 	// layers are the node's devices above volumes (SetLayers); nil in a
 	// process without a node.
 	layers Layers
+	// metaReads: the snapshots' block metadata reads, which a deletion
+	// stops (blocks.go).
+	metaReads keylock.Readers
 }
 
 // LimitPublished makes PublishVolume refuse a volume beyond n published at
@@ -372,7 +382,9 @@ func (m *Manager) StorageHealth(ctx context.Context) []volume.Problem {
 // First, the layers a kill left suspended inside a snapshot's freeze are
 // resumed (Layers); then the devices such a kill left suspended are
 // resumed, its stale tables dropped (lvm.Client.RepairInterrupted): a
-// suspended device blocks the I/O of a published volume for good.
+// suspended device blocks the I/O of a published volume for good. Last,
+// the thin pools' metadata snapshots a kill left reserved mid-read are
+// released (blocks.go).
 func (m *Manager) RepairDeviceNodes(ctx context.Context) {
 	// Before any lvm2 command: one would hang reading a suspended layer.
 	if m.layers != nil {
@@ -386,6 +398,11 @@ func (m *Manager) RepairDeviceNodes(ctx context.Context) {
 		}
 		if err := m.lvm.MakeNodes(ctx, vg); err != nil {
 			klog.ErrorS(err, "Could not make the device nodes of the volume group's active LVs", "vg", vg)
+		}
+		// A pool's metadata snapshot a kill left reserved mid-read
+		// (blocks.go): released now rather than at the next read.
+		if _, err := m.lvm.ReleaseMetadataSnaps(ctx, vg); err != nil {
+			klog.ErrorS(err, "Could not release the thin pools' metadata snapshots left reserved", "vg", vg)
 		}
 	}
 }
