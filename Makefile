@@ -165,7 +165,7 @@ FUZZ_TARGETS := \
 	driver/volume:FuzzParseID driver/volume:FuzzIDRoundTrip driver/volume:FuzzValidateNodeID driver/volume:FuzzLVName \
 	driver/csi:FuzzParseParams driver/csi:FuzzParseMutable driver/csi:FuzzParseType driver/csi:FuzzSizeRange driver/csi:FuzzCapabilities \
 	driver/csi:FuzzTopology driver/csi:FuzzCreateSnapshot driver/csi:FuzzPageToken driver/csi:FuzzResolveDevice \
-	driver/csi:FuzzUnpublishPath driver/csi:FuzzPublishPaths driver/csi:FuzzPublishRequest \
+	driver/csi:FuzzUnpublishPath driver/csi:FuzzPublishPaths driver/csi:FuzzPublishRequest driver/csi:FuzzMetadataPager \
 	driver/lvmvol:FuzzCreateVolume driver/lvmvol:FuzzCreateSnapshot driver/lvmvol:FuzzTags \
 	driver/nodepath:FuzzCheck driver/iolimit:FuzzPodOfTarget driver/nodefs:FuzzCheckMountFlags driver/nodefs:FuzzMountInfo driver/crypt:FuzzMappingName \
 	cmd/carve:FuzzParseVGs test/e2e:FuzzSoakWrites
