@@ -108,7 +108,7 @@ func TestHelmChart(t *testing.T) {
 			"--set", "thinOverprovisionRatio=2.5",
 			"--set", "node.maxVolumes=20",
 			"--set", "node.agentWorkers=8",
-			"--set", "node.lvmShells=4",
+			"--set", "node.lvmShells=0",
 			"--set", "kubeletDir=/var/lib/k0s/kubelet",
 			"--set-string", `node.nodeSelector.lvm\.carve\.dev/storage-node=true`)
 		checkAll(t, objs, namespace, "/var/lib/k0s/kubelet")
@@ -117,7 +117,7 @@ func TestHelmChart(t *testing.T) {
 		c := ds.Spec.Template.Spec.Containers[0]
 		f, _ := flagArgs(c.Args)
 		if f["volume-groups"] != "nvme,ssd" || f["thin-overprovision-ratio"] != "2.5" || f["max-volumes"] != "20" ||
-			f["agent-workers"] != "8" || f["lvm-shells"] != "4" {
+			f["agent-workers"] != "8" || f["lvm-shells"] != "0" {
 			t.Errorf("values not passed to carve node: %q", c.Args)
 		}
 		if c.Image != "mirror/sig/carve:v0.1.0" {

@@ -21,6 +21,9 @@ func checkCSIDriver(t *testing.T, objs []object) {
 	var d storagev1.CSIDriver
 	strict(t, mustFind(t, objs, "CSIDriver", driverName), &d)
 	s := d.Spec
+	if s.SELinuxMount == nil || !*s.SELinuxMount {
+		t.Error("CSIDriver: seLinuxMount must be true (Carve passes kubelet's -o context through)")
+	}
 	if s.AttachRequired == nil || !*s.AttachRequired {
 		t.Error("CSIDriver: attachRequired must be true (ControllerPublishVolume activates the LV)")
 	}

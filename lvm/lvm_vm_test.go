@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"carve.dev/carve/lvm/runner"
+	fixtures "carve.dev/carve/test/fixture"
 )
 
 const vmVG = "carve-vmtest"
@@ -37,7 +38,7 @@ func vmClient(t *testing.T) (*Client, runner.Runner) {
 	t.Helper()
 	disk := os.Getenv("CARVE_TEST_DISK")
 	if disk == "" {
-		t.Skip("CARVE_TEST_DISK is unset: name a blank disk this test may wipe, e.g. CARVE_TEST_DISK=/dev/vdb inside the test VM")
+		fixtures.Missing(t, "CARVE_TEST_DISK is unset: name a blank disk this test may wipe, e.g. CARVE_TEST_DISK=/dev/vdb inside the test VM")
 	}
 	return newVMClient(t, disk)
 }
@@ -48,7 +49,7 @@ func vmClient2(t *testing.T) (*Client, runner.Runner) {
 	t.Helper()
 	disk, disk2 := os.Getenv("CARVE_TEST_DISK"), os.Getenv("CARVE_TEST_DISK2")
 	if disk == "" || disk2 == "" {
-		t.Skip("CARVE_TEST_DISK or CARVE_TEST_DISK2 is unset: raid1 and striped LVs need two blank disks")
+		fixtures.Missing(t, "CARVE_TEST_DISK or CARVE_TEST_DISK2 is unset: raid1 and striped LVs need two blank disks")
 	}
 	return newVMClient(t, disk, disk2)
 }

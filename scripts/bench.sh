@@ -8,7 +8,9 @@
 # minutes on a loaded machine), CARVE_BENCH_SCALE="10 100" (the ladder),
 # CARVE_BENCH_REPS, CARVE_BENCH_PARALLEL, CARVE_BENCH_FIO_REPS, CARVE_BENCH_IDLE=2m,
 # CARVE_BENCH_LVM_SHELLS=N (carve --lvm-shells N; see
-# docs/performance.md). Output in _output/bench (CARVE_BENCH_DIR: another
+# docs/performance.md), CARVE_BENCH_TOPOLVM_SRC (a TopoLVM source tree, a
+# checkout or a git dir: lvmd is built from it for the lvmd section, the
+# side by side with TopoLVM's lvmd; without it that section is skipped). Output in _output/bench (CARVE_BENCH_DIR: another
 # directory under the repo, for two runs side by side): results.json, the
 # PNG plots, carve's log in logs/.
 set -euo pipefail
@@ -24,6 +26,31 @@ source scripts/goenv.sh
 echo "== building carve and the benchmark"
 go build -o "$out/bin/carve" ./cmd/carve
 go test -tags bench -c -o "$out/bin/bench.test" ./test/bench
+# The report is a module of its own (test/bench/report/go.mod: its plots
+# need gonum/plot, which the driver's module does not carry); built before
+# the run, so that a broken report fails now rather than after hours.
+go -C test/bench/report build -o "$repo/$out/bin/report" .
+if [ -n "${CARVE_BENCH_TOPOLVM_SRC:-}" ]; then
+	src=$CARVE_BENCH_TOPOLVM_SRC
+	if [ -f "$src/go.mod" ]; then
+		tree=$src
+		version=$(git -C "$src" describe --tags --always --dirty 2>/dev/null || echo "unknown version")
+	elif git --git-dir="$src" rev-parse -q --verify 'HEAD^{commit}' >/dev/null 2>&1; then
+		tree=$out/topolvm-src
+		mkdir -p "$tree"
+		git --git-dir="$src" archive HEAD | tar -x -C "$tree"
+		version="$(git --git-dir="$src" rev-parse HEAD) ($(git --git-dir="$src" describe --tags --always 2>/dev/null))"
+	else
+		echo "CARVE_BENCH_TOPOLVM_SRC=$src is neither a TopoLVM source tree nor a git dir" >&2
+		exit 2
+	fi
+	echo "== building lvmd from TopoLVM $version"
+	(cd "$tree" && go build -o "$repo/$out/bin/lvmd" ./cmd/lvmd)
+	export CARVE_BENCH_LVMD="$repo/$out/bin/lvmd"
+else
+	unset CARVE_BENCH_LVMD
+	echo "== CARVE_BENCH_TOPOLVM_SRC is not set: the lvmd column (section lvmd) is skipped"
+fi
 
 # The full run's scale ladder makes a thousand volumes, about two hours
 # of lvm2 runs in the VM; quick is over in a quarter of an hour.
@@ -39,6 +66,6 @@ CARVE_TEST_DISK=/dev/vda CARVE_TEST_DISK2=/dev/vdb \
 # A failed run still reports the sections it finished.
 if [ -f "$out/results.json" ]; then
 	echo "== report"
-	go run ./test/bench/report -in "$out/results.json" -plots "$out"
+	"$out/bin/report" -in "$out/results.json" -plots "$out"
 fi
 exit "$rc"

@@ -29,6 +29,10 @@ export CARVE_CRASH_OPS=${CARVE_CRASH_OPS:-'^(CreateVolume/thick|CreateVolume/thi
 # The soak's bounded run: 90 s of random calls and kills (make soak: 10
 # minutes).
 export CARVE_SOAK_DURATION=${CARVE_SOAK_DURATION:-90s}
+# The VM provides every suite's disks, binaries and root: a test that finds
+# one missing fails instead of skipping itself (test/fixture), so that a
+# broken harness cannot pass with its tests skipped.
+export CARVE_REQUIRE_FIXTURES=${CARVE_REQUIRE_FIXTURES:-1}
 suites=(lvm:./lvm lifecycle:./test/lifecycle sanity:./test/sanity nodesafety:./test/nodesafety crash:./test/crash faults:./test/faults soak:./test/soak)
 for s in "${suites[@]}"; do
 	# Only the suites that will run: each build is minutes on a busy machine.

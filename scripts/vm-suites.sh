@@ -4,6 +4,11 @@
 # usage (in the VM): vm-suites.sh OUTDIR [go test flags]
 # $CARVE_SUITES lists runs as BINARY or BINARY:TESTPATTERN; csi-sanity's
 # Ginkgo suite can run once per process, so each access type is its own run.
+# A run is judged by more than its exit status: one that ran no test (a
+# pattern that matches none) fails, and each says how many of its tests
+# passed and skipped. A test that misses a disk, binary or root fails
+# rather than skips: test-vm.sh sets CARVE_REQUIRE_FIXTURES=1
+# (test/fixture).
 set -uo pipefail
 out=$1; shift
 declare -A disk=([lvm]=/dev/vda [lifecycle]=/dev/vdb [sanity]=/dev/vdc [nodesafety]=/dev/vdc [crash]=/dev/vdb [faults]=/dev/vda [soak]=/dev/vdc)
@@ -56,8 +61,15 @@ for run in $CARVE_SUITES; do
 	watch_stall "$log" & watcher=$!
 	CARVE_TEST_DISK=${disk[$bin]:-} CARVE_TEST_DISK2=${disk2[$bin]:-} CARVE_TEST_RAW=${raw[$bin]:-} "$out/$bin.test" -test.v -test.timeout "${CARVE_SUITE_TIMEOUT:-45m}" ${pattern:+-test.run "$pattern"} "$@" 2>&1 | tee "$log"
 	rc=${PIPESTATUS[0]}
-	kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null; rm -f "$log"
-	echo "== suite $run: exit $rc after $(( $(date +%s) - start )) s"
+	kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null
+	# Top-level tests only (subtests' lines are indented).
+	passed=$(grep -c '^--- PASS: ' "$log") skipped=$(grep -c '^--- SKIP: ' "$log")
+	if [ "$rc" = 0 ] && [ "$passed" = 0 ]; then
+		echo "== suite $run ran no test that passed (a pattern that matches none?): failed"
+		rc=1
+	fi
+	rm -f "$log"
+	echo "== suite $run: exit $rc after $(( $(date +%s) - start )) s; $passed tests passed, $skipped skipped"
 	[ "$rc" = 0 ] || failed+=("$run")
 done
 if [ "${#failed[@]}" -gt 0 ]; then

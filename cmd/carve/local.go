@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/klog/v2"
 
+	"carve.dev/carve/driver/agent"
 	"carve.dev/carve/driver/crashpoint"
 	"carve.dev/carve/driver/crypt"
 	"carve.dev/carve/driver/csi"
@@ -30,11 +31,12 @@ import (
 )
 
 // DefaultLVMShells is how many lvm2 shells run Carve's lvm2 commands
-// unless --lvm-shells says otherwise: none yet. With 4, every serial
-// benchmark goal is met (docs/performance.md), the crash matrix and the
-// e2e pass, but the VM faults suite found the shells outliving a killed
-// carve in its cgroup; until that is settled, shells are opt-in.
-const DefaultLVMShells = 0
+// unless --lvm-shells says otherwise: as many as the node agent's
+// workers (agent.DefaultWorkers), so a burst of reconciles finds one each.
+// An operation's lvm2 commands in a shell cost a fifth of the same as
+// processes in the test VM (docs/performance.md), and an idle shell holds
+// about 12 MiB and no device or lock.
+const DefaultLVMShells = 4
 
 // localFlags configure the work on this node's LVM, shared by standalone
 // and node.
@@ -138,10 +140,13 @@ func parseVGs(s string) ([]string, error) {
 	return out, nil
 }
 
-// build makes the LVM semantics and the CSI Node service on this node.
-// Call closeLVM on the way out, after the services have stopped: it ends
-// the lvm2 shells, which would otherwise outlive carve in its cgroup.
-func (f *localFlags) build() (vols *lvmvol.Manager, node *csi.Node, closeLVM func()) {
+// build makes the LVM semantics and the CSI Node service on this node, and
+// repairs what a carve killed mid-command left. background: the Manager
+// leaves long data work in the background (carve node's agent; see
+// lvmvol.Config.BackgroundDataWork). Call closeLVM on the way out, after
+// the services have stopped: it ends the lvm2 shells, which would
+// otherwise outlive carve in its cgroup.
+func (f *localFlags) build(background bool) (vols *lvmvol.Manager, node *csi.Node, closeLVM func()) {
 	run := runner.New(f.cmdTimeout, lvmEnv(udevControl)...)
 	run.Observe = crashpoint.Wrap(metrics.Command)
 	closeLVM = func() {}
@@ -149,19 +154,37 @@ func (f *localFlags) build() (vols *lvmvol.Manager, node *csi.Node, closeLVM fun
 		run.Shell = runner.NewShell(f.lvmShells)
 		closeLVM = func() { _ = run.Shell.Close() }
 	}
-	vols = lvmvol.NewManager(lvm.NewCache(lvm.New(run), f.lvmCacheAge), lvmvol.ZeroWiper{Run: run}, f.nodeID, f.vgs)
-	vols.LimitPublished(int(f.maxVolumes))
-	vols.SetOverprovision(f.overprov)
 	layers := mapper.NewLinear(run)
-	vols.SetLayers(layers)
-	vols.RepairDeviceNodes(context.Background())
-	cfg := csi.NodeConfig{NodeID: f.nodeID, MaxVolumes: f.maxVolumes, DeviceWait: f.deviceWait,
+	cfg := lvmvol.Config{LVM: lvm.NewCache(lvm.New(run), f.lvmCacheAge), Wiper: lvmvol.ZeroWiper{Run: run},
+		Node: f.nodeID, VolumeGroups: f.vgs, MaxPublished: int(f.maxVolumes), Overprovision: f.overprov, Layers: layers}
+	if background {
+		// Copies into clones and restores, and wipes, may take hours: the
+		// agent leaves them in the background so that they hold no worker
+		// (CSI calls in standalone mode wait for them instead).
+		cfg.BackgroundDataWork, cfg.DataGrace = true, agent.DataGrace
+	}
+	// The Manager and the node's service use each other: the node reads
+	// volumes through the Manager, and the Manager's ModifyVolume has the
+	// node put changed IO limits on the pods using a volume, in the middle
+	// of its steps (see lvmvol.LimitsApplier for why it stays there). The
+	// Manager calls it only from ModifyVolume, never while being made, so
+	// it gets a function that calls node, which is set before build
+	// returns.
+	cfg.ApplyLimits = func(ctx context.Context, id volume.ID) error { return node.ApplyLimits(ctx, id) }
+	vols = lvmvol.NewManager(cfg)
+	nodeCfg := csi.NodeConfig{NodeID: f.nodeID, MaxVolumes: f.maxVolumes, DeviceWait: f.deviceWait,
 		PathRoot: f.root, Crypt: crypt.New(run, f.pbkdf), Layers: layers}
 	if f.cgroupRoot != "" {
-		cfg.Cgroups = &iolimit.Cgroups{Root: f.cgroupRoot}
+		nodeCfg.Cgroups = &iolimit.Cgroups{Root: f.cgroupRoot}
 	}
-	node = csi.NewNode(cfg, vols, nodefs.New(run.AsExecInterface()))
-	vols.SetLimitsApplier(node.ApplyLimits)
+	node = csi.NewNode(nodeCfg, vols, nodefs.New(run.AsExecInterface()))
+	// The start-up repairs, before anything is served, in this order: a
+	// layer left suspended would hang the lvm2 commands of the others.
+	ctx := context.Background()
+	vols.ResumeSuspendedLayers(ctx)
+	vols.RepairInterruptedLVM(ctx)
+	vols.MakeMissingDeviceNodes(ctx)
+	vols.ReleaseMetadataSnapshots(ctx)
 	return vols, node, closeLVM
 }
 

@@ -46,12 +46,8 @@ func runNode(args []string) error {
 	if workers < 1 {
 		return fmt.Errorf("--agent-workers %d: must be at least 1", workers)
 	}
-	vols, node, closeLVM := lf.build()
+	vols, node, closeLVM := lf.build(true)
 	defer closeLVM()
-	// Copies into clones and restores, and wipes, may take hours: the
-	// agent leaves them in the background so that they hold no worker
-	// (CSI calls in standalone mode wait for them instead).
-	vols.BackgroundDataWork(agent.DataGrace)
 	if lf.maxVolumes > 0 {
 		klog.InfoS("Attach limit advertised to the scheduler", "maxVolumes", lf.maxVolumes)
 	}

@@ -26,7 +26,7 @@ func runStandalone(args []string) error {
 	if err := f.validate(); err != nil {
 		return err
 	}
-	vols, node, closeLVM := f.build()
+	vols, node, closeLVM := f.build(false)
 	defer closeLVM()
 	srv := csi.NewServer(csi.NewIdentity(version, true, vols), csi.NewController(vols), node, csi.NewSnapshotMetadata(vols))
 	health := serveHealth(healthAddr, vols, true)

@@ -79,9 +79,7 @@ func (r *rig) get(name string) *v1alpha1.LogicalVolume {
 // asOnANode configures the rig's Manager as carve node does: long data
 // work in the background, copies by the fake.
 func (r *rig) asOnANode() {
-	m := r.r.Volumes.(*lvmvol.Manager)
-	m.BackgroundDataWork(DataGrace)
-	m.SetCopier(r.lvm)
+	r.withManager(lvmvol.Config{BackgroundDataWork: true, DataGrace: DataGrace, Copier: r.lvm})
 }
 
 func clone(name, of string, size int64) *v1alpha1.LogicalVolume {
@@ -136,8 +134,7 @@ func TestPublishWhileACloneCopies(t *testing.T) {
 // and removes the LV.
 func TestCopyingIsReportedThenDeletable(t *testing.T) {
 	r := newRig(t, lvResource("pvc-src", node, 8*mib), clone("pvc-clone", "pvc-src", 8*mib))
-	r.asOnANode()
-	r.r.Volumes.(*lvmvol.Manager).BackgroundDataWork(10 * time.Millisecond)
+	r.withManager(lvmvol.Config{BackgroundDataWork: true, DataGrace: 10 * time.Millisecond, Copier: r.lvm})
 	rec := events.NewFakeRecorder(10)
 	r.r.Events = rec
 	if _, err := r.reconcile("pvc-src"); err != nil {

@@ -44,7 +44,8 @@ func FuzzCreateFromResource(f *testing.F) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			vol, err = lvmvol.NewManager(fake, fake, node, []string{"vg0"}).CreateVolume(context.Background(), req)
+			m := lvmvol.NewManager(lvmvol.Config{LVM: fake, Wiper: fake, Node: node, VolumeGroups: []string{"vg0"}})
+			vol, err = m.CreateVolume(context.Background(), req)
 		}()
 		select {
 		case <-done:

@@ -25,7 +25,7 @@ import (
 func TestNodeStorageShowsAVGsMissingPV(t *testing.T) {
 	r := newRig(t)
 	f := lvmfake.New(100*mib, "vg0", "vg1")
-	vols := lvmvol.NewManager(f, f, node, []string{"vg0", "vg1"})
+	vols := lvmvol.NewManager(lvmvol.Config{LVM: f, Wiper: f, Node: node, VolumeGroups: []string{"vg0", "vg1"}})
 	rec := events.NewFakeRecorder(10)
 	rep := &StorageReporter{Client: r.c, Node: node, Space: vols.Space, Overprovision: 1, Volumes: vols.ListVolumes,
 		Events: rec, Heartbeat: time.Hour}
@@ -56,7 +56,7 @@ func TestEachVGProblemIsAnEventOfItsOwn(t *testing.T) {
 	f.SetMissingPVs("vg0", 1)
 	f.SetMissingPVs("vg1", 2)
 	rec, list := apiEvents(t, r)
-	vols := lvmvol.NewManager(f, f, node, []string{"vg0", "vg1"})
+	vols := lvmvol.NewManager(lvmvol.Config{LVM: f, Wiper: f, Node: node, VolumeGroups: []string{"vg0", "vg1"}})
 	rep := &StorageReporter{Client: r.c, Node: node, Space: vols.Space, Overprovision: 1, Events: rec}
 	if err := rep.Report(ctx); err != nil {
 		t.Fatal(err)
@@ -79,7 +79,7 @@ func TestEachVGProblemIsAnEventOfItsOwn(t *testing.T) {
 func TestNodeStorageShowsAnUnreadableVG(t *testing.T) {
 	r := newRig(t)
 	whole := lvmfake.New(100*mib, "vg0", "vg1")
-	vols := lvmvol.NewManager(whole, whole, node, []string{"vg0", "vg1"})
+	vols := lvmvol.NewManager(lvmvol.Config{LVM: whole, Wiper: whole, Node: node, VolumeGroups: []string{"vg0", "vg1"}})
 	if _, err := vols.CreateVolume(ctx, volume.CreateRequest{Name: "pvc-orphan", Node: node, VG: "vg0",
 		RequiredBytes: 5 * mib, ParamsDigest: "d"}); err != nil {
 		t.Fatal(err)
@@ -93,7 +93,7 @@ func TestNodeStorageShowsAnUnreadableVG(t *testing.T) {
 	drain(rec)
 	// vg1's disks are gone: lvm2 finds no such VG, and lists no volumes.
 	broken := lvmfake.New(100*mib, "vg0")
-	rep.Space = lvmvol.NewManager(broken, broken, node, []string{"vg0", "vg1"}).Space
+	rep.Space = lvmvol.NewManager(lvmvol.Config{LVM: broken, Wiper: broken, Node: node, VolumeGroups: []string{"vg0", "vg1"}}).Space
 	rep.Volumes = func(context.Context) ([]volume.Volume, error) {
 		return nil, fmt.Errorf("list volumes in vg1: %w", volume.ErrVGUnreadable)
 	}
@@ -122,7 +122,7 @@ func TestLogicalVolumeHealthFollowsItsThinPool(t *testing.T) {
 	r := thinVolumeRig(t)
 	rec := events.NewFakeRecorder(10)
 	r.r.Events = rec
-	vols := lvmvol.NewManager(r.lvm, r.lvm, node, []string{"vg0"})
+	vols := lvmvol.NewManager(lvmvol.Config{LVM: r.lvm, Wiper: r.lvm, Node: node, VolumeGroups: []string{"vg0"}})
 	rep := &StorageReporter{Client: r.c, Node: node, Space: vols.Space, Overprovision: 1, Volumes: vols.ListVolumes, Events: rec}
 	report := func() *v1alpha1.LogicalVolume { reportedOn(t, r, rep); return logicalVolume(t, r, "pvc-thin") }
 	idle := logicalVolume(t, r, "pvc-thin").ResourceVersion
@@ -172,7 +172,7 @@ func TestCachedHealthIsConfirmedAfresh(t *testing.T) {
 	if _, err := r.reconcile("pvc-1"); err != nil {
 		t.Fatal(err)
 	}
-	vols := lvmvol.NewManager(r.lvm, r.lvm, node, []string{"vg0"})
+	vols := lvmvol.NewManager(lvmvol.Config{LVM: r.lvm, Wiper: r.lvm, Node: node, VolumeGroups: []string{"vg0"}})
 	stale, err := vols.ListVolumes(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -2,9 +2,9 @@ package agent
 
 import (
 	"testing"
-	"time"
 
 	"carve.dev/carve/driver/api/v1alpha1"
+	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/volume"
 	"carve.dev/carve/lvm"
 )
@@ -49,7 +49,7 @@ func TestModifyMirrorsFromSpec(t *testing.T) {
 		t.Fatalf("3 legs on 2 PVs: %+v, %v", lv.Status, err)
 	}
 
-	r.r.Volumes.(interface{ BackgroundDataWork(time.Duration) }).BackgroundDataWork(0)
+	r.withManager(lvmvol.Config{BackgroundDataWork: true}) // carve node's, with no grace
 	r.lvm.ConvertSync = 50
 	r.update(lv, func(lv *v1alpha1.LogicalVolume) { lv.Spec.Type.Mirrors = 0; lv.Spec.PublishedNode = node })
 	if lv, err = r.reconcile("pvc-1"); err != nil || lv.Status.Mirrors != 0 || mirrors() != 0 || !lv.Status.Published {

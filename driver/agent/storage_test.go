@@ -26,7 +26,7 @@ func TestOrphanedVolumesAreReportedNotRemoved(t *testing.T) {
 	if _, err := r.reconcile("pvc-claimed"); err != nil {
 		t.Fatal(err)
 	}
-	vols := lvmvol.NewManager(r.lvm, r.lvm, node, []string{"vg0"})
+	vols := lvmvol.NewManager(lvmvol.Config{LVM: r.lvm, Wiper: r.lvm, Node: node, VolumeGroups: []string{"vg0"}})
 	if _, err := vols.CreateVolume(ctx, volume.CreateRequest{Name: "pvc-orphan", Node: node, VG: "vg0",
 		RequiredBytes: 5 * mib, ParamsDigest: "d"}); err != nil {
 		t.Fatal(err)
@@ -55,7 +55,7 @@ func TestOrphanedVolumesAreReportedNotRemoved(t *testing.T) {
 // heartbeat, is.
 func TestIdleReportsWriteNothing(t *testing.T) {
 	r := newRig(t)
-	vols := lvmvol.NewManager(r.lvm, r.lvm, node, []string{"vg0"})
+	vols := lvmvol.NewManager(lvmvol.Config{LVM: r.lvm, Wiper: r.lvm, Node: node, VolumeGroups: []string{"vg0"}})
 	rep := &StorageReporter{Client: r.c, Node: node, Space: vols.Space, Overprovision: 1, Volumes: vols.ListVolumes,
 		Heartbeat: time.Hour}
 	version := func() string { return reportedOn(t, r, rep).ResourceVersion }
@@ -90,7 +90,7 @@ func TestMissingVolumesAreReportedNotRecreated(t *testing.T) {
 	if err := r.lvm.RemoveLV(ctx, "vg0", "pvc-gone"); err != nil { // an administrator's lvremove
 		t.Fatal(err)
 	}
-	vols := lvmvol.NewManager(r.lvm, r.lvm, node, []string{"vg0"})
+	vols := lvmvol.NewManager(lvmvol.Config{LVM: r.lvm, Wiper: r.lvm, Node: node, VolumeGroups: []string{"vg0"}})
 	rec := events.NewFakeRecorder(10)
 	rep := &StorageReporter{Client: r.c, Node: node, Space: vols.Space, Overprovision: 1, Volumes: vols.ListVolumes, Events: rec}
 	for i, want := range [][]string{nil, {"vg0/pvc-gone"}, {"vg0/pvc-gone"}} {
@@ -115,7 +115,7 @@ func TestMissingVolumesAreReportedNotRecreated(t *testing.T) {
 // clears it; with no findings it reads nothing fresh.
 func TestOrphanRemovedByHandClearsOnAFreshRead(t *testing.T) {
 	r := newRig(t)
-	vols := lvmvol.NewManager(r.lvm, r.lvm, node, []string{"vg0"})
+	vols := lvmvol.NewManager(lvmvol.Config{LVM: r.lvm, Wiper: r.lvm, Node: node, VolumeGroups: []string{"vg0"}})
 	if _, err := vols.CreateVolume(ctx, volume.CreateRequest{Name: "pvc-orphan", Node: node, VG: "vg0",
 		RequiredBytes: 5 * mib, ParamsDigest: "d"}); err != nil {
 		t.Fatal(err)
@@ -163,7 +163,7 @@ func TestOrphanRemovedByHandClearsOnAFreshRead(t *testing.T) {
 // orphan's event that way).
 func TestEachOrphanIsAnEventOfItsOwn(t *testing.T) {
 	r := newRig(t)
-	vols := lvmvol.NewManager(r.lvm, r.lvm, node, []string{"vg0"})
+	vols := lvmvol.NewManager(lvmvol.Config{LVM: r.lvm, Wiper: r.lvm, Node: node, VolumeGroups: []string{"vg0"}})
 	for _, name := range []string{"pvc-orphan-a", "pvc-orphan-b"} {
 		if _, err := vols.CreateVolume(ctx, volume.CreateRequest{Name: name, Node: node, VG: "vg0",
 			RequiredBytes: 5 * mib, ParamsDigest: "d"}); err != nil {

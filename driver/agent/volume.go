@@ -20,7 +20,7 @@
 // lives in LVM, whose commands lock the VG themselves), the cached client
 // and the event recorder (both made for concurrent use). Long data work
 // (copies into clones and restores, wipes) runs in the Manager's
-// background jobs (lvmvol.Manager.BackgroundDataWork): a reconcile that
+// background jobs (lvmvol.Config.BackgroundDataWork): a reconcile that
 // finds it running reports the resource Copying or Wiping and looks again
 // after dataPoll, so a copy of hours holds no worker.
 package agent
@@ -58,7 +58,7 @@ const DefaultWorkers = 4
 
 // DataGrace is how long a reconcile waits for the long data work it
 // starts before it leaves the work in the background
-// (lvmvol.Manager.BackgroundDataWork): small volumes are done in one
+// (lvmvol.Config.BackgroundDataWork): small volumes are done in one
 // reconcile, and a worker is held no longer than this.
 const DataGrace = 3 * time.Second
 
@@ -142,7 +142,7 @@ func (r *VolumeReconciler) apply(ctx context.Context, lv *v1alpha1.LogicalVolume
 //
 // IO limits go the same way (status.ioLimits): lvmvol records them on the
 // LV and has this node's CSI service put them on the pods using the
-// volume (lvmvol.SetLimitsApplier).
+// volume (lvmvol.Config.ApplyLimits).
 func (r *VolumeReconciler) modify(ctx context.Context, lv *v1alpha1.LogicalVolume, vol volume.Volume) (volume.Volume, error) {
 	if lv.Status.VolumeID == "" {
 		return vol, nil

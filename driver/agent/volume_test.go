@@ -55,8 +55,16 @@ func newRig(t *testing.T, objs ...client.Object) *rig {
 			t.Fatal(err)
 		}
 	}
-	f := lvmfake.New(100*mib, "vg0")
-	return &rig{t: t, c: c, lvm: f, r: &VolumeReconciler{Client: c, Node: node, Volumes: lvmvol.NewManager(f, f, node, []string{"vg0"})}}
+	r := &rig{t: t, c: c, lvm: lvmfake.New(100*mib, "vg0"), r: &VolumeReconciler{Client: c, Node: node}}
+	r.withManager(lvmvol.Config{})
+	return r
+}
+
+// withManager gives the rig's reconciler a Manager of cfg over the rig's
+// fake, as a carve node (re)started so would have.
+func (r *rig) withManager(cfg lvmvol.Config) {
+	cfg.LVM, cfg.Wiper, cfg.Node, cfg.VolumeGroups = r.lvm, r.lvm, node, []string{"vg0"}
+	r.r.Volumes = lvmvol.NewManager(cfg)
 }
 
 func lvResource(name, onNode string, size int64) *v1alpha1.LogicalVolume {

@@ -48,15 +48,15 @@ func cluster(t *testing.T) (*Backend, *lvmfake.LVM) {
 }
 
 // clusterWith is cluster with the node's Manager configured by setup.
-func clusterWith(t *testing.T, setup func(*lvmvol.Manager, *lvmfake.LVM)) (*Backend, *lvmfake.LVM) {
+func clusterWith(t *testing.T, setup func(*lvmvol.Config, *lvmfake.LVM)) (*Backend, *lvmfake.LVM) {
 	t.Helper()
 	c := apiClient(t, server.Config)
 	f := lvmfake.New(100*mib, "vg0")
-	m := lvmvol.NewManager(f, f, "node-a", []string{"vg0"})
+	cfg := lvmvol.Config{LVM: f, Wiper: f, Node: "node-a", VolumeGroups: []string{"vg0"}}
 	if setup != nil {
-		setup(m, f)
+		setup(&cfg, f)
 	}
-	startAgent(t, m)
+	startAgent(t, lvmvol.NewManager(cfg))
 	return &Backend{Client: c, Cache: c, VGs: []string{"vg0"}}, f
 }
 
@@ -228,7 +228,7 @@ func TestCapacityFromNodeStorage(t *testing.T) {
 	b, f := cluster(t)
 	ctx := within(t)
 	f.PutThinPool("vg0", "pool", 40*mib, 50)
-	m := lvmvol.NewManager(f, f, "node-a", []string{"vg0"})
+	m := lvmvol.NewManager(lvmvol.Config{LVM: f, Wiper: f, Node: "node-a", VolumeGroups: []string{"vg0"}, Overprovision: 2})
 	rep := &agent.StorageReporter{Client: b.Client, Node: "node-a", Space: m.Space, Overprovision: 2}
 	for range 2 { // the second report updates the resource the first made
 		if err := rep.Report(ctx); err != nil {
@@ -250,7 +250,6 @@ func TestCapacityFromNodeStorage(t *testing.T) {
 			t.Errorf("Capacity(%s, %+v) = %+v, %v; want %+v", tc.node, tc.t, got, err, tc.want)
 		}
 	}
-	m.SetOverprovision(2)
 	if direct, err := m.Capacity(ctx, "node-a", "vg0", volume.Type{ThinPool: "pool"}); err != nil || direct.AvailableBytes != 40*mib {
 		t.Errorf("standalone answer %+v, %v differs from the cluster one", direct, err)
 	}
@@ -370,9 +369,8 @@ func TestRefusedVolumeIsRetriedAfresh(t *testing.T) {
 // retries), never a failure; the retry after the copy gets the volume.
 func TestCreateWaitsOutABackgroundCopy(t *testing.T) {
 	var release func()
-	b, _ := clusterWith(t, func(m *lvmvol.Manager, f *lvmfake.LVM) {
-		m.BackgroundDataWork(10 * time.Millisecond)
-		m.SetCopier(f)
+	b, _ := clusterWith(t, func(cfg *lvmvol.Config, f *lvmfake.LVM) {
+		cfg.BackgroundDataWork, cfg.DataGrace, cfg.Copier = true, 10*time.Millisecond, f
 		release = f.HoldCopies()
 	})
 	defer release()
@@ -397,7 +395,7 @@ func TestCreateWaitsOutABackgroundCopy(t *testing.T) {
 // the CO's deadline (ABORTED, again and again).
 func TestSnapshotDeleteFailureReachesTheCO(t *testing.T) {
 	var refuse atomic.Bool
-	b, f := clusterWith(t, func(_ *lvmvol.Manager, f *lvmfake.LVM) {
+	b, f := clusterWith(t, func(_ *lvmvol.Config, f *lvmfake.LVM) {
 		f.Fail = func(call string) error {
 			if (call == "RemoveLV" || call == "RemoveLVOf") && refuse.Load() {
 				return fmt.Errorf("lvremove: %w", lvm.ErrBusy)

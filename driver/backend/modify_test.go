@@ -64,14 +64,14 @@ func TestModifyThroughResources(t *testing.T) {
 func TestModifyLimitsThroughResources(t *testing.T) {
 	var applied []volume.ID
 	fail := false
-	b, f := clusterWith(t, func(m *lvmvol.Manager, _ *lvmfake.LVM) {
-		m.SetLimitsApplier(func(_ context.Context, id volume.ID) error {
+	b, f := clusterWith(t, func(cfg *lvmvol.Config, _ *lvmfake.LVM) {
+		cfg.ApplyLimits = func(_ context.Context, id volume.ID) error {
 			if fail {
 				return fmt.Errorf("%w: no cgroup of the pod", volume.ErrFailedPrecondition)
 			}
 			applied = append(applied, id)
 			return nil
-		})
+		}
 	})
 	ctx := within(t)
 	r := req("pvc-1", 8*mib)
@@ -175,7 +175,7 @@ func thinVolume(ctx context.Context, t *testing.T, b *Backend, f *lvmfake.LVM) v
 // twoPVVolume is a cluster on a VG of two PVs with pvc-1 of 8 MiB in it.
 func twoPVVolume(t *testing.T) (*Backend, *lvmfake.LVM, context.Context, volume.Volume) {
 	t.Helper()
-	b, f := clusterWith(t, func(_ *lvmvol.Manager, f *lvmfake.LVM) { f.SetPVCount("vg0", 2) })
+	b, f := clusterWith(t, func(_ *lvmvol.Config, f *lvmfake.LVM) { f.SetPVCount("vg0", 2) })
 	ctx := within(t)
 	vol, err := b.CreateVolume(ctx, req("pvc-1", 8*mib))
 	if err != nil {

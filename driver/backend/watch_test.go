@@ -39,7 +39,7 @@ func cachedCluster(t *testing.T) (*Backend, *lvmfake.LVM, *requestCounter) {
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counter.rt = rt; return counter }
 	c := apiClient(t, cfg)
 	f := lvmfake.New(100*mib, "vg0")
-	startAgent(t, lvmvol.NewManager(f, f, "node-a", []string{"vg0"}))
+	startAgent(t, lvmvol.NewManager(lvmvol.Config{LVM: f, Wiper: f, Node: "node-a", VolumeGroups: []string{"vg0"}}))
 
 	ca, err := cache.New(server.Config, cache.Options{Scheme: scheme(t)})
 	if err != nil {

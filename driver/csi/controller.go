@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"k8s.io/klog/v2"
 
+	"carve.dev/carve/driver/nodefs"
 	"carve.dev/carve/driver/volume"
 )
 
@@ -85,6 +87,10 @@ func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	if err != nil {
 		return nil, err
 	}
+	mkfsOpts, err := mkfsOptions(fsType, req.GetParameters())
+	if err != nil {
+		return nil, err
+	}
 	node, err := chooseNode(req.GetAccessibilityRequirements())
 	if err != nil {
 		return nil, err
@@ -117,7 +123,7 @@ func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	return &csi.CreateVolumeResponse{Volume: &csi.Volume{
 		VolumeId:           vol.ID.String(),
 		CapacityBytes:      vol.SizeBytes,
-		VolumeContext:      volumeContext(vol, fsType),
+		VolumeContext:      volumeContext(vol, fsType, mkfsOpts),
 		AccessibleTopology: []*csi.Topology{nodeTopology(vol.ID.Node)},
 		ContentSource:      csiContentSource(vol.Source),
 	}}, nil
@@ -149,10 +155,14 @@ func (c *Controller) withWriteCache(ctx context.Context, vol volume.Volume, wc *
 }
 
 // volumeContext is what NodeStage learns of a new volume: its VG, its
-// filesystem and, for an encrypted one (asked, or made from an encrypted
-// source), encryption=luks2.
-func volumeContext(vol volume.Volume, fsType string) map[string]string {
+// filesystem, the mkfs options for it when the class has any and, for an
+// encrypted one (asked, or made from an encrypted source),
+// encryption=luks2.
+func volumeContext(vol volume.Volume, fsType string, mkfsOpts nodefs.MkfsOptions) map[string]string {
 	vc := map[string]string{ParamVolumeGroup: vol.ID.VG, ParamFsType: fsType}
+	if !mkfsOpts.IsZero() {
+		vc[ParamMkfsOptions] = strings.Join(mkfsOpts.Args(), " ")
+	}
 	if vol.Encrypted {
 		vc[ParamEncryption] = EncryptionLUKS2
 	}

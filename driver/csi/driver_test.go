@@ -47,7 +47,7 @@ func serve(t testing.TB, l lvmvol.LVM, w lvmvol.Wiper) csi.ControllerClient {
 // serveConn is serve's connection, for the clients of every service.
 func serveConn(t testing.TB, l lvmvol.LVM, w lvmvol.Wiper) *grpc.ClientConn {
 	t.Helper()
-	m := lvmvol.NewManager(l, w, testNode, []string{"vg0"})
+	m := lvmvol.NewManager(lvmvol.Config{LVM: l, Wiper: w, Node: testNode, VolumeGroups: []string{"vg0"}})
 	srv := NewServer(NewIdentity("test", true, m), NewController(m), nil, NewSnapshotMetadata(m))
 	sock := filepath.Join(t.TempDir(), "csi.sock")
 	done := make(chan error, 1)
@@ -300,5 +300,40 @@ func TestCreateEncryptedVolume(t *testing.T) {
 	wantCode(t, "encrypted raw block volume", err, codes.InvalidArgument)
 	if _, ok := f.LV("vg0", "pvc-enc-block"); ok {
 		t.Error("the refused block volume has an LV")
+	}
+}
+
+// TestCreateVolumeMkfsOptions: a class's mkfs options are read for the
+// filesystem the volume gets (a capability's fs_type wins over the class's
+// fsType) before any LV is made, and reach NodeStage in the volume context.
+func TestCreateVolumeMkfsOptions(t *testing.T) {
+	f := lvmfake.New(100*mib, "vg0")
+	c := serve(t, f, f)
+	ctx := context.Background()
+	resp, err := c.CreateVolume(ctx, createReq("pvc-mkfs", 5*mib, map[string]string{ParamMkfsOptions: " -N  20000 -E lazy_itable_init=0 "}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.GetVolume().GetVolumeContext()[ParamMkfsOptions]; got != "-N 20000 -E lazy_itable_init=0" {
+		t.Errorf("volume context's %s = %q", ParamMkfsOptions, got)
+	}
+	plain, err := c.CreateVolume(ctx, createReq("pvc-plain", 5*mib, nil))
+	if _, has := plain.GetVolume().GetVolumeContext()[ParamMkfsOptions]; err != nil || has {
+		t.Errorf("a class without options: %v, %v", plain.GetVolume().GetVolumeContext(), err)
+	}
+
+	xfsCap := createReq("pvc-xfs-cap", 5*mib, map[string]string{ParamMkfsOptions: "-N 20000"})
+	xfsCap.VolumeCapabilities[0].GetMount().FsType = "xfs"
+	for what, req := range map[string]*csi.CreateVolumeRequest{
+		"outside the set":          createReq("pvc-bad-1", 5*mib, map[string]string{ParamMkfsOptions: "-J device=/dev/sdb"}),
+		"bad value":                createReq("pvc-bad-2", 5*mib, map[string]string{ParamMkfsOptions: "-b 3000"}),
+		"ext4's option for xfs":    createReq("pvc-bad-3", 5*mib, map[string]string{ParamFsType: "xfs", ParamMkfsOptions: "-N 20000"}),
+		"for the capability's xfs": xfsCap,
+	} {
+		_, err := c.CreateVolume(ctx, req)
+		wantCode(t, what, err, codes.InvalidArgument)
+		if _, ok := f.LV("vg0", req.GetName()); ok {
+			t.Errorf("%s: the refused volume has an LV", what)
+		}
 	}
 }

@@ -176,7 +176,7 @@ func snapshotRig(t *testing.T) (*Controller, *lvmfake.LVM, string) {
 	t.Helper()
 	f := lvmfake.New(100*mib, "vg0")
 	f.PutThinPool("vg0", "pool", 40*mib, 0)
-	m := lvmvol.NewManager(f, f, testNode, []string{"vg0"})
+	m := lvmvol.NewManager(lvmvol.Config{LVM: f, Wiper: f, Node: testNode, VolumeGroups: []string{"vg0"}})
 	v, err := m.CreateVolume(context.Background(), volume.CreateRequest{Name: "pvc-src", VG: "vg0", RequiredBytes: 8 * mib,
 		Type: volume.Type{ThinPool: "pool"}})
 	if err != nil {
@@ -251,7 +251,7 @@ func FuzzTopology(f *testing.F) {
 	f.Add("other", false)
 	f.Fuzz(func(t *testing.T, node string, preferred bool) {
 		fake := lvmfake.New(100*mib, "vg0")
-		m := lvmvol.NewManager(fake, fake, testNode, []string{"vg0"})
+		m := lvmvol.NewManager(lvmvol.Config{LVM: fake, Wiper: fake, Node: testNode, VolumeGroups: []string{"vg0"}})
 		c := NewController(m)
 		topo := []*csi.Topology{{Segments: map[string]string{TopologyKey: node}}}
 		reqs := &csi.TopologyRequirement{Requisite: topo}

@@ -32,6 +32,12 @@ func (n *Node) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequ
 	if err := nodefs.CheckMountFlags(fsType, mnt.GetMountFlags()); err != nil {
 		return nil, err
 	}
+	// Read again here, not trusted for having passed CreateVolume: a
+	// static PV's volume context is whatever its author wrote.
+	mkfsOpts, err := mkfsOptions(fsType, req.GetVolumeContext())
+	if err != nil {
+		return nil, err
+	}
 	// Fresh facts, one report for all of them (the volume, its thin
 	// pool), which the node calls that follow reuse (resolveStaged).
 	dev, err := n.resolveLV(lvm.WithSharedReads(ctx), req.GetVolumeId())
@@ -58,7 +64,7 @@ func (n *Node) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequ
 	if err != nil {
 		return nil, err
 	}
-	formatted, err := n.fs.FormatAndMount(ctx, dev.Path, staging, fsType, stageOptions(fsType, mnt.GetMountFlags()))
+	formatted, err := n.fs.FormatAndMount(ctx, dev.Path, staging, fsType, mkfsOpts, stageOptions(fsType, mnt.GetMountFlags()))
 	if err != nil {
 		n.dropUnusedLayer(ctx, dev)
 		return nil, err

@@ -58,7 +58,7 @@ func newNodeEnv(t testing.TB) *nodeEnv {
 	t.Helper()
 	ctx := context.Background()
 	fake := &namesLVM{LVM: lvmfake.New(1<<30, "vg0", "othervg")}
-	m := lvmvol.NewManager(fake, fake, testNode, []string{"vg0"})
+	m := lvmvol.NewManager(lvmvol.Config{LVM: fake, Wiper: fake, Node: testNode, VolumeGroups: []string{"vg0"}})
 	devices := map[string]uint64{}
 	for _, name := range []string{"pvc-a", "pvc-b", "pvc-c"} {
 		v, err := m.CreateVolume(ctx, volume.CreateRequest{Name: name, VG: "vg0", RequiredBytes: 16 * mib})
@@ -307,4 +307,35 @@ func FuzzUnpublishPath(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestNodeStageRereadsMkfsOptions: a volume context's mkfs options are
+// read again at NodeStage (a static PV's context is whatever its author
+// wrote): outside the set, or vetted for another filesystem than the one
+// staged, is INVALID_ARGUMENT before anything is resolved, made or run.
+func TestNodeStageRereadsMkfsOptions(t *testing.T) {
+	e := newNodeEnv(t)
+	ctx := context.Background()
+	staging := filepath.Join(e.root, "staging")
+	xfs := capMount()
+	xfs.GetMount().FsType = "xfs"
+	e.lvm.fresh = nil // the setup's
+	for what, tc := range map[string]struct {
+		cap *csi.VolumeCapability
+		vc  map[string]string
+	}{
+		"outside the set": {capMount(), map[string]string{ParamMkfsOptions: "-E offset=4096"}},
+		"a path":          {capMount(), map[string]string{ParamMkfsOptions: "-d /etc"}},
+		"ext4's for xfs":  {xfs, map[string]string{ParamFsType: "ext4", ParamMkfsOptions: "-N 1000"}},
+	} {
+		_, err := e.n.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: volID("vg0", "pvc-a"), StagingTargetPath: staging,
+			VolumeCapability: tc.cap, VolumeContext: tc.vc})
+		wantErr(t, what, err, codes.InvalidArgument)
+	}
+	if entries, _ := os.ReadDir(e.root); len(entries) != 0 {
+		t.Errorf("refused stages left %d entries in the root", len(entries))
+	}
+	if len(e.lvm.fresh) != 0 {
+		t.Errorf("refused stages read LVs: %v", e.lvm.fresh)
+	}
 }

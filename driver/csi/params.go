@@ -1,12 +1,14 @@
 package csi
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
+	"carve.dev/carve/driver/nodefs"
 	"carve.dev/carve/driver/volume"
 	"carve.dev/carve/lvm"
 )
@@ -31,6 +33,9 @@ const (
 	// paths or "@tag" for the PVs with an lvm2 tag.
 	ParamWriteCache    = "writeCache"
 	ParamWriteCachePVs = "writeCachePVs"
+	// mkfs options for a blank volume's filesystem, from a vetted set per
+	// filesystem (nodefs.ParseMkfsOptions): "-N 200000 -E lazy_itable_init=0".
+	ParamMkfsOptions = "mkfsOptions"
 )
 
 // Values of ParamEncryption: LUKS2 on the LV, or none (the default).
@@ -40,7 +45,7 @@ const (
 )
 
 var knownParams = []string{ParamVolumeGroup, ParamFsType, ParamThinPool, ParamStripes, ParamStripeSize, ParamMirrors, ParamEncryption,
-	ParamReadBPS, ParamWriteBPS, ParamReadIOPS, ParamWriteIOPS, ParamWriteCache, ParamWriteCachePVs}
+	ParamReadBPS, ParamWriteBPS, ParamReadIOPS, ParamWriteIOPS, ParamWriteCache, ParamWriteCachePVs, ParamMkfsOptions}
 
 // mutableParams may also come as mutable parameters (CreateVolume's and
 // ControllerModifyVolume's mutable_parameters; a VolumeAttributesClass in
@@ -188,6 +193,19 @@ func parseLimits(params map[string]string, m *volume.Mutable) error {
 		*p.to = &n
 	}
 	return nil
+}
+
+// mkfsOptions reads the mkfs options of params (a StorageClass's, or a
+// volume context) for fsType, the filesystem they will make: CreateVolume
+// reads them once the filesystem is chosen, NodeStage again before mkfs
+// runs. An option outside fsType's vetted set, or a bad value, is
+// INVALID_ARGUMENT.
+func mkfsOptions(fsType string, params map[string]string) (nodefs.MkfsOptions, error) {
+	o, err := nodefs.ParseMkfsOptions(fsType, params[ParamMkfsOptions])
+	if err != nil {
+		return nodefs.MkfsOptions{}, fmt.Errorf("parameter %s: %w", ParamMkfsOptions, err)
+	}
+	return o, nil
 }
 
 // parseEncryption reads the encryption parameter: luks2, or none (also

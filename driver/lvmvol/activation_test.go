@@ -123,7 +123,7 @@ func TestPublishWhileACopyHoldsOrReleasesTheVolume(t *testing.T) {
 
 func createUnpublished(t *testing.T, f *lvmfake.LVM) volume.Volume {
 	t.Helper()
-	vol, err := lvmvol.NewManager(f, f, node, []string{vg}).CreateVolume(ctx, req("pvc-src", 8*mib))
+	vol, err := lvmvol.NewManager(lvmvol.Config{LVM: f, Wiper: f, Node: node, VolumeGroups: []string{vg}}).CreateVolume(ctx, req("pvc-src", 8*mib))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,10 +132,9 @@ func createUnpublished(t *testing.T, f *lvmfake.LVM) volume.Volume {
 
 func pausingManager(t *testing.T, p *pausingLVM, f *lvmfake.LVM) *lvmvol.Manager {
 	t.Helper()
-	m := lvmvol.NewManager(p, f, node, []string{vg})
-	m.SetCopier(f)
-	m.BackgroundDataWork(20 * time.Millisecond)
-	return m
+	cfg := background(f)
+	cfg.LVM, cfg.Wiper, cfg.Node, cfg.VolumeGroups = p, f, node, []string{vg}
+	return lvmvol.NewManager(cfg)
 }
 
 // A ControllerPublishVolume cut short by a kill mid-lvchange -ay leaves the
@@ -145,7 +144,7 @@ func pausingManager(t *testing.T, p *pausingLVM, f *lvmfake.LVM) *lvmvol.Manager
 // completes the activation, and a copy completes it the same way.
 func TestActivationCutShortIsCompleted(t *testing.T) {
 	f := lvmfake.New(100*mib, vg)
-	m := lvmvol.NewManager(f, f, node, []string{vg})
+	m := managerOn(f, lvmvol.Config{Copier: f})
 	vol, err := m.CreateVolume(ctx, req("pvc-cut", 8*mib))
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +162,6 @@ func TestActivationCutShortIsCompleted(t *testing.T) {
 
 	// A restore's copy reads its snapshot: cut short there, the copy
 	// read a device with no table (EOF at 0 in the soak).
-	m.SetCopier(f)
 	snap, err := snapshotReady(t, m, vol.ID)
 	if err != nil || !snap.Ready {
 		t.Fatalf("snapshot: %+v, %v", snap, err)

@@ -21,10 +21,12 @@ import (
 // work in the background after a short grace, copies by the fake.
 func backgroundManager(t *testing.T, f *lvmfake.LVM) *lvmvol.Manager {
 	t.Helper()
-	m := lvmvol.NewManager(f, f, node, []string{vg})
-	m.SetCopier(f)
-	m.BackgroundDataWork(20 * time.Millisecond)
-	return m
+	return managerOn(f, background(f))
+}
+
+// background is the node agent's configuration, with copies by c.
+func background(c lvmvol.Copier) lvmvol.Config {
+	return lvmvol.Config{Copier: c, BackgroundDataWork: true, DataGrace: 20 * time.Millisecond}
 }
 
 func cloneReq(name string, of volume.ID) volume.CreateRequest {
@@ -161,9 +163,8 @@ func (d *dying) Copy(ctx context.Context, src, dst string, from, size int64, che
 // says.
 func TestFailedCopyIsReportedThenResumedByANewManager(t *testing.T) {
 	f := lvmfake.New(100*mib, vg)
-	m := backgroundManager(t, f)
+	m := managerOn(f, background(&dying{LVM: f}))
 	m.SetDataWorkSteps(4*mib, 0) // record progress at every checkpoint
-	m.SetCopier(&dying{LVM: f})
 	src, err := m.CreateVolume(ctx, req("pvc-src", 8*mib))
 	if err != nil {
 		t.Fatal(err)
@@ -219,8 +220,8 @@ func (w *gatedWiper) Zero(ctx context.Context, device string, offset, length int
 func TestBackgroundWipe(t *testing.T) {
 	f := lvmfake.New(100*mib, vg)
 	w := &gatedWiper{LVM: f, gate: make(chan struct{})}
-	m := lvmvol.NewManager(f, w, node, []string{vg})
-	m.BackgroundDataWork(20 * time.Millisecond)
+	m := lvmvol.NewManager(lvmvol.Config{LVM: f, Wiper: w, Node: node, VolumeGroups: []string{vg},
+		BackgroundDataWork: true, DataGrace: 20 * time.Millisecond})
 	vol, err := m.CreateVolume(ctx, req("pvc-1", 8*mib))
 	if err != nil {
 		t.Fatal(err)
@@ -251,8 +252,7 @@ func TestBackgroundWipe(t *testing.T) {
 func standaloneWithSource(t *testing.T, vgSize uint64) (*lvmvol.Manager, *lvmfake.LVM, volume.Volume) {
 	t.Helper()
 	f := lvmfake.New(vgSize, vg)
-	m := lvmvol.NewManager(f, f, node, []string{vg})
-	m.SetCopier(f)
+	m := managerOn(f, lvmvol.Config{Copier: f})
 	src, err := m.CreateVolume(ctx, req("pvc-src", 8*mib))
 	if err != nil {
 		t.Fatal(err)
@@ -415,9 +415,8 @@ func TestRestoreLeavesItsSnapshotInactive(t *testing.T) {
 // with no error, every time: to the CO, a copy running for ever.
 func TestFailedSnapshotCopyIsReportedThenRetried(t *testing.T) {
 	f := lvmfake.New(100*mib, vg)
-	m := lvmvol.NewManager(f, f, node, []string{vg})
+	m := managerOn(f, lvmvol.Config{Copier: &dying{LVM: f}})
 	m.SetDataWorkSteps(4*mib, 0)
-	m.SetCopier(&dying{LVM: f})
 	src, err := m.CreateVolume(ctx, req("pvc-src", 8*mib))
 	if err != nil {
 		t.Fatal(err)

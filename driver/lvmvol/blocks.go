@@ -49,7 +49,7 @@ import (
 // state it leaves when carve is killed mid-read is the pool's metadata
 // snapshot, reserved, which the next read of the pool's VG releases and
 // reserves afresh (lvm.Client.withMetadataSnap), and carve's start
-// releases (RepairDeviceNodes); and the pool it may have activated,
+// releases (ReleaseMetadataSnapshots); and the pool it may have activated,
 // which stays active as any pool of an active thin LV does.
 
 // SnapshotAllocated sends out the ranges of snapshot id that hold data,

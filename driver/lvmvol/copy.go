@@ -25,7 +25,7 @@ type Copier interface {
 }
 
 // DeviceCopier copies by reading and writing the device files (copyDevice):
-// the Manager's copier unless SetCopier says otherwise.
+// the Manager's copier unless Config.Copier says otherwise.
 type DeviceCopier struct{}
 
 // Copy implements Copier.

@@ -27,7 +27,7 @@ func TestThinVolumes(t *testing.T) {
 	if _, err := m.CreateVolume(ctx, thinReq("big", 24*mib)); !errors.Is(err, lvm.ErrNoSpace) {
 		t.Errorf("thin beyond pool room: %v, want ErrNoSpace", err)
 	}
-	m.SetOverprovision(2)
+	m = managerOn(f, lvmvol.Config{Overprovision: 2}) // carve restarted with a ratio of 2
 	c, err := m.Capacity(ctx, node, vg, volume.Type{ThinPool: "pool"})
 	if err != nil || c.AvailableBytes != 40*mib {
 		t.Errorf("thin capacity = %+v, %v; want 20 MiB free × 2", c, err)
@@ -154,8 +154,7 @@ func TestThickSnapshotFreezesAndIsNotReadyAtOnce(t *testing.T) {
 	f := lvmfake.New(200*mib, vg)
 	// The copy runs until released: the snapshot stays not ready, which
 	// is what this test looks at (CreateSnapshot waits its grace first).
-	m := lvmvol.NewManager(f, f, node, []string{vg})
-	m.SetCopier(f)
+	m := managerOn(f, lvmvol.Config{Copier: f})
 	release := f.HoldCopies()
 	defer release()
 	vol, _ := m.CreateVolume(ctx, req("pvc-thick", 16*mib))
@@ -188,8 +187,7 @@ func TestThickSnapshotFreezesAndIsNotReadyAtOnce(t *testing.T) {
 
 func TestHeldSourceIsNotPublished(t *testing.T) {
 	f := lvmfake.New(200*mib, vg)
-	m := lvmvol.NewManager(f, f, node, []string{vg})
-	m.SetCopier(f)
+	m := managerOn(f, lvmvol.Config{Copier: f})
 	release := f.HoldCopies()
 	defer release()
 	vol, _ := m.CreateVolume(ctx, req("pvc-thick", 16*mib))
@@ -291,8 +289,8 @@ func TestThinRestoreNeedsNoRoom(t *testing.T) {
 // than 16 MiB (75 %). A thin snapshot needs no data room, but is refused
 // in a pool whose data is full, as lvm2 refuses it.
 func TestThinPoolMetadataLimit(t *testing.T) {
-	m, f := newManager(t)
-	m.SetOverprovision(10)
+	f := lvmfake.New(100*mib, vg)
+	m := managerOn(f, lvmvol.Config{Overprovision: 10})
 	f.PutThinPool(vg, "pool", 40*mib, 0)
 	src, err := m.CreateVolume(ctx, thinReq("pvc-src", 8*mib))
 	if err != nil {
@@ -358,8 +356,7 @@ func TestThinPoolMetadataLimit(t *testing.T) {
 // from which the benchmark and an operator read the copies' throughput.
 func TestFinishedCopyIsCounted(t *testing.T) {
 	f := lvmfake.New(200*mib, vg)
-	m := lvmvol.NewManager(f, f, node, []string{vg})
-	m.SetCopier(f)
+	m := managerOn(f, lvmvol.Config{Copier: f})
 	before := counterValue(t, "carve_copied_bytes_total")
 	vol, _ := m.CreateVolume(ctx, req("pvc-thick", 16*mib))
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {

@@ -7,9 +7,59 @@
 // # State lives in LVM
 //
 // Everything the driver needs to know about a volume is in the LV itself: its
-// name (derived from the CSI name, see LVName), and its tags (see tags.go). A
-// restarted process re-reads the truth from lvs; nothing is kept in memory or
-// in a state file.
+// name (derived from the CSI name, see LVName), and its tags: tags.go is
+// their schema, every tag with its meaning, its writers and clearers, and
+// the states they encode. A restarted process re-reads the truth from lvs;
+// nothing is kept in memory or in a state file.
+//
+// # Words
+//
+// The code leans on these words; each names a thing in LVM or on the node.
+//
+//   - volume: an LV tagged carve.dev/volume, carved for a CSI volume.
+//   - snapshot: an LV tagged carve.dev/snapshot: a thin snapshot of a thin
+//     volume, or an independent thick copy of a thick one (snapshot.go).
+//     Never a volume, whatever else it carries.
+//   - pending: a volume whose lvcreate is done but whose creation is not
+//     (it is deactivated, grown or copied into next): tagged
+//     carve.dev/pending until then.
+//   - deleting: an LV whose deletion has begun (carve.dev/deleting): its
+//     wipe and lvremove must finish, and it is never handed out again.
+//   - settled: a volume neither pending nor deleting (isSettled): the only
+//     state in which calls on an existing volume see it; a create's or
+//     delete's retry finishes the others.
+//   - published: attached to the node, which in Carve is active; an active
+//     volume is published unless held (isPublished). A new volume is
+//     inactive.
+//   - held: a volume activated only so that a copy can read it (a thick
+//     volume's frozen point is active only with it) or so that lvm2 can
+//     convert it, not published (carve.dev/held; hold, release in
+//     freeze.go). A publish takes a held volume's activation over.
+//   - frozen point: a short-lived snapshot of a live volume, named
+//     <target>-frz (frozenName) and tagged carve.dev/frozen, that fixes the
+//     volume's image at the moment a thick snapshot or a clone is asked
+//     for: the copy reads it while the volume goes on being written. A COW
+//     snapshot of a thick volume, a thin snapshot of a thin one. It goes
+//     once the copy is done (dropFrozenLV), releasing the volume (freeze.go).
+//   - copy: data work that fills a new LV (a thick snapshot, a clone, a
+//     restore) from a frozen point or a snapshot, marked by the target's
+//     carve.dev/copying tag until it is done; a wipe zeroes a deleted LV.
+//     Both run as jobs (jobs.go) and record their progress in tags
+//     (progress records: carve.dev/copied=, carve.dev/wiped=; progress.go).
+//   - layer: the device-mapper linear device the node puts above a
+//     volume's LV and mounts its filesystem on (mapper.Linear; Layers in
+//     layers.go). Suspending it (with lockfs) holds the volume's I/O with
+//     its filesystem flushed and frozen, which lvm2's own suspend of the LV
+//     cannot do for a filesystem above it.
+//   - window: the time the layers of a snapshot's volumes are suspended,
+//     their I/O held, while lvm2 takes the snapshot (snapshotLV) or, for a
+//     group, each member's instant (group.go); bounded by maxFreeze,
+//     logged at its end.
+//   - instant: a group member's point in time, taken in the group's
+//     window: a thin member's snapshot LV itself, a thick member's frozen
+//     point (copied into its snapshot LV after the window).
+//   - cachevol: the LV of a volume's write cache (writecache.go), tagged
+//     carve.dev/cache-of=, hidden by lvm2 while attached.
 //
 // # Crash safety
 //

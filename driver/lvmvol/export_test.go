@@ -7,3 +7,6 @@ import "time"
 func (m *Manager) SetDataWorkSteps(chunk int64, every time.Duration) {
 	m.wipeChunk, m.progressEvery = chunk, every
 }
+
+// InSchema tells a tag of the schema (tags.go).
+var InSchema = inSchema

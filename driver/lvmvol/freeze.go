@@ -13,17 +13,6 @@ import (
 	"carve.dev/carve/lvm"
 )
 
-// tagFrozen marks the short-lived snapshot that freezes a live volume while
-// its data is copied into a thick snapshot or a clone.
-const tagFrozen = "carve.dev/frozen"
-
-// tagHeld marks a thick volume activated only so that it can be frozen and
-// copied: lvm2 keeps a COW snapshot active only with its origin. A held
-// volume is active but not published (see isPublished); publishing it
-// takes the activation over, and release deactivates it only while it is
-// still merely held.
-const tagHeld = "carve.dev/held"
-
 // isPublished: in Carve an active volume is a published one, unless it is
 // only held for a copy.
 func isPublished(lv lvm.LV) bool { return lv.Active && !lv.HasTag(tagHeld) }

@@ -63,8 +63,7 @@ func fuzzRig(t *testing.T) (*lvmvol.Manager, *lvmfake.LVM) {
 	t.Helper()
 	f := lvmfake.New(100*mib, vg)
 	f.PutThinPool(vg, "pool", 40*mib, 0)
-	m := lvmvol.NewManager(checkedLVM{f}, f, node, []string{vg})
-	m.SetCopier(f)
+	m := lvmvol.NewManager(lvmvol.Config{LVM: checkedLVM{f}, Wiper: f, Node: node, VolumeGroups: []string{vg}, Copier: f})
 	for _, r := range []volume.CreateRequest{
 		{Name: "thin-src", VG: vg, RequiredBytes: 8 * mib, Type: volume.Type{ThinPool: "pool"}, ParamsDigest: "d"},
 		{Name: "thick-src", VG: vg, RequiredBytes: 4 * mib, ParamsDigest: "d"},

@@ -38,10 +38,6 @@ import (
 // A member cannot be deleted on its own (INVALID_ARGUMENT, as the CSI
 // spec has it): a group missing one would read as a window cut short and
 // be cut again at its next create, at another instant.
-const (
-	tagGroupPrefix     = "carve.dev/group="
-	tagGroupSizePrefix = "carve.dev/group-size="
-)
 
 // groupID is the ID of group key in vg: node/vg/group-<key>; no LV has
 // the name (members and frozen points are named snap-…).

@@ -42,9 +42,8 @@ func groupVolumes(t *testing.T, published bool) (*lvmvol.Manager, *lvmfake.LVM, 
 	failOn := new(string)
 	f := lvmfake.New(100*mib, vg)
 	f.PutThinPool(vg, "pool", 40*mib, 0)
-	m := lvmvol.NewManager(failingSnapshots{snapshotLog{f, &log}, failOn}, f, node, []string{vg})
-	m.SetCopier(f)
-	m.SetLayers(fakeLayers{log: &log})
+	m := lvmvol.NewManager(lvmvol.Config{LVM: failingSnapshots{snapshotLog{f, &log}, failOn}, Wiper: f, Node: node, VolumeGroups: []string{vg},
+		Copier: f, Layers: fakeLayers{log: &log}})
 	var ids []volume.ID
 	for _, r := range []volume.CreateRequest{thinReq("pvc-thin", 4*mib), req("pvc-thick", 4*mib)} {
 		v, err := m.CreateVolume(ctx, r)
@@ -199,9 +198,11 @@ func TestGroupSnapshotCopyFailureIsReportedOnce(t *testing.T) {
 // group is FAILED_PRECONDITION, no instant taken; one nothing has open
 // needs no holding.
 func TestGroupSnapshotRefusesAVolumeInUseWithoutALayer(t *testing.T) {
-	m, f, log, _, ids := groupFixture(t)
+	_, f, log, _, ids := groupFixture(t)
 	var none []string
-	m.SetLayers(fakeLayers{log: &none, none: true})
+	// The same volumes, under a Manager whose node finds no layer.
+	m := lvmvol.NewManager(lvmvol.Config{LVM: snapshotLog{f, log}, Wiper: f, Node: node, VolumeGroups: []string{vg}, Copier: f,
+		Layers: fakeLayers{log: &none, none: true}})
 	lv, _ := f.LV(vg, ids[0].LV) // the thin one: Put takes no room for it
 	lv.Open = true
 	f.Put(lv)

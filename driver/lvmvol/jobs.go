@@ -20,7 +20,7 @@ import (
 // of this process, keyed by what they do and the LV they write, so that:
 //   - a retry joins the running job instead of starting a second one;
 //   - a delete can stop a copy into the LV it deletes;
-//   - a caller need not wait: with BackgroundDataWork set, a call that
+//   - a caller need not wait: with Config.BackgroundDataWork, a call that
 //     starts long work waits a short grace (small volumes finish in one
 //     call) and otherwise answers ErrDataPending; the caller calls again.
 //
@@ -151,18 +151,6 @@ func (js *jobs) stop(key string) {
 	js.mu.Lock()
 	js.forget(key, j)
 	js.mu.Unlock()
-}
-
-// BackgroundDataWork makes CreateVolume (when it must copy data into the
-// new volume) and DeleteVolume (when it must wipe) wait at most grace for
-// that work, then answer a *PendingError while the work goes on; the next
-// call of the same volume joins the work, or returns its outcome. Without
-// it (standalone mode) those calls return only when the work is done: CSI
-// expects CreateVolume of a clone to succeed in one call, and the driver's
-// per-volume lock answers ABORTED to the CO's retries meanwhile. The node
-// agent sets it, so that a copy of hours does not hold one of its workers.
-func (m *Manager) BackgroundDataWork(grace time.Duration) {
-	m.background, m.dataGrace = true, max(grace, 0)
 }
 
 // awaitData waits for job j (started or joined as key) as the Manager is

@@ -23,10 +23,6 @@ type Layers interface {
 	ResumeLeftovers(ctx context.Context) ([]string, error)
 }
 
-// SetLayers gives the Manager the node's layers; without them (a
-// controller) a snapshot is lvm2's alone.
-func (m *Manager) SetLayers(l Layers) { m.layers = l }
-
 // maxFreeze bounds the lvm2 command run while volumes' I/O is held: a
 // snapshot that cannot be made in that long fails (the CO tries again)
 // rather than stall the volumes' writers.
@@ -88,7 +84,7 @@ func (m *Manager) suspendLayers(ctx context.Context, lvs []lvm.LV) (heldLayers, 
 
 // resume resumes the held layers, even when ctx is done: a layer left
 // suspended stalls its volume's writers (a carve killed here is resumed by
-// RepairDeviceNodes at its next start). The window is logged.
+// ResumeSuspendedLayers at its next start). The window is logged.
 func (h heldLayers) resume(ctx context.Context) {
 	if len(h.devs) == 0 {
 		return

@@ -65,9 +65,8 @@ func TestASnapshotHoldsThePublishedVolumesLayer(t *testing.T) {
 			var log []string
 			f := lvmfake.New(100*mib, vg)
 			f.PutThinPool(vg, "pool", 40*mib, 0)
-			m := lvmvol.NewManager(snapshotLog{f, &log}, f, node, []string{vg})
-			m.SetCopier(f)
-			m.SetLayers(fakeLayers{log: &log})
+			layers := &fakeLayers{log: &log}
+			m := lvmvol.NewManager(lvmvol.Config{LVM: snapshotLog{f, &log}, Wiper: f, Node: node, VolumeGroups: []string{vg}, Copier: f, Layers: layers})
 			r := req("pvc-src", 4*mib)
 			if thin {
 				r = thinReq("pvc-src", 4*mib)
@@ -96,7 +95,7 @@ func TestASnapshotHoldsThePublishedVolumesLayer(t *testing.T) {
 
 			log = nil
 			broken := errors.New("suspend failed")
-			m.SetLayers(fakeLayers{log: &log, failSuspend: broken})
+			layers.failSuspend = broken
 			if _, err := m.CreateSnapshot(ctx, "snap-3", vol.ID); !errors.Is(err, broken) {
 				t.Fatalf("snapshot with a failing suspend: %v, want it", err)
 			}

@@ -27,7 +27,14 @@ var ctx = context.Background()
 func newManager(t *testing.T) (*lvmvol.Manager, *lvmfake.LVM) {
 	t.Helper()
 	f := lvmfake.New(100*mib, vg)
-	return lvmvol.NewManager(f, f, node, []string{vg}), f
+	return managerOn(f, lvmvol.Config{}), f
+}
+
+// managerOn is the Manager of vg on node over fake f, lvm2 and wiper, with
+// cfg's other settings.
+func managerOn(f *lvmfake.LVM, cfg lvmvol.Config) *lvmvol.Manager {
+	cfg.LVM, cfg.Wiper, cfg.Node, cfg.VolumeGroups = f, f, node, []string{vg}
+	return lvmvol.NewManager(cfg)
 }
 
 func mustCreate(t *testing.T, m *lvmvol.Manager, name string, size int64) volume.Volume {
@@ -343,8 +350,7 @@ func TestHealthFromAttributes(t *testing.T) {
 }
 
 func TestPublishLimit(t *testing.T) {
-	m, _ := newManager(t)
-	m.LimitPublished(2)
+	m := managerOn(lvmfake.New(100*mib, vg), lvmvol.Config{MaxPublished: 2})
 	var ids []volume.ID
 	for i := range 3 {
 		vol, err := m.CreateVolume(ctx, req(fmt.Sprintf("pvc-%d", i), 4*mib))
@@ -410,8 +416,8 @@ func TestUnreadableVGIsNoAnswer(t *testing.T) {
 // disks by test/faults). So every call that would change such a VG is
 // UNAVAILABLE before any lvm2 change, and goes through once the PV is back.
 func TestVGMissingAPVIsNotChanged(t *testing.T) {
-	m, f := newManager(t)
-	m.SetCopier(f)
+	f := lvmfake.New(100*mib, vg)
+	m := managerOn(f, lvmvol.Config{Copier: f})
 	f.PutThinPool(vg, "pool", 40*mib, 0)
 	thick, err := m.CreateVolume(ctx, req("pvc-thick", 4*mib))
 	if err != nil {
@@ -476,18 +482,21 @@ func TestVGMissingAPVIsNotChanged(t *testing.T) {
 	}
 }
 
-// RepairDeviceNodes asks lvm2 for the missing device nodes of every served
-// VG, and a VG it cannot do that for does not stop the others.
-func TestRepairDeviceNodesVisitsEveryVG(t *testing.T) {
+// The start-up repairs ask lvm2 to repair what interrupted commands left,
+// to make the missing device nodes and to release the pools' metadata
+// snapshots a killed read left, in every served VG, and a VG they
+// cannot do that for does not stop the others.
+func TestStartUpRepairsVisitEveryVG(t *testing.T) {
 	f := lvmfake.New(100*mib, "vg0", "vg1")
-	m := lvmvol.NewManager(f, f, node, []string{"vg0", "gone", "vg1"})
-	m.RepairDeviceNodes(ctx)
-	if made := slices.DeleteFunc(slices.Clone(f.Calls), func(c string) bool { return c != "MakeNodes" }); len(made) != 3 {
-		t.Errorf("calls %v: want MakeNodes for each of the 3 VGs", f.Calls)
-	}
-	// And releases the pools' metadata snapshots a killed read left.
-	if rel := slices.DeleteFunc(slices.Clone(f.Calls), func(c string) bool { return c != "ReleaseMetadataSnaps" }); len(rel) != 3 {
-		t.Errorf("calls %v: want ReleaseMetadataSnaps for each of the 3 VGs", f.Calls)
+	m := lvmvol.NewManager(lvmvol.Config{LVM: f, Wiper: f, Node: node, VolumeGroups: []string{"vg0", "gone", "vg1"}})
+	m.ResumeSuspendedLayers(ctx) // no layers: nothing to do
+	m.RepairInterruptedLVM(ctx)
+	m.MakeMissingDeviceNodes(ctx)
+	m.ReleaseMetadataSnapshots(ctx)
+	want := []string{"RepairInterrupted", "RepairInterrupted", "RepairInterrupted", "MakeNodes", "MakeNodes", "MakeNodes",
+		"ReleaseMetadataSnaps", "ReleaseMetadataSnaps", "ReleaseMetadataSnaps"}
+	if !slices.Equal(f.Calls, want) {
+		t.Errorf("calls %v, want %v: each repair for each of the 3 VGs", f.Calls, want)
 	}
 }
 

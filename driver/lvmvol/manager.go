@@ -89,29 +89,76 @@ type Manager struct {
 	// how often long data work records its progress (see progress.go).
 	wipeChunk     int64
 	progressEvery time.Duration
-	// applyLimits is the node's, when this process has one
-	// (SetLimitsApplier).
+	// applyLimits is the node's (Config.ApplyLimits); nil in a process
+	// without a node.
 	applyLimits LimitsApplier
-	// layers are the node's devices above volumes (SetLayers); nil in a
-	// process without a node.
+	// layers are the node's devices above volumes (Config.Layers); nil in
+	// a process without a node.
 	layers Layers
 	// metaReads: the snapshots' block metadata reads, which a deletion
 	// stops (blocks.go).
 	metaReads keylock.Readers
 }
 
-// LimitPublished makes PublishVolume refuse a volume beyond n published at
-// once on this node (the attach limit the node advertises); 0 lifts it.
-func (m *Manager) LimitPublished(n int) { m.maxPublished = n }
+// Config is what a Manager is made of (NewManager): its whole
+// configuration, fixed for its life.
+type Config struct {
+	// LVM runs lvm2 (*lvm.Client, or an lvm.Cache over one; unit tests
+	// give a fake); Wiper zeroes deleted LVs.
+	LVM   LVM
+	Wiper Wiper
+	// Copier copies data into thick snapshots, clones and restores; nil:
+	// DeviceCopier (tests give a stand-in for devices that do not exist).
+	Copier Copier
+	// Node is this node's ID; VolumeGroups are the VGs it serves, the
+	// first the default.
+	Node         string
+	VolumeGroups []string
+	// MaxPublished makes PublishVolume refuse a volume beyond this many
+	// published at once on this node (the attach limit the node
+	// advertises); 0: no limit.
+	MaxPublished int
+	// Overprovision is the thin over-provisioning ratio; 0:
+	// volume.DefaultOverprovision, and below 1 it is 1.
+	Overprovision float64
+	// BackgroundDataWork makes CreateVolume (when it must copy data into
+	// the new volume) and DeleteVolume (when it must wipe) wait at most
+	// DataGrace for that work, then answer a *volume.PendingError while
+	// the work goes on; the next call of the same volume joins the work,
+	// or returns its outcome. Without it (standalone mode) those calls
+	// return only when the work is done: CSI expects CreateVolume of a
+	// clone to succeed in one call, and the driver's per-volume lock
+	// answers ABORTED to the CO's retries meanwhile. The node agent sets
+	// it, so that a copy of hours does not hold one of its workers.
+	BackgroundDataWork bool
+	DataGrace          time.Duration
+	// Layers are the node's devices above its volumes' LVs (layers.go);
+	// nil in a process without a node (a controller): a snapshot is then
+	// lvm2's alone.
+	Layers Layers
+	// ApplyLimits puts a published volume's changed IO limits on the pods
+	// using it (ModifyVolume): the node's (csi.Node.ApplyLimits); nil in a
+	// process without a node, where a change of limits is recorded only,
+	// and the node applies it when it next publishes the volume.
+	ApplyLimits LimitsApplier
+}
 
-// SetCopier replaces the copier of data copies (tests give a stand-in for
-// devices that do not exist).
-func (m *Manager) SetCopier(c Copier) { m.copier = c }
-
-// NewManager serves the volume groups vgs of node.
-func NewManager(l LVM, w Wiper, node string, vgs []string) *Manager {
-	return &Manager{lvm: l, wiper: w, copier: DeviceCopier{}, node: node, vgs: slices.Clone(vgs), overprovision: volume.DefaultOverprovision,
+// NewManager makes the Manager of cfg.
+func NewManager(cfg Config) *Manager {
+	m := &Manager{lvm: cfg.LVM, wiper: cfg.Wiper, copier: cfg.Copier, node: cfg.Node, vgs: slices.Clone(cfg.VolumeGroups),
+		maxPublished: cfg.MaxPublished, overprovision: cfg.Overprovision, background: cfg.BackgroundDataWork,
+		dataGrace: max(cfg.DataGrace, 0), layers: cfg.Layers, applyLimits: cfg.ApplyLimits,
 		wipeChunk: defaultWipeChunk, progressEvery: defaultProgressEvery}
+	if m.copier == nil {
+		m.copier = DeviceCopier{}
+	}
+	switch {
+	case m.overprovision == 0:
+		m.overprovision = volume.DefaultOverprovision
+	case m.overprovision < 1:
+		m.overprovision = 1
+	}
+	return m
 }
 
 // Node is the node this manager serves.
@@ -371,36 +418,53 @@ func (m *Manager) StorageHealth(ctx context.Context) []volume.Problem {
 	return out
 }
 
-// RepairDeviceNodes makes the missing /dev nodes of the served VGs' active
-// LVs, once when carve starts: an activation cut short by the kill that
-// stopped the last carve (its lvm2 children die with it) leaves an LV
-// active without its node where no udev runs, and every later open of it
-// would fail, since Carve takes a reported-active LV as ready to open
-// (a restore's copy from its snapshot, found so by the soak). A VG that
-// cannot be read is logged and left to the calls that need it.
-//
-// First, the layers a kill left suspended inside a snapshot's freeze are
-// resumed (Layers); then the devices such a kill left suspended are
-// resumed, its stale tables dropped (lvm.Client.RepairInterrupted): a
-// suspended device blocks the I/O of a published volume for good. Last,
-// the thin pools' metadata snapshots a kill left reserved mid-read are
-// released (blocks.go).
-func (m *Manager) RepairDeviceNodes(ctx context.Context) {
-	// Before any lvm2 command: one would hang reading a suspended layer.
+// Start-up repairs: what the kill that stopped the last carve left (its
+// lvm2 children die with it), repaired once when carve starts, before it
+// serves anything, in this order: ResumeSuspendedLayers,
+// RepairInterruptedLVM, MakeMissingDeviceNodes, ReleaseMetadataSnapshots. A VG that cannot be read
+// is logged and left to the calls that need it.
+
+// ResumeSuspendedLayers resumes the node's layers a kill left suspended
+// inside a snapshot's window (Layers.ResumeLeftovers). It goes before any
+// lvm2 command: one would hang reading a suspended layer.
+func (m *Manager) ResumeSuspendedLayers(ctx context.Context) {
 	if m.layers != nil {
 		if _, err := m.layers.ResumeLeftovers(ctx); err != nil {
 			klog.ErrorS(err, "Could not resume the volumes' layers left suspended")
 		}
 	}
+}
+
+// RepairInterruptedLVM resumes the devices of the served VGs that a killed
+// lvm2 command left suspended, dropping tables it loaded but never made
+// live (lvm.Client.RepairInterrupted): a suspended device blocks the I/O
+// of a published volume for good.
+func (m *Manager) RepairInterruptedLVM(ctx context.Context) {
 	for _, vg := range m.vgs {
 		if _, err := m.lvm.RepairInterrupted(ctx, vg); err != nil {
 			klog.ErrorS(err, "Could not repair what an interrupted lvm2 command left", "vg", vg)
 		}
+	}
+}
+
+// MakeMissingDeviceNodes makes the missing /dev nodes of the served VGs'
+// active LVs: an activation cut short by a kill leaves an LV active
+// without its node where no udev runs, and every later open of it would
+// fail, since Carve takes a reported-active LV as ready to open (a
+// restore's copy from its snapshot, found so by the soak).
+func (m *Manager) MakeMissingDeviceNodes(ctx context.Context) {
+	for _, vg := range m.vgs {
 		if err := m.lvm.MakeNodes(ctx, vg); err != nil {
 			klog.ErrorS(err, "Could not make the device nodes of the volume group's active LVs", "vg", vg)
 		}
-		// A pool's metadata snapshot a kill left reserved mid-read
-		// (blocks.go): released now rather than at the next read.
+	}
+}
+
+// ReleaseMetadataSnapshots releases the thin pools' metadata snapshots a
+// kill left reserved mid-read (blocks.go): now rather than at the next
+// read, so that a pool's metadata is not held for nothing meanwhile.
+func (m *Manager) ReleaseMetadataSnapshots(ctx context.Context) {
+	for _, vg := range m.vgs {
 		if _, err := m.lvm.ReleaseMetadataSnaps(ctx, vg); err != nil {
 			klog.ErrorS(err, "Could not release the thin pools' metadata snapshots left reserved", "vg", vg)
 		}

@@ -112,13 +112,16 @@ func (m *Manager) modifyWriteCache(ctx context.Context, lv *lvm.LV, want *volume
 
 // LimitsApplier puts a published volume's IO limits, as its LV records
 // them now, on every pod of this node that uses it (the node's side of
-// ModifyVolume: csi.Node.ApplyLimits).
+// ModifyVolume: csi.Node.ApplyLimits, given as Config.ApplyLimits).
+//
+// It is a call from this layer up into the node's, and it stays one:
+// the limits are applied in ModifyVolume's order of steps, after their
+// tags are recorded and before the legs and the cache change, and a
+// failure to apply stops the modification there (changeLimits). Only the
+// Manager sees that order; its callers (the CSI controller in standalone
+// mode, the node agent in cluster mode) could only apply after every
+// step, each on its own.
 type LimitsApplier func(ctx context.Context, id volume.ID) error
-
-// SetLimitsApplier gives ModifyVolume the node's LimitsApplier; without
-// one (no node on this process) a change of limits is recorded only, and
-// the node applies it when it next publishes the volume.
-func (m *Manager) SetLimitsApplier(a LimitsApplier) { m.applyLimits = a }
 
 // changeLimits records the IO limits want names on lv (its tags, see
 // limitTags) and has the node apply them to the pods using the volume

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/volume"
 	"carve.dev/carve/lvm"
 	"carve.dev/carve/test/lvmfake"
@@ -209,9 +210,10 @@ func u64(n uint64) *uint64 { return &n }
 // retry after a crash between the two); the volume reads them back; 0
 // lifts a limit and drops its tag; a volume made with limits has them.
 func TestModifyLimits(t *testing.T) {
-	m, f := newManager(t)
+	f := lvmfake.New(100*mib, vg)
 	var applied []volume.ID
-	m.SetLimitsApplier(func(_ context.Context, id volume.ID) error { applied = append(applied, id); return nil })
+	var applyErr error
+	m := managerOn(f, lvmvol.Config{ApplyLimits: func(_ context.Context, id volume.ID) error { applied = append(applied, id); return applyErr }})
 	r := req("pvc-1", 8*mib)
 	r.Limits = volume.IOLimits{ReadIOPS: 100}
 	v, err := m.CreateVolume(ctx, r)
@@ -247,7 +249,7 @@ func TestModifyLimits(t *testing.T) {
 	if len(applied) != 2 || applied[0] != v.ID {
 		t.Errorf("applied to %v, want %v twice", applied, v.ID)
 	}
-	m.SetLimitsApplier(func(context.Context, volume.ID) error { return errors.New("no cgroup") })
+	applyErr = errors.New("no cgroup")
 	if _, err := m.ModifyVolume(ctx, v.ID, volume.Mutable{WriteBPS: u64(2 << 20)}); err == nil || !strings.Contains(err.Error(), "no cgroup") {
 		t.Errorf("modify with a failing applier: %v", err)
 	}

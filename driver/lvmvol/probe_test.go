@@ -41,7 +41,7 @@ func (b *busyLVM) Alive(vg string, within time.Duration) bool {
 // must.
 func TestProbeTakesRecentCommandsAsProof(t *testing.T) {
 	b := &busyLVM{LVM: lvmfake.New(100*mib, vg), alive: true}
-	m := lvmvol.NewManager(b, b.LVM, node, []string{vg})
+	m := lvmvol.NewManager(lvmvol.Config{LVM: b, Wiper: b.LVM, Node: node, VolumeGroups: []string{vg}})
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	if err := m.Probe(ctx); err != nil || b.waited != 0 || len(b.aliveOf) != 1 || b.aliveOf[0] != vg {

@@ -35,10 +35,6 @@ import (
 // Records are written at most every progressEvery, not per chunk: each is
 // an lvm metadata commit, which a fast device would otherwise spend more
 // time on than on the data.
-const (
-	tagWipedPrefix  = "carve.dev/wiped="
-	tagCopiedPrefix = "carve.dev/copied="
-)
 
 // defaultProgressEvery: a restart loses at most this much work.
 const defaultProgressEvery = time.Minute

@@ -210,8 +210,7 @@ func newCounted(t *testing.T) (*lvmvol.Manager, *runCounter) {
 	f := lvmfake.New(200*mib, vg)
 	f.PutThinPool(vg, "pool", 100*mib, 0)
 	r := &runCounter{LVM: f, runs: map[string]int{}, gen: map[string]int{}, read: map[any]map[string]int{}}
-	m := lvmvol.NewManager(r, r, node, []string{vg})
-	m.SetCopier(f)
+	m := lvmvol.NewManager(lvmvol.Config{LVM: r, Wiper: r, Node: node, VolumeGroups: []string{vg}, Copier: f})
 	return m, r
 }
 

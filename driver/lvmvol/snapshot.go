@@ -41,19 +41,9 @@ import (
 //     point has therefore been copied fully, and a ready one is inactive.
 //     If the frozen point overflowed, the snapshot LV is deleted instead and
 //     the next call starts over from a new frozen point.
-
-// Snapshot tags.
-const (
-	tagSnapshot = "carve.dev/snapshot"
-	// tagCopying: the LV's data is still being copied from its source.
-	tagCopying = "carve.dev/copying"
-	// tagSourcePrefix + the source LV name, for snapshots; for volumes made
-	// from a source, + "snapshot:" or "volume:" and the LV name.
-	tagSourcePrefix = "carve.dev/source="
-	// tagCreatedPrefix + the Unix second a thin snapshot was made, written
-	// by its own lvcreate: its creation time without reading it back.
-	tagCreatedPrefix = "carve.dev/created="
-)
+//
+// A snapshot's tags (tags.go): snapshot, source, name, created (thin),
+// copying (thick, until its copy is done), encrypted.
 
 func (m *Manager) snapshotOf(lv lvm.LV) volume.Snapshot {
 	s := volume.Snapshot{

@@ -15,7 +15,7 @@ import (
 // them. Any other failure fails the reading.
 func TestSpaceReportsVGHealth(t *testing.T) {
 	f := lvmfake.New(100*mib, vg, "vg1")
-	m := lvmvol.NewManager(f, f, node, []string{vg, "vg1", "gone"}) // "gone": lvm2 finds no such VG
+	m := lvmvol.NewManager(lvmvol.Config{LVM: f, Wiper: f, Node: node, VolumeGroups: []string{vg, "vg1", "gone"}}) // "gone": lvm2 finds no such VG
 	f.SetMissingPVs("vg1", 1)
 	want := map[string]string{vg: "", "vg1": "Degraded MissingPhysicalVolume", "gone": "Inaccessible VolumeGroupUnreadable"}
 	checkSpace(t, m, want)

@@ -8,9 +8,56 @@ import (
 	"carve.dev/carve/lvm"
 )
 
-// Tags carried by every LV Carve creates. They are the volume's state.
+// The tag schema: an LV's state.
+//
+// Everything Carve knows about an LV is in lvm2: its name and its tags
+// (see doc.go). This file is the one place that defines those tags: every
+// tag Carve writes is a constant below, with its meaning, and a row of
+// schema, which names the functions that write and clear it.
+// test/layout fails on a "carve.dev/" string anywhere else in Carve's
+// code, TestTagSchema on one here that schema does not list, and the unit
+// tests' fake lvm2 records every tag written that schema does not know
+// (see TestMain). A tag's string is on-disk state of users' volumes: it
+// never changes.
+//
+// A tag is a flag (carve.dev/held), or a record: a prefix ending in "="
+// and a value (carve.dev/mirrors=2).
+//
+// # Kinds of LVs and their states
+//
+// Each of Carve's LVs is one of four kinds, told by one tag:
+//
+//	kind          told by             other tags
+//	volume        carve.dev/volume    name, params, stripes, mirrors, encrypted, IO limits,
+//	                                  source (made from one), wcache (given a write cache)
+//	snapshot      carve.dev/snapshot  source, name, created, encrypted, group, group-size
+//	frozen point  carve.dev/frozen    created, group, group-size (a group's instant)
+//	cachevol      carve.dev/cache-of=
+//
+// An LV with none of them is not Carve's: it is never touched. The states
+// the tags encode, each left by one step of a multi-step operation so that
+// a retry after a crash knows where to go on (doc.go, and the files named):
+//
+//	volume   pending            lvcreate done, settling not yet (create.go); with
+//	                            copying: its data still comes from a source (source.go)
+//	         settled            neither pending nor deleting (isSettled): the only
+//	                            state calls on an existing volume see
+//	         deleting           being wiped and removed; never handed out again (delete.go)
+//	         published          active and not held (isPublished): attached
+//	         held               active only for a copy or a conversion, not published
+//	                            (freeze.go, modify.go)
+//	         wiped=N, copied=…  how far its wipe or copy-in has got (progress.go)
+//	         wcache=…           the write cache it was last given (writecache.go)
+//	snapshot copying            not ready: its data is still being copied (snapshot.go)
+//	         ready              no copying tag
+//	         deleting           as a volume's
+//	frozen point                exists from the freeze until the copy from it is done
+//	                            (freeze.go, group.go); a crash leaves it for the retry
+//	cachevol                    exists only while its volume's wcache tag is on or the
+//	                            cache is attached (writecache.go)
 const (
-	// TagVolume marks an LV as Carve's: nothing without it is ever touched.
+	// TagVolume marks an LV as a Carve volume: nothing without it (or one
+	// of the other kinds' tags) is ever touched.
 	TagVolume = "carve.dev/volume"
 	// tagPending: lvcreate done, deactivation not yet (see doc.go).
 	tagPending = "carve.dev/pending"
@@ -42,7 +89,101 @@ const (
 	tagWriteBPSPrefix  = "carve.dev/wbps="
 	tagReadIOPSPrefix  = "carve.dev/riops="
 	tagWriteIOPSPrefix = "carve.dev/wiops="
+
+	// tagSnapshot marks an LV as a snapshot (snapshot.go): never a volume.
+	tagSnapshot = "carve.dev/snapshot"
+	// tagCopying: the LV's data is still being copied from its source.
+	tagCopying = "carve.dev/copying"
+	// tagSourcePrefix + the source LV name, for snapshots; for volumes made
+	// from a source, + "snapshot:" or "volume:" and the LV name.
+	tagSourcePrefix = "carve.dev/source="
+	// tagCreatedPrefix + the Unix second a thin snapshot was made, written
+	// by its own lvcreate: its creation time without reading it back.
+	tagCreatedPrefix = "carve.dev/created="
+
+	// tagFrozen marks the short-lived snapshot that freezes a live volume
+	// while its data is copied into a thick snapshot or a clone (a frozen
+	// point, freeze.go).
+	tagFrozen = "carve.dev/frozen"
+	// tagHeld marks a thick volume activated only so that it can be frozen
+	// and copied: lvm2 keeps a COW snapshot active only with its origin. A
+	// held volume is active but not published (see isPublished);
+	// publishing it takes the activation over, and release deactivates it
+	// only while it is still merely held.
+	tagHeld = "carve.dev/held"
+
+	// tagGroupPrefix + the group name's hash (volume.GroupKey) and
+	// tagGroupSizePrefix + its member count are on every LV of a group
+	// snapshot: members and their frozen points (group.go).
+	tagGroupPrefix     = "carve.dev/group="
+	tagGroupSizePrefix = "carve.dev/group-size="
+
+	// tagWipedPrefix + N: the first N bytes of a deleting LV are zeroed;
+	// tagCopiedPrefix + UUID:N: the first N bytes of a copying LV hold the
+	// data of the source LV with that UUID (progress records, progress.go).
+	tagWipedPrefix  = "carve.dev/wiped="
+	tagCopiedPrefix = "carve.dev/copied="
+
+	// tagWriteCachePrefix + size ":" digest of the PVs: the cache the
+	// volume was given (writecache.go).
+	tagWriteCachePrefix = "carve.dev/wcache="
+	// tagCacheOfPrefix + the volume's LV name marks Carve's cachevol.
+	tagCacheOfPrefix = "carve.dev/cache-of="
 )
+
+// tagDef is a row of the schema: a tag, the kinds of LVs that carry it,
+// the functions of this package that write it (lvcreate's tags, --addtag)
+// and those that clear it (--deltag). No clearer: it goes with its LV
+// (lvremove).
+type tagDef struct {
+	tag      string
+	on       []string
+	writers  []string
+	clearers []string
+}
+
+// schema is every tag Carve writes (see the top of this file).
+var schema = []tagDef{
+	{TagVolume, []string{"volume"}, []string{"settledTags"}, nil},
+	{tagPending, []string{"volume"}, []string{"createTags", "createFromSource"}, []string{"finishCreate"}},
+	{tagDeleting, []string{"volume", "snapshot"}, []string{"markDeleting", "deleteSnapshotLV"}, nil},
+	{tagNamePrefix, []string{"volume", "snapshot"}, []string{"settledTags", "CreateSnapshot"}, nil},
+	{tagParamsPrefix, []string{"volume"}, []string{"settledTags"}, nil},
+	{tagStripesPrefix, []string{"volume"}, []string{"settledTags"}, nil},
+	{tagMirrorsPrefix, []string{"volume"}, []string{"settledTags", "changeMirrors"}, []string{"changeMirrors"}},
+	{tagEncrypted, []string{"volume", "snapshot"}, []string{"settledTags", "CreateSnapshot", "memberTags"}, nil},
+	{tagReadBPSPrefix, []string{"volume"}, []string{"settledTags", "changeLimits"}, []string{"changeLimits"}},
+	{tagWriteBPSPrefix, []string{"volume"}, []string{"settledTags", "changeLimits"}, []string{"changeLimits"}},
+	{tagReadIOPSPrefix, []string{"volume"}, []string{"settledTags", "changeLimits"}, []string{"changeLimits"}},
+	{tagWriteIOPSPrefix, []string{"volume"}, []string{"settledTags", "changeLimits"}, []string{"changeLimits"}},
+	{tagSnapshot, []string{"snapshot"}, []string{"CreateSnapshot", "memberTags"}, nil},
+	{tagCopying, []string{"volume", "snapshot"}, []string{"createFromSource", "createThickSnapshot", "finishGroup"},
+		[]string{"copyData", "finishSnapshotCopy"}},
+	{tagSourcePrefix, []string{"volume", "snapshot"}, []string{"sourceTag", "CreateSnapshot", "memberTags"}, nil},
+	{tagCreatedPrefix, []string{"snapshot", "frozen point"}, []string{"CreateSnapshot", "takeInstant", "finishGroup"}, nil},
+	{tagFrozen, []string{"frozen point"}, []string{"freeze", "takeInstant"}, nil},
+	{tagHeld, []string{"volume"}, []string{"hold", "UnpublishVolume", "changeMirrors"}, []string{"release", "PublishVolume"}},
+	{tagGroupPrefix, []string{"snapshot", "frozen point"}, []string{"takeInstant", "memberTags"}, nil},
+	{tagGroupSizePrefix, []string{"snapshot", "frozen point"}, []string{"takeInstant", "memberTags"}, nil},
+	{tagWipedPrefix, []string{"volume", "snapshot", "cachevol"}, []string{"checkpoint"}, []string{"drop"}},
+	{tagCopiedPrefix, []string{"volume", "snapshot"}, []string{"checkpoint"}, []string{"drop", "clear"}},
+	{tagWriteCachePrefix, []string{"volume"}, []string{"attachCache"}, []string{"attachCache", "changeWriteCache"}},
+	{tagCacheOfPrefix, []string{"cachevol"}, []string{"attachCache"}, nil},
+}
+
+// isRecord tells a record tag (a prefix and a value) from a flag.
+func isRecord(tag string) bool { return strings.HasSuffix(tag, "=") }
+
+// inSchema tells whether tag, as written on an LV, is one of schema's:
+// a flag itself, or a record's prefix with a value.
+func inSchema(tag string) bool {
+	for _, d := range schema {
+		if tag == d.tag && !isRecord(d.tag) || isRecord(d.tag) && strings.HasPrefix(tag, d.tag) {
+			return true
+		}
+	}
+	return false
+}
 
 // limitTags are the tags that record l: none for no limit.
 func limitTags(l volume.IOLimits) []string {

@@ -14,14 +14,6 @@ func lvOptions(t volume.Type, vg lvm.VG, name string, size uint64, tags []string
 		Stripes: t.Stripes, StripeSize: t.StripeSize, Mirrors: t.Mirrors, ThinPool: t.ThinPool}
 }
 
-// SetOverprovision sets the thin over-provisioning ratio (>= 1).
-func (m *Manager) SetOverprovision(ratio float64) {
-	if ratio < 1 {
-		ratio = 1
-	}
-	m.overprovision = ratio
-}
-
 // thinPool returns the pool a thin volume of t goes to, refusing pools
 // that would hand out a former thin volume's blocks unzeroed.
 func (m *Manager) thinPool(ctx context.Context, vg string, t volume.Type) (lvm.LV, error) {

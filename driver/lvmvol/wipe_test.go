@@ -45,7 +45,7 @@ func TestWipeOutlivesCommandTimeout(t *testing.T) {
 	const cmdTimeout = 200 * time.Millisecond
 	log := slowTool(t, "blkdiscard", 1*time.Second)
 	f := lvmfake.New(100*mib, vg)
-	m := lvmvol.NewManager(f, lvmvol.ZeroWiper{Run: runner.New(cmdTimeout)}, node, []string{vg})
+	m := lvmvol.NewManager(lvmvol.Config{LVM: f, Wiper: lvmvol.ZeroWiper{Run: runner.New(cmdTimeout)}, Node: node, VolumeGroups: []string{vg}})
 	vol, err := m.CreateVolume(ctx, req("pvc-1", 8*mib))
 	if err != nil {
 		t.Fatal(err)

@@ -54,14 +54,6 @@ import (
 // unzeroed wherever the zeroes still sat in the cache when lvremove
 // dropped it.
 
-const (
-	// tagWriteCachePrefix + size ":" digest of the PVs: the cache the
-	// volume was given.
-	tagWriteCachePrefix = "carve.dev/wcache="
-	// tagCacheOfPrefix + the volume's LV name marks Carve's cachevol.
-	tagCacheOfPrefix = "carve.dev/cache-of="
-)
-
 // cacheVolName is the cachevol's LV name: '_' never appears in a volume's
 // LV name (volume.LVName), so it never names a volume.
 func cacheVolName(lv string) string { return lv + "_wcache" }

@@ -11,21 +11,35 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 	mount "k8s.io/mount-utils"
+	utilexec "k8s.io/utils/exec"
 
 	"carve.dev/carve/driver/volume"
 )
 
 // FormatAndMount mounts device at target (PrepareTarget), formatting it
-// with fsType ("" → ext4, or xfs) only when it carries no filesystem.
+// with fsType ("" → ext4, or xfs) only when it carries no filesystem, with
+// mkfs's default options and then mkfsOpts (vetted for fsType: an error
+// wrapping volume.ErrInvalidArgument otherwise). A filesystem that is
+// there is mounted as it is, whatever mkfsOpts say.
 //
 // Why we never reformat: a device with any signature (another filesystem, a
 // partition table, an LVM or LUKS header) may hold someone's data — a
 // volume restored from elsewhere, or a mistake in the caller. Formatting is
 // irreversible, so a mismatch is an error wrapping volume.ErrFilesystemMismatch and
 // the device is left untouched. Only a device blkid finds blank is formatted.
-// The check is made on mount.SafeFormatAndMount's own blkid, the one it
-// decides to mkfs on (probeGuard): one probe, and nothing between the check
-// and the decision.
+//
+// The steps are Carve's own, in this order, each a command through m's
+// exec with its class (exec.go): one probe (mount-utils' GetDiskFormat, its
+// reading of blkid), the decision on what it found (blank: mkfs; this
+// fsType: fsck -a when read-write; anything else: refused), then the mount
+// (mount-utils' mount.Interface). mount-utils' SafeFormatAndMount did the
+// same steps, but kept the decision to itself: to refuse a foreign
+// filesystem on its one probe, and to give its mkfs the data class, Carve
+// used to pick its commands out by name and argument position ("the
+// device is last") and replay blkid's output, which a mount-utils release
+// could change without any error. Here nothing depends on how mount-utils
+// orders or names its commands: GetDiskFormat's contract is its result,
+// and TestMountUtilsContract holds it to that on real devices.
 //
 // Idempotency: if target is already a mount point, it is fine when the mount
 // is the root of this device's filesystem (same device number, per
@@ -35,10 +49,14 @@ import (
 // formatted tells that the device was blank and was formatted for this
 // mount: its filesystem then fills the device (mkfs is given no size), so
 // the caller has nothing to grow.
-func (m *Mounter) FormatAndMount(ctx context.Context, device, target, fsType string, options []string) (formatted bool, err error) {
+func (m *Mounter) FormatAndMount(ctx context.Context, device, target, fsType string, mkfsOpts MkfsOptions, options []string) (formatted bool, err error) {
 	fsType, err = normalizeFSType(fsType)
 	if err != nil {
 		return false, fmt.Errorf("mount %s at %s: %w", device, target, err)
+	}
+	if !mkfsOpts.IsZero() && mkfsOpts.fsType != fsType {
+		return false, fmt.Errorf("%w: mount %s at %s: mkfs options %q are vetted for %s, not %s",
+			volume.ErrInvalidArgument, device, target, mkfsOpts.Args(), mkfsOpts.fsType, fsType)
 	}
 	if err := checkBlockDevice(device); err != nil {
 		return false, fmt.Errorf("mount %s at %s: %w", device, target, err)
@@ -46,53 +64,121 @@ func (m *Mounter) FormatAndMount(ctx context.Context, device, target, fsType str
 	if err := m.PrepareTarget(target, true); err != nil {
 		return false, fmt.Errorf("mount %s at %s: %w", device, target, err)
 	}
-	done, err := m.alreadyMounted(device, target, slices.Contains(options, "ro"))
+	readOnly := slices.Contains(options, "ro")
+	done, err := m.alreadyMounted(device, target, readOnly)
 	if err != nil || done {
 		return false, err
 	}
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("mount %s at %s: %w", device, target, err)
 	}
-	ex, endData, err := m.dataExec(ctx, device)
+	existing, err := m.diskFormat(ctx, device)
 	if err != nil {
-		return false, fmt.Errorf("mount %s at %s: %w", device, target, err)
+		return false, fmt.Errorf("mount %s at %s: detect filesystem: %w", device, target, err)
 	}
-	defer endData()
-	guard := &probeGuard{device: device, fsType: fsType}
-	ex.probe = guard
-	sfm := &mount.SafeFormatAndMount{Interface: m.mounter, Exec: ex}
-	// Clone: SafeFormatAndMount appends "defaults" to the slice it is given,
-	// which would write into the caller's backing array.
-	err = sfm.FormatAndMount(device, target, fsType, slices.Clone(options))
-	if guard.refused != nil {
-		return false, guard.refused
+	switch {
+	case existing == "" && readOnly:
+		return false, fmt.Errorf("%w: %s is blank, and asked read-only: nothing to mount, and no format in read-only mode",
+			volume.ErrCannotFormat, device)
+	case existing == "":
+		if err := m.format(ctx, device, fsType, mkfsOpts); err != nil {
+			return false, fmt.Errorf("mount %s at %s: %w", device, target, err)
+		}
+	case existing != fsType:
+		return false, fmt.Errorf("%w: device %s holds %q, asked for %q; not reformatting",
+			volume.ErrFilesystemMismatch, device, existing, fsType)
+	case !readOnly:
+		if err := m.fsck(ctx, device); err != nil {
+			return false, fmt.Errorf("mount %s at %s: %w", device, target, err)
+		}
 	}
-	if err != nil {
-		return false, fmt.Errorf("mount %s at %s as %s: %w", device, target, fsType, classifyMountError(err))
+	// Cloned: the caller's slice is not the mounter's to keep.
+	if err := m.mounter.Mount(device, target, fsType, slices.Clone(options)); err != nil {
+		return false, fmt.Errorf("mount %s at %s as %s: %w", device, target, fsType, err)
 	}
-	klog.InfoS("mounted", "device", device, "target", target, "fsType", fsType, "options", options)
-	// Blank before, mounted now: SafeFormatAndMount formatted it (it
-	// mounts a blank device only after mkfs). Unprobed, it is taken as
-	// found formatted, which only costs the caller a grow check.
-	return guard.probed && guard.existing == "", nil
+	klog.InfoS("mounted", "device", device, "target", target, "fsType", fsType, "options", options, "formatted", existing == "")
+	return existing == "", nil
 }
 
-// classifyMountError marks mount-utils' refusals as states of the device,
-// not failures of Carve: a format refused is volume.ErrCannotFormat, a
-// filesystem fsck -a would not repair volume.ErrFilesystemDamaged, which
-// says what the operator runs (a CO's retry cannot help; the data is
-// there, and a repair is a decision Carve leaves to a person).
-func classifyMountError(err error) error {
-	var me mount.MountError
-	switch {
-	case !errors.As(err, &me):
-		return err
-	case me.Type == mount.FormatFailed || me.Type == mount.UnformattedReadOnly:
-		return fmt.Errorf("%w: %w", volume.ErrCannotFormat, err)
-	case me.Type == mount.HasFilesystemErrors:
-		return fmt.Errorf("%w (repair it with e2fsck -f, or xfs_repair, on the unstaged device): %w", volume.ErrFilesystemDamaged, err)
+// diskFormat is what blkid finds on device, as mount-utils reads it
+// (GetDiskFormat): a filesystem type, "" when blank, "unknown data,
+// probably partitions" for a partition table; one blkid, a probe bound to
+// ctx.
+func (m *Mounter) diskFormat(ctx context.Context, device string) (string, error) {
+	return (&mount.SafeFormatAndMount{Exec: m.probeExec(ctx)}).GetDiskFormat(device)
+}
+
+// mkfsArgs are the arguments of mkfs.<fsType> on a blank device: those
+// mount-utils' SafeFormatAndMount gave it (ext4: -F, no blocks reserved
+// for root unless the class says -m; xfs: -f), so that volumes are made as
+// they were, then the class's vetted options, and the device last.
+func mkfsArgs(fsType string, opts MkfsOptions, device string) []string {
+	var args []string
+	switch fsType {
+	case "ext4":
+		args = append(args, "-F")
+		if !opts.has("-m") {
+			args = append(args, "-m0")
+		}
+	case "xfs":
+		args = append(args, "-f")
 	}
-	return err
+	args = append(args, opts.args...)
+	return append(args, device)
+}
+
+// format runs mkfs on device, which the probe just found blank, as data
+// work (exec.go), logged at level 0 whatever the verbosity. A refusal of
+// mkfs (too small for xfs, an option the tools reject) is
+// volume.ErrCannotFormat.
+func (m *Mounter) format(ctx context.Context, device, fsType string, opts MkfsOptions) error {
+	data, done, err := m.dataWork(ctx, device)
+	if err != nil {
+		return err
+	}
+	defer done()
+	tool, args := "mkfs."+fsType, mkfsArgs(fsType, opts, device)
+	klog.InfoS("formatting", "device", device, "fsType", fsType, "args", args)
+	out, err := m.exec.CommandContext(data, tool, args...).CombinedOutput()
+	if err != nil {
+		klog.ErrorS(err, "format failed", "device", device, "fsType", fsType, "output", string(out))
+		return fmt.Errorf("%w: %s %s: %w: %s", volume.ErrCannotFormat, tool, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	klog.InfoS("formatted", "device", device, "fsType", fsType)
+	return nil
+}
+
+// fsckUncorrected is the bit of fsck(8)'s exit status (a sum of
+// conditions) that says errors were left uncorrected.
+const fsckUncorrected = 4
+
+// fsck checks and repairs device's filesystem with fsck -a before a
+// read-write mount, as data work. A filesystem fsck -a would not repair is
+// volume.ErrFilesystemDamaged, which says what the operator runs (a CO's
+// retry cannot help; the data is there, and a repair is a decision Carve
+// leaves to a person). Anything else (errors corrected, no fsck installed,
+// fsck failing to run) is logged and the mount goes ahead, as mount-utils
+// did: the kernel's own checks at mount still stand.
+func (m *Mounter) fsck(ctx context.Context, device string) error {
+	data, done, err := m.dataWork(ctx, device)
+	if err != nil {
+		return err
+	}
+	defer done()
+	out, err := m.exec.CommandContext(data, "fsck", "-a", device).CombinedOutput()
+	var ee utilexec.ExitError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ee) && ee.ExitStatus()&fsckUncorrected != 0:
+		return fmt.Errorf("%w (repair it with e2fsck -f, or xfs_repair, on the unstaged device): fsck -a %s: %w: %s",
+			volume.ErrFilesystemDamaged, device, err, strings.TrimSpace(string(out)))
+	case errors.As(err, &ee) && ee.ExitStatus() == 1:
+		klog.InfoS("fsck corrected errors", "device", device, "output", string(out))
+	default:
+		klog.InfoS("fsck did not check the filesystem; mounting it as it is", "device", device, "err", err, "output", string(out))
+	}
+	return nil
 }
 
 // FilesystemType returns what blkid finds on device: a filesystem type, ""
@@ -103,44 +189,11 @@ func (m *Mounter) FilesystemType(ctx context.Context, device string) (string, er
 	if err := checkBlockDevice(device); err != nil {
 		return "", fmt.Errorf("detect filesystem on %s: %w", device, err)
 	}
-	sfm := &mount.SafeFormatAndMount{Interface: m.mounter, Exec: m.probeExec(ctx)}
-	fsType, err := sfm.GetDiskFormat(device)
+	fsType, err := m.diskFormat(ctx, device)
 	if err != nil {
 		return "", fmt.Errorf("detect filesystem on %s: %w", device, err)
 	}
 	return fsType, nil
-}
-
-// probeGuard refuses a device that holds anything but blank or fsType, on
-// the blkid SafeFormatAndMount runs to decide between mkfs and mount:
-// alone, it would only warn of a foreign filesystem and try to mount it as
-// fsType. The guard reads that blkid's result as mount-utils does
-// (GetDiskFormat) and, on a foreign one, fails the probe, which ends
-// SafeFormatAndMount before mkfs or mount; refused says why. A separate
-// blkid before it cost every NodeStage one more process
-// (docs/performance.md), and checked a moment earlier than the decision.
-type probeGuard struct {
-	device, fsType string
-	probed         bool
-	existing       string // what the probe found: "" when blank
-	refused        error
-}
-
-// check judges the result of blkid on the device; a non-nil error
-// replaces the probe's own.
-func (g *probeGuard) check(out []byte, runErr error) error {
-	replay := &replayExec{out: out, err: runErr}
-	existing, err := (&mount.SafeFormatAndMount{Exec: replay}).GetDiskFormat(g.device)
-	if err != nil {
-		return err
-	}
-	g.probed, g.existing = true, existing
-	if existing != "" && existing != g.fsType {
-		g.refused = fmt.Errorf("%w: device %s holds %q, asked for %q; not reformatting",
-			volume.ErrFilesystemMismatch, g.device, existing, g.fsType)
-		return g.refused
-	}
-	return runErr
 }
 
 // alreadyMounted is true when target is already a mount of device's

@@ -100,7 +100,7 @@ func stage(t *testing.T, m *Mounter, dev, fsType string) string {
 	t.Helper()
 	target := filepath.Join(t.TempDir(), "staging")
 	cleanupMounts(t, target)
-	if _, err := m.FormatAndMount(ctxT(t), dev, target, fsType, nil); err != nil {
+	if _, err := m.FormatAndMount(ctxT(t), dev, target, fsType, MkfsOptions{}, nil); err != nil {
 		t.Fatalf("FormatAndMount: %v", err)
 	}
 	return target

@@ -34,7 +34,7 @@ func TestFormatAndMountRoundTrip(t *testing.T) {
 			m := New(rec)
 			target := filepath.Join(t.TempDir(), "staging")
 			cleanupMounts(t, target)
-			if formatted, err := m.FormatAndMount(ctxT(t), dev, target, fsType, nil); err != nil || !formatted {
+			if formatted, err := m.FormatAndMount(ctxT(t), dev, target, fsType, MkfsOptions{}, nil); err != nil || !formatted {
 				t.Fatalf("FormatAndMount of a blank device: formatted %v, %v", formatted, err)
 			}
 
@@ -46,7 +46,7 @@ func TestFormatAndMountRoundTrip(t *testing.T) {
 				t.Fatalf("mkfs ran %d times, want 1", rec.count("mkfs."))
 			}
 			// Second call: already mounted, nothing to do.
-			if formatted, err := m.FormatAndMount(ctxT(t), dev, target, fsType, nil); err != nil || formatted {
+			if formatted, err := m.FormatAndMount(ctxT(t), dev, target, fsType, MkfsOptions{}, nil); err != nil || formatted {
 				t.Fatalf("idempotent FormatAndMount: formatted %v, %v", formatted, err)
 			}
 			writeFile(t, filepath.Join(target, "data"), "survives")
@@ -58,7 +58,7 @@ func TestFormatAndMountRoundTrip(t *testing.T) {
 			if _, err := os.Stat(target); !errors.Is(err, fs.ErrNotExist) {
 				t.Fatalf("target not removed: %v", err)
 			}
-			if formatted, err := m.FormatAndMount(ctxT(t), dev, target, fsType, nil); err != nil || formatted {
+			if formatted, err := m.FormatAndMount(ctxT(t), dev, target, fsType, MkfsOptions{}, nil); err != nil || formatted {
 				t.Fatalf("remount: formatted %v, %v; want a mount of the filesystem there", formatted, err)
 			}
 			if got := readFile(t, filepath.Join(target, "data")); got != "survives" {
@@ -96,7 +96,7 @@ func TestFormatAndMountNeverReformats(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	_, err := m.FormatAndMount(ctxT(t), dev, target, "xfs", nil)
+	_, err := m.FormatAndMount(ctxT(t), dev, target, "xfs", MkfsOptions{}, nil)
 	if !errors.Is(err, volume.ErrFilesystemMismatch) {
 		t.Fatalf("ext4 device asked as xfs: err = %v, want volume.ErrFilesystemMismatch", err)
 	}
@@ -106,7 +106,7 @@ func TestFormatAndMountNeverReformats(t *testing.T) {
 	if rec.count("mkfs.") != 0 {
 		t.Fatal("mkfs ran on a formatted device")
 	}
-	if _, err := m.FormatAndMount(ctxT(t), dev, target, "ext4", nil); err != nil {
+	if _, err := m.FormatAndMount(ctxT(t), dev, target, "ext4", MkfsOptions{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := readFile(t, filepath.Join(target, "precious")); got != "keep me" {
@@ -121,7 +121,7 @@ func TestFormatAndMountRefusesPartitionTable(t *testing.T) {
 	m := New(rec)
 	target := filepath.Join(t.TempDir(), "staging")
 	cleanupMounts(t, target)
-	_, err := m.FormatAndMount(ctxT(t), dev, target, "ext4", nil)
+	_, err := m.FormatAndMount(ctxT(t), dev, target, "ext4", MkfsOptions{}, nil)
 	if !errors.Is(err, volume.ErrFilesystemMismatch) || rec.count("mkfs.") != 0 {
 		t.Fatalf("partitioned device: err = %v, mkfs runs = %d", err, rec.count("mkfs."))
 	}
@@ -155,11 +155,11 @@ func TestFormatAndMountConflicts(t *testing.T) {
 	m := New(nil)
 	target := stage(t, m, devA, "ext4")
 
-	_, err := m.FormatAndMount(ctxT(t), devB, target, "ext4", nil)
+	_, err := m.FormatAndMount(ctxT(t), devB, target, "ext4", MkfsOptions{}, nil)
 	if !errors.Is(err, volume.ErrMountConflict) {
 		t.Fatalf("other device on target: err = %v", err)
 	}
-	_, err = m.FormatAndMount(ctxT(t), devA, target, "ext4", []string{"ro"})
+	_, err = m.FormatAndMount(ctxT(t), devA, target, "ext4", MkfsOptions{}, []string{"ro"})
 	if !errors.Is(err, volume.ErrMountConflict) {
 		t.Fatalf("same device, read-only asked on rw mount: err = %v", err)
 	}
@@ -173,7 +173,7 @@ func TestFormatAndMountConflicts(t *testing.T) {
 	if err := m.BindMount(sub, other, false, nil); err != nil {
 		t.Fatal(err)
 	}
-	_, err = m.FormatAndMount(ctxT(t), devA, other, "ext4", nil)
+	_, err = m.FormatAndMount(ctxT(t), devA, other, "ext4", MkfsOptions{}, nil)
 	if !errors.Is(err, volume.ErrMountConflict) {
 		t.Fatalf("subdirectory bind on target: err = %v", err)
 	}
@@ -185,14 +185,14 @@ func TestFormatAndMountReadOnly(t *testing.T) {
 	target := filepath.Join(t.TempDir(), "staging")
 	cleanupMounts(t, target)
 	// A blank device cannot be formatted in read-only mode.
-	if _, err := m.FormatAndMount(ctxT(t), dev, target, "ext4", []string{"ro"}); err == nil {
+	if _, err := m.FormatAndMount(ctxT(t), dev, target, "ext4", MkfsOptions{}, []string{"ro"}); err == nil {
 		t.Fatal("blank device mounted read-only")
 	}
 	mkfs(t, "ext4", dev)
-	if _, err := m.FormatAndMount(ctxT(t), dev, target, "ext4", []string{"ro"}); err != nil {
+	if _, err := m.FormatAndMount(ctxT(t), dev, target, "ext4", MkfsOptions{}, []string{"ro"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.FormatAndMount(ctxT(t), dev, target, "ext4", []string{"ro"}); err != nil {
+	if _, err := m.FormatAndMount(ctxT(t), dev, target, "ext4", MkfsOptions{}, []string{"ro"}); err != nil {
 		t.Fatalf("idempotent ro: %v", err)
 	}
 	assertEROFS(t, filepath.Join(target, "x"))
@@ -583,7 +583,7 @@ func TestMountInfoUnescapes(t *testing.T) {
 }
 
 // TestFormatAndMountProbesOnce: a stage runs one blkid, the one
-// SafeFormatAndMount decides on, blank device or formatted; formatted says
+// FormatAndMount decides on, blank device or formatted; formatted says
 // which it was. Carve's own check used to run a blkid of its own before
 // it: one process more for every NodeStage (docs/performance.md).
 func TestFormatAndMountProbesOnce(t *testing.T) {
@@ -593,7 +593,7 @@ func TestFormatAndMountProbesOnce(t *testing.T) {
 		m := New(rec)
 		target := filepath.Join(t.TempDir(), "staging")
 		cleanupMounts(t, target)
-		formatted, err := m.FormatAndMount(ctxT(t), dev, target, fsType, nil)
+		formatted, err := m.FormatAndMount(ctxT(t), dev, target, fsType, MkfsOptions{}, nil)
 		if err != nil || !formatted {
 			t.Fatalf("%s, blank device: formatted = %t, %v; want a format", fsType, formatted, err)
 		}
@@ -605,7 +605,7 @@ func TestFormatAndMountProbesOnce(t *testing.T) {
 		}
 		rec = newRecordingExec()
 		m = New(rec)
-		formatted, err = m.FormatAndMount(ctxT(t), dev, target, fsType, nil)
+		formatted, err = m.FormatAndMount(ctxT(t), dev, target, fsType, MkfsOptions{}, nil)
 		if err != nil || formatted {
 			t.Fatalf("%s, formatted device: formatted = %t, %v; want it mounted as it is", fsType, formatted, err)
 		}

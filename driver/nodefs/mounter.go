@@ -7,9 +7,10 @@
 // what a filesystem takes (options.go).
 //
 // It knows nothing of CSI; the Node service maps its errors to gRPC codes.
-// Mounting, formatting, bind mounts, unmounting, mount-point checks and
-// filesystem growth are delegated to k8s.io/mount-utils; reading mountinfo
-// (unescaped) to github.com/moby/sys/mountinfo.
+// Mounting, bind mounts, unmounting, mount-point checks, reading blkid
+// (GetDiskFormat) and filesystem growth are delegated to k8s.io/mount-utils;
+// the decision to format, mkfs and fsck are Carve's own (format.go);
+// reading mountinfo (unescaped) to github.com/moby/sys/mountinfo.
 //
 // Callers serialise operations on the same target (the Node service holds a
 // per-volume lock); nothing here locks.
@@ -38,7 +39,7 @@ type Mounter struct {
 }
 
 // New builds a Mounter; exec runs blkid, mkfs, fsck and the resize tools
-// (nil → utilexec.New()).
+// (nil → utilexec.New(); carve gives lvm/runner's AsExecInterface).
 func New(exec utilexec.Interface) *Mounter {
 	if exec == nil {
 		exec = utilexec.New()

@@ -21,7 +21,9 @@ import (
 // journal_path; xfs logdev, rtdev; btrfs device, subvol, subvolid: Carve
 // mounts and checks the volume's own root), debugging options that break
 // the filesystem (ext4 abort, test_dummy_encryption), and mount(8)'s own
-// words (loop, offset, user, owner, X-mount.*, propagation flags).
+// words (loop, offset, user, owner, X-mount.*, propagation flags). The
+// SELinux options take a label, checked apart (selinux.go): the one value
+// that may hold commas, inside double quotes.
 var (
 	vfsFlags = words(`defaults ro rw sync async dirsync atime noatime diratime nodiratime relatime norelatime
 		strictatime nostrictatime lazytime nolazytime suid nosuid dev nodev exec noexec iversion noiversion
@@ -68,6 +70,9 @@ func CheckMountFlags(fsType string, flags []string) error {
 
 func checkFlag(flag string, known []string) error {
 	name, value, hasValue := strings.Cut(flag, "=")
+	if hasValue && slices.Contains(seLinuxOptions, name) {
+		return checkSELinuxValue(value)
+	}
 	key := name
 	if hasValue {
 		key += "="

@@ -13,7 +13,7 @@ import (
 // (mount.ResizeFs). Both grow online and are no-ops when already full size,
 // so repeating it is harmless. A blank device has nothing to grow: nil.
 // ctx is checked before starting; a running resize is not interrupted, and
-// only a deadline sized for the device bounds it (see nodeExec).
+// only a deadline sized for the device bounds it (see exec.go).
 func (m *Mounter) ResizeFS(ctx context.Context, device, mountPath string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("resize filesystem on %s at %s: %w", device, mountPath, err)
@@ -23,13 +23,13 @@ func (m *Mounter) ResizeFS(ctx context.Context, device, mountPath string) error 
 	}
 	// mount-utils reports "resized" whenever the tool succeeded, no-op
 	// included, so the log shows the sizes to tell the two apart.
-	ex, endData, err := m.dataExec(ctx, device)
+	data, endData, err := m.dataWork(ctx, device)
 	if err != nil {
 		return fmt.Errorf("resize filesystem on %s at %s: %w", device, mountPath, err)
 	}
 	defer endData()
 	before := totalBytes(mountPath)
-	resized, err := mount.NewResizeFs(ex).Resize(device, mountPath)
+	resized, err := mount.NewResizeFs(boundExec{Interface: m.exec, ctx: data}).Resize(device, mountPath)
 	if err != nil {
 		return fmt.Errorf("resize filesystem on %s at %s: %w", device, mountPath, err)
 	}

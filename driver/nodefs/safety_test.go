@@ -22,6 +22,11 @@ func TestCheckMountFlags(t *testing.T) {
 		{"xfs", []string{"nouuid", "logbsize=256k", "inode64", "ro"}},
 		{"btrfs", []string{"compress=zstd:3", "compress-force", "ssd", "space_cache=v2"}},
 		{"", []string{"barrier=0", "lazytime"}}, // ext4 by default
+		// SELinux labels as kubelet passes them (seLinuxMount: true).
+		{"ext4", []string{`context="system_u:object_r:container_file_t:s0:c1,c2"`}},
+		{"xfs", []string{"context=system_u:object_r:container_file_t:s0", "noatime"}},
+		{"ext4", []string{`context="system_u:object_r:container_t:s0-s0:c0.c1023"`}},
+		{"btrfs", []string{"fscontext=system_u:object_r:fs_t", `defcontext="u:r:t:s0:c5"`, "rootcontext=u:r:t"}},
 	} {
 		if err := CheckMountFlags(tc.fsType, tc.flags); err != nil {
 			t.Errorf("CheckMountFlags(%q, %q) = %v", tc.fsType, tc.flags, err)
@@ -40,6 +45,16 @@ func TestCheckMountFlags(t *testing.T) {
 		{"btrfs", "subvol=/x"}, {"btrfs", "subvolid=5"}, {"btrfs", "device=/dev/sda"},
 		{"ext4", "noatime=1"}, // a bare flag given a value
 		{"ext4", "commit"},    // a valued one given none
+		// SELinux labels: commas only inside quotes, quotes only around
+		// the whole label, nothing but a label inside.
+		{"ext4", "context=system_u:object_r:container_file_t:s0:c1,c2"},
+		{"ext4", `context="system_u:object_r:container_file_t:s0",bind`},
+		{"ext4", `context="system_u:object_r:container_file_t:s0:c1,bind"`},
+		{"ext4", `context="system_u:object_r:container_file_t:s0`},
+		{"ext4", `context="`}, {"ext4", `context=""`}, {"ext4", "context="}, {"ext4", "context"},
+		{"ext4", `context="a:b"`}, {"ext4", "context='u:r:t'"}, {"ext4", "context=u:r:t/../x"},
+		{"ext4", `context=u:r:"t"`}, {"ext4", "context=u:r:t:s0:c1 c2"}, {"ext4", "context=u:r:t:x0"},
+		{"ext4", "selinux=u:r:t"},
 	} {
 		if err := CheckMountFlags(tc.fsType, []string{"noatime", tc.flag}); !errors.Is(err, volume.ErrBadMountFlag) {
 			t.Errorf("CheckMountFlags(%q, %q) = %v, want volume.ErrBadMountFlag", tc.fsType, tc.flag, err)
@@ -156,7 +171,7 @@ func TestMkfsRefusalIsCannotFormat(t *testing.T) {
 	m := New(nil)
 	target := filepath.Join(t.TempDir(), "staging")
 	cleanupMounts(t, target)
-	if _, err := m.FormatAndMount(ctxT(t), dev, target, "xfs", nil); !errors.Is(err, volume.ErrCannotFormat) {
+	if _, err := m.FormatAndMount(ctxT(t), dev, target, "xfs", MkfsOptions{}, nil); !errors.Is(err, volume.ErrCannotFormat) {
 		t.Fatalf("xfs on 64 MiB: err = %v, want volume.ErrCannotFormat", err)
 	}
 	if ok, _ := m.IsMountPoint(target); ok {
@@ -176,7 +191,7 @@ func TestDamagedFilesystemIsNotMounted(t *testing.T) {
 	m := New(nil)
 	target := filepath.Join(t.TempDir(), "staging")
 	cleanupMounts(t, target)
-	_, err := m.FormatAndMount(ctxT(t), dev, target, "ext4", nil)
+	_, err := m.FormatAndMount(ctxT(t), dev, target, "ext4", MkfsOptions{}, nil)
 	if !errors.Is(err, volume.ErrFilesystemDamaged) || volume.CodeOf(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "e2fsck -f") {
 		t.Fatalf("a damaged ext4: err = %v (%v), want volume.ErrFilesystemDamaged naming the repair", err, volume.CodeOf(err))
 	}

@@ -61,7 +61,7 @@ func TestFormatAndFsckOutliveCommandTimeout(t *testing.T) {
 	target := filepath.Join(t.TempDir(), "staging")
 	cleanupMounts(t, target)
 	start := time.Now()
-	if _, err := m.FormatAndMount(ctxT(t), dev, target, "ext4", nil); err != nil {
+	if _, err := m.FormatAndMount(ctxT(t), dev, target, "ext4", MkfsOptions{}, nil); err != nil {
 		t.Fatalf("FormatAndMount with an mkfs slower than the command timeout: %v", err)
 	}
 	if took := time.Since(start); took < slowCmdTimeout {
@@ -72,7 +72,7 @@ func TestFormatAndFsckOutliveCommandTimeout(t *testing.T) {
 	}
 	// Mounting an existing filesystem runs fsck first. mount-utils mounts
 	// even when fsck fails, so only the record shows that it was not cut.
-	if _, err := m.FormatAndMount(ctxT(t), dev, target, "ext4", nil); err != nil {
+	if _, err := m.FormatAndMount(ctxT(t), dev, target, "ext4", MkfsOptions{}, nil); err != nil {
 		t.Fatalf("FormatAndMount with an fsck slower than the command timeout: %v", err)
 	}
 	assertMountOf(t, m, target, dev)
@@ -80,7 +80,7 @@ func TestFormatAndFsckOutliveCommandTimeout(t *testing.T) {
 }
 
 // xfs, since ext4's online resize needs CAP_SYS_RESOURCE, which a test
-// process may lack; both tools take the same path through nodeExec.
+// process may lack; both tools take the same path (data work, exec.go).
 func TestResizeOutlivesCommandTimeout(t *testing.T) {
 	small := minSize["xfs"]
 	dev, file := newLoop(t, small)

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -94,7 +95,7 @@ func TestFormatAndMountRefusesForeignSignatureWithoutMkfs(t *testing.T) {
 	} {
 		m := New(fakeBlkid(t, tc.blkid, 0)) // fails the test if mkfs runs
 		target := filepath.Join(t.TempDir(), "staging")
-		_, err := m.FormatAndMount(context.Background(), dev, target, tc.fsType, nil)
+		_, err := m.FormatAndMount(context.Background(), dev, target, tc.fsType, MkfsOptions{}, nil)
 		if !errors.Is(err, volume.ErrFilesystemMismatch) {
 			t.Errorf("blkid %q as %q: err = %v, want volume.ErrFilesystemMismatch", tc.blkid, tc.fsType, err)
 		}
@@ -104,15 +105,15 @@ func TestFormatAndMountRefusesForeignSignatureWithoutMkfs(t *testing.T) {
 func TestFormatAndMountRejectsBadInput(t *testing.T) {
 	m := New(fakeBlkid(t, "", 2))
 	dir := t.TempDir()
-	if _, err := m.FormatAndMount(context.Background(), anyBlockDevice(t), dir, "ntfs", nil); err == nil ||
+	if _, err := m.FormatAndMount(context.Background(), anyBlockDevice(t), dir, "ntfs", MkfsOptions{}, nil); err == nil ||
 		!strings.Contains(err.Error(), "unsupported filesystem type") {
 		t.Errorf("ntfs: err = %v", err)
 	}
-	_, err := m.FormatAndMount(context.Background(), filepath.Join(dir, "missing"), dir, "ext4", nil)
+	_, err := m.FormatAndMount(context.Background(), filepath.Join(dir, "missing"), dir, "ext4", MkfsOptions{}, nil)
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing device: err = %v, want ErrNotExist", err)
 	}
-	if _, err := m.FormatAndMount(context.Background(), "/dev/null", dir, "", nil); err == nil ||
+	if _, err := m.FormatAndMount(context.Background(), "/dev/null", dir, "", MkfsOptions{}, nil); err == nil ||
 		!strings.Contains(err.Error(), "not a block device") {
 		t.Errorf("char device: err = %v", err)
 	}
@@ -137,82 +138,118 @@ func TestNormalizeFSType(t *testing.T) {
 	}
 }
 
-// ctxRecorder notes, per command line, the context it was made with (nil:
-// Command, no context).
+// ctxRecorder runs no command: it notes, per command line, the context its
+// first run was made with (nil: Command, no context) and, when it ran, whether that
+// context had ended and had a deadline. blkid answers TYPE=ext4, blockdev
+// 0 (read-write), anything else succeeds silently.
 type ctxRecorder struct {
 	testingexec.FakeExec
-	ctxOf map[string]context.Context
+	mu  sync.Mutex
+	ran map[string]ranWith
 }
 
+type ranWith struct {
+	ctx         context.Context
+	ended       bool
+	hasDeadline bool
+}
+
+func newCtxRecorder() *ctxRecorder { return &ctxRecorder{ran: map[string]ranWith{}} }
+
 func (r *ctxRecorder) Command(name string, args ...string) utilexec.Cmd {
-	r.ctxOf[strings.Join(append([]string{name}, args...), " ")] = nil
-	return &testingexec.FakeCmd{}
+	return r.CommandContext(nil, name, args...) //nolint:staticcheck // nil: made without a context
 }
 
 func (r *ctxRecorder) CommandContext(ctx context.Context, name string, args ...string) utilexec.Cmd {
-	r.ctxOf[strings.Join(append([]string{name}, args...), " ")] = ctx
-	return &testingexec.FakeCmd{}
+	line := strings.Join(append([]string{name}, args...), " ")
+	return &testingexec.FakeCmd{CombinedOutputScript: []testingexec.FakeAction{func() ([]byte, []byte, error) {
+		w := ranWith{ctx: ctx}
+		if ctx != nil {
+			_, w.hasDeadline = ctx.Deadline()
+			w.ended = ctx.Err() != nil
+		}
+		r.mu.Lock()
+		if _, seen := r.ran[line]; !seen {
+			r.ran[line] = w
+		}
+		r.mu.Unlock()
+		switch name {
+		case "blkid":
+			return []byte("TYPE=ext4\n"), nil, nil
+		case "blockdev":
+			return []byte("0\n"), nil, nil // --getro: read-write
+		}
+		return nil, nil, nil
+	}}}
 }
 
-// Probes are bound to the caller's context (and the metadata timeout);
-// data work to the operation's data context, which the caller's
-// cancellation does not end and whose deadline is sized for the device.
-func TestExecGivesEachCommandItsClass(t *testing.T) {
-	rec := &ctxRecorder{ctxOf: map[string]context.Context{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	e, done, err := New(rec).dataExec(ctx, anyBlockDevice(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer done()
-	probes := []string{"blkid -p /dev/x", "blockdev --getsize64 /dev/x", "btrfs inspect-internal dump-super -f /dev/x"}
-	data := []string{"mkfs.ext4 /dev/x", "fsck -a /dev/x", "resize2fs /dev/x", "xfs_growfs -d /m", "btrfs filesystem resize max /m"}
-	for _, line := range append(probes, data...) {
-		f := strings.Fields(line)
-		e.Command(f[0], f[1:]...)
-	}
-	cancel()
-	for _, line := range probes {
-		if rec.ctxOf[line] != ctx {
-			t.Errorf("%s: not bound to the caller's context", line)
+// lines returns the command lines that ran, starting with prefix.
+func (r *ctxRecorder) lines(prefix string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for l := range r.ran {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
 		}
 	}
-	for _, line := range data {
-		got := rec.ctxOf[line]
-		if got == nil || got != e.data {
-			t.Errorf("%s: context %v, want the data context", line, got)
+	return out
+}
+
+// Each command's class is given where it is written: probes are bound to
+// the caller's context (and the metadata timeout); data work (mkfs, fsck,
+// resize) to a context of its own, which the caller's cancellation does
+// not end and whose deadline is sized for the device.
+func TestExecGivesEachCommandItsClass(t *testing.T) {
+	dev := anyBlockDevice(t)
+	rec := newCtxRecorder()
+	m := New(rec)
+	ctx, cancel := context.WithCancel(context.Background())
+	if got, err := m.FilesystemType(ctx, dev); err != nil || got != "ext4" {
+		t.Fatalf("FilesystemType = %q, %v", got, err)
+	}
+	if need, err := m.NeedsResize(ctx, dev, t.TempDir()); err != nil || !need {
+		t.Fatalf("NeedsResize = %t, %v", need, err)
+	}
+	cancel() // data work goes on regardless
+	must(t, m.format(ctx, dev, "ext4", MkfsOptions{}))
+	must(t, m.fsck(ctx, dev))
+	must(t, m.ResizeFS(context.WithoutCancel(ctx), dev, t.TempDir()))
+
+	for _, prefix := range []string{"blkid", "blockdev"} {
+		lines := rec.lines(prefix)
+		if len(lines) == 0 {
+			t.Errorf("no %s ran", prefix)
+		}
+		for _, l := range lines {
+			if rec.ran[l].ctx != ctx {
+				t.Errorf("%s: not bound to the caller's context", l)
+			}
+		}
+	}
+	for _, prefix := range []string{"mkfs.ext4", "fsck -a", "resize2fs"} {
+		lines := rec.lines(prefix)
+		if len(lines) != 1 {
+			t.Errorf("%s ran %d times, want once", prefix, len(lines))
 			continue
 		}
-		if _, ok := got.Deadline(); !ok || got.Err() != nil {
-			t.Errorf("%s: data context without a deadline, or ended with the caller's (%v)", line, got.Err())
+		w := rec.ran[lines[0]]
+		if w.ctx == nil || w.ctx == ctx || !w.hasDeadline || w.ended {
+			t.Errorf("%s: ran with %+v, want the data context: its own deadline, not ended with the caller's", lines[0], w)
 		}
-	}
-	// An operation without data work runs everything bound to its context.
-	New(rec).probeExec(ctx).Command("mkfs.ext4", "/dev/probe")
-	if rec.ctxOf["mkfs.ext4 /dev/probe"] != ctx {
-		t.Error("probeExec: command not bound to the caller's context")
 	}
 }
 
 func TestFormattingIsLoggedAtLevelZero(t *testing.T) {
 	var buf bytes.Buffer
 	captureKlog(t, &buf)
-	ok := func(string, ...string) utilexec.Cmd {
-		return &testingexec.FakeCmd{CombinedOutputScript: []testingexec.FakeAction{
-			func() ([]byte, []byte, error) { return nil, nil, nil },
-		}}
-	}
-	m := New(&testingexec.FakeExec{CommandScript: []testingexec.FakeCommandAction{ok}})
-	e, done, err := m.dataExec(context.Background(), anyBlockDevice(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer done()
-	if _, err := e.Command("mkfs.xfs", "-f", "/dev/fake0").CombinedOutput(); err != nil {
+	dev := anyBlockDevice(t)
+	m := New(newCtxRecorder())
+	if err := m.format(context.Background(), dev, "xfs", MkfsOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	klog.Flush()
-	for _, want := range []string{`"formatting" device="/dev/fake0" fsType="xfs"`, `"formatted" device="/dev/fake0" fsType="xfs"`} {
+	for _, want := range []string{`"formatting" device="` + dev + `" fsType="xfs" args=["-f","` + dev + `"]`, `"formatted" device="` + dev + `" fsType="xfs"`} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("log lacks %s:\n%s", want, buf.String())
 		}
@@ -387,9 +424,10 @@ func TestUnsupportedFilesystemIsInvalidArgument(t *testing.T) {
 }
 
 // FuzzCheckMountFlags: an accepted flag list names only allowlisted flags
-// whose values hold no separator, space, quote or path, so that mount(8)
-// reads back exactly the flags that were checked; the filesystem's name is
-// read the same with or without surrounding space.
+// whose values hold no separator, space, quote or path (but for an SELinux
+// label, whose commas sit inside double quotes), so that mount(8) reads
+// back exactly the flags that were checked; the filesystem's name is read
+// the same with or without surrounding space.
 func FuzzCheckMountFlags(f *testing.F) {
 	f.Add("ext4", "noatime")
 	f.Add("xfs", "logbsize=256k")
@@ -398,6 +436,8 @@ func FuzzCheckMountFlags(f *testing.F) {
 	f.Add("btrfs", "compress=zstd:3")
 	f.Add("ext4", "data=../../etc")
 	f.Add("ext4", "remount")
+	f.Add("ext4", `context="system_u:object_r:container_file_t:s0:c1,c2"`)
+	f.Add("ext4", `context="u:r:t:s0",bind`)
 	f.Fuzz(func(t *testing.T, fsType, joined string) {
 		flags := strings.Split(joined, "\x00")
 		err := CheckMountFlags(fsType, flags)
@@ -411,15 +451,36 @@ func FuzzCheckMountFlags(f *testing.F) {
 			return
 		}
 		for _, fl := range flags {
-			name, _, _ := strings.Cut(fl, "=")
+			name, value, _ := strings.Cut(fl, "=")
+			if slices.Contains(seLinuxOptions, name) && strings.HasPrefix(value, `"`) {
+				value = strings.Trim(value, `"`) // the one place a comma may be
+				fl = name + "=" + strings.ReplaceAll(value, ",", "")
+			}
 			if fl == "" || strings.ContainsAny(fl, ", \t\n\"'/\\") || slices.Contains([]string{"bind", "rbind", "move", "remount"}, name) {
 				t.Fatalf("%q accepted for %q", fl, fsType)
 			}
 		}
-		if back := strings.Split(strings.Join(flags, ","), ","); !slices.Equal(back, flags) {
+		if back := splitMountOptions(strings.Join(flags, ",")); !slices.Equal(back, flags) {
 			t.Fatalf("%q does not read back from mount -o: %q", flags, back)
 		}
 	})
+}
+
+// splitMountOptions splits an -o list as libmount does: at commas outside
+// double quotes.
+func splitMountOptions(s string) []string {
+	var out []string
+	quoted, start := false, 0
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '"':
+			quoted = !quoted
+		case s[i] == ',' && !quoted:
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	return append(out, s[start:])
 }
 
 // mangle escapes as the kernel writes mountinfo fields: space, tab,

@@ -17,16 +17,19 @@ import (
 
 // AsExecInterface returns a k8s.io/utils/exec.Interface whose commands run
 // with the runner's environment and timeout and are logged like Run's, so
-// that k8s.io/mount-utils (mkfs, blkid, fsck, resize2fs, xfs_growfs) goes
-// through this runner too. A command made by CommandContext with a context
-// from DataWork is a data command (no Exec.Timeout); any other one gets the
-// metadata timeout.
+// that the node's filesystem commands go through this runner too: those
+// driver/nodefs writes itself (mkfs, fsck, blkid) and those of the
+// k8s.io/mount-utils functions it calls with this exec (GetDiskFormat's
+// blkid, ResizeFs's resize2fs, xfs_growfs, blockdev). The class of a
+// command is its context, never its name: one made by CommandContext with
+// a context from DataWork is a data command (no Exec.Timeout); any other
+// one gets the metadata timeout.
 //
 // Errors keep k8s.io/utils/exec's shapes (utilexec.ExitError for a non-zero
 // exit, utilexec.ErrExecutableNotFound) because mount-utils type-asserts
-// them to read exit codes (blkid's 2 = "no filesystem", fsck's 1 and 4). A
-// command that outlived its timeout returns *Error wrapping
-// context.DeadlineExceeded instead.
+// them to read exit codes (blkid's 2 = "no filesystem"), and nodefs reads
+// fsck's the same way. A command that outlived its timeout returns *Error
+// wrapping context.DeadlineExceeded instead.
 func (e *Exec) AsExecInterface() utilexec.Interface { return execIface{e} }
 
 type execIface struct{ e *Exec }

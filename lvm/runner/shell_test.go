@@ -611,16 +611,7 @@ func TestShellCloseWaitsForBusy(t *testing.T) {
 	lv := f.lv(t, proc, "closebusy")
 	release := f.holdVGLock(t)
 	tagged := tagInShell(shell, f.vg+"/"+lv, "busy")
-	waitBusy(shell.Shell)
-	shell.Shell.mu.Lock()
-	var pid int
-	for sh := range shell.Shell.live {
-		pid = sh.cmd.Process.Pid
-	}
-	shell.Shell.mu.Unlock()
-	if pid == 0 {
-		t.Fatal("no live shell")
-	}
+	pid := liveShellPID(t, shell.Shell)
 	closed := make(chan struct{})
 	go func() {
 		_ = shell.Shell.Close()
@@ -643,6 +634,22 @@ func TestShellCloseWaitsForBusy(t *testing.T) {
 	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("shell %d still there after Close: %v", pid, err)
 	}
+}
+
+// liveShellPID waits for s's one shell to have started (busy from its
+// start: waitBusy counts a shell still starting) and returns its process.
+func liveShellPID(t *testing.T, s *Shell) int {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		s.mu.Lock()
+		for sh := range s.live {
+			s.mu.Unlock()
+			return sh.cmd.Process.Pid
+		}
+		s.mu.Unlock()
+	}
+	t.Fatal("no shell started within a minute")
+	return 0
 }
 
 // A shell is retired after MaxCommands.

@@ -330,7 +330,7 @@ func TestNodePolicy(t *testing.T) {
 	t.Run("the agent at work", func(t *testing.T) {
 		f := lvmfake.New(100<<20, "vg0")
 		f.PutThinPool("vg0", "pool", 50<<20, 0) // thin: the snapshot is ready at once, no copy
-		m := lvmvol.NewManager(f, f, nodeA, []string{"vg0"})
+		m := lvmvol.NewManager(lvmvol.Config{LVM: f, Wiper: f, Node: nodeA, VolumeGroups: []string{"vg0"}})
 		vols := &agent.VolumeReconciler{Client: a, Node: nodeA, Volumes: m}
 		snaps := &agent.SnapshotReconciler{Client: a, Node: nodeA, Snapshots: m}
 		lv, snap := lvOn(nodeA), snapshotOn(nodeA)

@@ -46,6 +46,7 @@ func TestBench(t *testing.T) {
 	section("node", func() { e.nodePath("ext4"); e.nodePath("xfs") })
 	section("snapshots", func() { e.thinSnapshots(); e.thickCopy() })
 	section("datapath", e.dataPath)
+	section("lvmd", e.lvmdSection)
 	var st *scaleState
 	section("scale", func() { st = e.scale(); e.scaleRows() })
 	section("idle", func() {

@@ -16,11 +16,18 @@ import (
 // machine hits both alike, and returns each one's samples. Each function
 // returns its sample (seconds, or MiB/s) and fails the test itself.
 func (e *env) pairs(reps int, raw, carve func() float64) (r, c []float64) {
-	for range reps {
-		r = append(r, raw())
-		c = append(c, carve())
-	}
+	e.turns(reps, func() { r = append(r, raw()) }, func() { c = append(c, carve()) })
 	return r, c
+}
+
+// turns runs fns one after the other, reps rounds: raw, Carve, lvmd,
+// raw, Carve, lvmd... Each keeps its own samples.
+func (e *env) turns(reps int, fns ...func()) {
+	for range reps {
+		for _, fn := range fns {
+			fn()
+		}
+	}
 }
 
 // timed is the wall time of fn in seconds; an error fails the test.
@@ -53,6 +60,7 @@ func (e *env) add(row results.Row, k *cmdsPerOp) {
 	if k != nil {
 		row.Commands = k.last.runs
 	}
+	row.LVMD = results.Median(row.LVMDS)
 	e.res.Rows = append(e.res.Rows, row)
 	e.t.Logf("%-60s raw %8.3f  carve %8.3f %-5s ratio %.2f  commands %s", row.Op, row.Raw, row.Carve, row.Unit, row.Ratio(), describe(row.Commands))
 }

@@ -17,7 +17,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -29,6 +28,7 @@ import (
 
 	"carve.dev/carve/lvm"
 	"carve.dev/carve/test/csiflow"
+	"carve.dev/carve/test/fixture"
 	"carve.dev/carve/test/testenv"
 )
 
@@ -86,7 +86,9 @@ func (e *env) reset() {
 	e.t.Helper()
 	e.stop()
 	testenv.UnmountAll(e.t, e.dir, 0)
-	closeMappings(e.t)
+	if err := testenv.CloseMappings(vg); err != nil {
+		e.t.Fatalf("reset: %v", err)
+	}
 	ctx := context.Background()
 	lvs, err := e.lvm.ListLVs(ctx, vg)
 	if err != nil {
@@ -104,40 +106,11 @@ func (e *env) reset() {
 	}
 }
 
-// closeMappings closes the dm-crypt mappings of the VG's encrypted
-// volumes (VG-LV-crypt) and removes the layers of its staged ones
-// (VG-LV-carve, driver/mapper), which hold their LVs open.
-func closeMappings(t *testing.T) {
-	t.Helper()
-	for _, name := range testenv.Layers(t, vg) {
-		if out, err := exec.Command("dmsetup", "remove", name).CombinedOutput(); err != nil {
-			t.Fatalf("reset: dmsetup remove %s: %v: %s", name, err, out)
-		}
-	}
-	closeCrypt(t)
-}
-
-// closeCrypt closes the VG's dm-crypt mappings.
-func closeCrypt(t *testing.T) {
-	t.Helper()
-	out, err := exec.Command("dmsetup", "ls", "--target", "crypt").Output()
-	if err != nil {
-		t.Fatalf("dmsetup ls: %v", err)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], vg+"-") {
-			if out, err := exec.Command("cryptsetup", "close", f[0]).CombinedOutput(); err != nil {
-				t.Fatalf("reset: cryptsetup close %s: %v: %s", f[0], err, out)
-			}
-		}
-	}
-}
-
 func setup(t *testing.T) *env {
 	t.Helper()
 	bin := os.Getenv("CARVE_CRASH_BIN")
 	if bin == "" {
-		t.Skip("CARVE_CRASH_BIN is not set: build cmd/carve with -tags crashpoints (scripts/test-vm.sh does)")
+		fixture.Missing(t, "CARVE_CRASH_BIN is not set: build cmd/carve with -tags crashpoints (scripts/test-vm.sh does)")
 	}
 	disks := []string{testenv.Disk(t, "CARVE_TEST_DISK")}
 	if d := os.Getenv("CARVE_TEST_DISK2"); d != "" {

@@ -242,9 +242,22 @@ func (x *harness) bootVM(node string) error {
 	x.vms[node] = v
 	x.vmsMu.Unlock()
 	if err := v.waitReady(hangGuard(5 * time.Minute)); err != nil {
-		return fmt.Errorf("%s: %w", node, err)
+		// The log's end in the error itself: a CI run's logs go with
+		// its machine, and a VM that stops at boot says why only there.
+		return fmt.Errorf("%s: %w; the end of its vm.log:\n%s", node, err, logTail(log.Name(), 40))
 	}
 	return x.waitNodeReady(node)
+}
+
+// logTail is the last n lines of the file at path, or why it cannot be
+// read.
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 func (v *vm) waitReady(timeout time.Duration) error {

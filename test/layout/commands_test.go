@@ -16,7 +16,8 @@ var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "zsh": true
 	"/usr/bin/sh": true, "/usr/bin/bash": true, "/usr/bin/env": true}
 
 // TestNoShellAndOneRunner reads Carve's production sources: no string
-// names a shell, and only lvm/runner (the one runner: context, timeout, no
+// names a shell, none but in driver/lvmvol/tags.go (the tag schema, whose
+// own test checks that it lists them) is an LV tag, and only lvm/runner (the one runner: context, timeout, no
 // shell) starts processes with os/exec; elsewhere os/exec may only look a
 // tool up (exec.LookPath). (nodefs hands mount-utils the k8s.io/utils/exec
 // it requires, bounded by the runner's deadlines: nodefs/exec.go.)
@@ -59,8 +60,15 @@ func checkFile(t *testing.T, path string) {
 	ast.Inspect(af, func(n ast.Node) bool {
 		switch n := n.(type) {
 		case *ast.BasicLit:
-			if s, err := strconv.Unquote(n.Value); err == nil && n.Kind == token.STRING && shells[s] {
+			s, err := strconv.Unquote(n.Value)
+			if err != nil || n.Kind != token.STRING {
+				break
+			}
+			if shells[s] {
 				t.Errorf("%s names a shell: %s", path, n.Value)
+			}
+			if lvTag(s) && filepath.ToSlash(path) != "../../driver/lvmvol/tags.go" {
+				t.Errorf("%s: %q: Carve's LV tags are defined in driver/lvmvol/tags.go, their schema, only", path, s)
 			}
 		case *ast.SelectorExpr:
 			if x, ok := n.X.(*ast.Ident); ok && execName != "" && x.Name == execName && !runner && n.Sel.Name != "LookPath" {
@@ -69,4 +77,10 @@ func checkFile(t *testing.T, path string) {
 		}
 		return true
 	})
+}
+
+// lvTag tells a string that may be an LV tag of Carve's: it starts with
+// "carve.dev/" and is no path of Carve's Go module.
+func lvTag(s string) bool {
+	return strings.HasPrefix(s, "carve.dev/") && s != "carve.dev/carve" && !strings.HasPrefix(s, "carve.dev/carve/")
 }

@@ -13,6 +13,27 @@ import (
 // fuzzFunc finds fuzz targets in a test file.
 var fuzzFunc = regexp.MustCompile(`(?m)^func (Fuzz\w+)\(\w+ \*testing\.F\)`)
 
+// eachTestFile calls visit with the path (from this directory) and the
+// source of every test file of the module's packages.
+func eachTestFile(t *testing.T, visit func(path, src string)) {
+	t.Helper()
+	for _, root := range []string{"cmd", "deploy", "driver", "lvm", "test"} {
+		err := filepath.WalkDir("../../"+root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			src, err := os.ReadFile(path)
+			if err == nil {
+				visit(path, string(src))
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // makeList reads a Makefile variable's words (with its continuation
 // lines).
 func makeList(t *testing.T, makefile, name string) []string {
@@ -44,30 +65,17 @@ func TestEveryFuzzTargetRuns(t *testing.T) {
 	listed := makeList(t, string(b), "FUZZ_TARGETS")
 	seedsOnly := makeList(t, string(b), "FUZZ_SEEDS_ONLY")
 	var found []string
-	for _, root := range []string{"cmd", "driver", "lvm", "test"} {
-		err := filepath.WalkDir("../../"+root, func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() || !strings.HasSuffix(path, "_test.go") {
-				return err
+	eachTestFile(t, func(path, src string) {
+		pkg := strings.TrimPrefix(filepath.Dir(path), "../../")
+		for _, m := range fuzzFunc.FindAllStringSubmatch(src, -1) {
+			target := pkg + ":" + m[1]
+			found = append(found, target)
+			corpus, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "testdata", "fuzz", m[1], "*"))
+			if len(corpus) == 0 {
+				t.Errorf("%s has no committed corpus in %s/testdata/fuzz/%s", target, pkg, m[1])
 			}
-			src, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			pkg := strings.TrimPrefix(filepath.Dir(path), "../../")
-			for _, m := range fuzzFunc.FindAllStringSubmatch(string(src), -1) {
-				target := pkg + ":" + m[1]
-				found = append(found, target)
-				corpus, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "testdata", "fuzz", m[1], "*"))
-				if len(corpus) == 0 {
-					t.Errorf("%s has no committed corpus in %s/testdata/fuzz/%s", target, pkg, m[1])
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
 		}
-	}
+	})
 	if len(found) < 20 {
 		t.Fatalf("found only %d fuzz targets: %v", len(found), found)
 	}

@@ -184,8 +184,9 @@ func (e *env) foreignHeaders(secrets map[string]string) {
 	must(t, vol.Delete(ctx))
 }
 
-// cleanUpMounts, after a failure, unmounts what the test mounted and closes
-// the mappings, so that the VG can be removed for the next test.
+// cleanUpMounts, after a failure, unmounts what the test mounted and
+// closes the mappings (the layers too), so that the VG can be removed for
+// the next test.
 func (e *env) cleanUpMounts() {
 	e.t.Cleanup(func() {
 		if !e.t.Failed() {
@@ -194,12 +195,7 @@ func (e *env) cleanUpMounts() {
 		for _, p := range []string{"target", "staging", "restored", "restored-staging", "foreign-staging"} {
 			_ = exec.Command("umount", e.path(p)).Run()
 		}
-		out, _ := exec.Command("dmsetup", "ls", "--target", "crypt").Output()
-		for _, line := range strings.Split(string(out), "\n") {
-			if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], vg+"-") {
-				_ = exec.Command("cryptsetup", "close", f[0]).Run()
-			}
-		}
+		_ = testenv.CloseMappings(vg) // best effort: the test has failed already
 	})
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"carve.dev/carve/lvm"
 	"carve.dev/carve/test/csiflow"
+	"carve.dev/carve/test/fixture"
 )
 
 // TestModifyRedundancy changes a live volume's mutable mirrors with
@@ -31,7 +32,7 @@ import (
 // GetCapacity counts the second leg.
 func TestModifyRedundancy(t *testing.T) {
 	if os.Getenv("CARVE_TEST_DISK2") == "" {
-		t.Skip("CARVE_TEST_DISK2 is not set: raid1 needs two PVs")
+		fixture.Missing(t, "CARVE_TEST_DISK2 is not set: raid1 needs two PVs")
 	}
 	e := setup(t)
 	ctx := context.Background()
@@ -127,7 +128,7 @@ const fastTag = "carvefast"
 // volume is deleted the cache's extents on the fast PV hold zeroes only.
 func TestWriteCache(t *testing.T) {
 	if os.Getenv("CARVE_TEST_DISK2") == "" {
-		t.Skip("CARVE_TEST_DISK2 is not set: the cache needs a PV of its own")
+		fixture.Missing(t, "CARVE_TEST_DISK2 is not set: the cache needs a PV of its own")
 	}
 	e := setup(t)
 	ctx := context.Background()

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"carve.dev/carve/test/csiflow"
+	"carve.dev/carve/test/fixture"
 )
 
 // TestRAIDAndStripes carves raid1 and striped volumes over the VG's two
@@ -22,7 +23,7 @@ import (
 // grow.
 func TestRAIDAndStripes(t *testing.T) {
 	if os.Getenv("CARVE_TEST_DISK2") == "" {
-		t.Skip("CARVE_TEST_DISK2 is not set: raid1 and stripes need two PVs")
+		fixture.Missing(t, "CARVE_TEST_DISK2 is not set: raid1 and stripes need two PVs")
 	}
 	e := setup(t)
 	ctx := context.Background()

@@ -11,7 +11,7 @@ import (
 var _ lvmvol.Copier = (*LVM)(nil)
 
 // Copy stands for lvmvol.DeviceCopier over the fake's LVs (give it to
-// Manager.SetCopier): it checks that both devices are active LVs, records
+// lvmvol.Config.Copier): it checks that both devices are active LVs, records
 // the range copied in Copied, holds both open while it runs, and reports a
 // checkpoint halfway. While
 // HoldCopies holds them, a copy then waits to be released (or for its

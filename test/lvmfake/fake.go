@@ -200,6 +200,7 @@ func (f *LVM) CreateLV(_ context.Context, o lvm.CreateLVOptions) (lvm.LV, error)
 	if err := f.call("CreateLV"); err != nil {
 		return lvm.LV{}, err
 	}
+	vet("CreateLV", o.Tags)
 	vg := f.vgs[o.VG]
 	if err := o.Validate(); err != nil {
 		return lvm.LV{}, err
@@ -242,6 +243,7 @@ func (f *LVM) RemoveLVOf(ctx context.Context, lv lvm.LV) error {
 // an LV with the activation-skip flag is refused (lvm2 would skip it).
 func (f *LVM) RetagAndActivate(_ context.Context, vg, name string, add, remove []string, active bool) error {
 	return f.change("RetagAndActivate", vg, name, func(lv *lvm.LV) error {
+		vet("RetagAndActivate", add)
 		if active && lv.SkipActivation {
 			return fmt.Errorf("activation skip flag set: %w", lvm.ErrInvalidArgument)
 		}
@@ -355,6 +357,7 @@ func (f *LVM) cowSnapshotsOf(vg, origin string) []*lvm.LV {
 
 func (f *LVM) AddTags(_ context.Context, vg, name string, tags ...string) error {
 	return f.change("AddTags", vg, name, func(lv *lvm.LV) error {
+		vet("AddTags", tags)
 		for _, t := range tags {
 			if !slices.Contains(lv.Tags, t) {
 				lv.Tags = append(lv.Tags, t)

@@ -109,6 +109,7 @@ func (f *LVM) createThin(call, vg, origin, name string, tags ...string) (lvm.LV,
 	if err := f.call(call); err != nil {
 		return lvm.LV{}, err
 	}
+	vet(call, tags)
 	o, ok := f.lvs[vg][origin]
 	if !ok || o.PoolLV == "" {
 		return lvm.LV{}, fmt.Errorf("thin snapshot of %s/%s: %w", vg, origin, lvm.ErrNotFound)
@@ -134,6 +135,7 @@ func (f *LVM) createCOW(call, vg, origin, name string, cowSize uint64, tags ...s
 	if err := f.call(call); err != nil {
 		return lvm.LV{}, err
 	}
+	vet(call, tags)
 	o, ok := f.lvs[vg][origin]
 	if !ok {
 		return lvm.LV{}, fmt.Errorf("snapshot of %s/%s: %w", vg, origin, lvm.ErrNotFound)
@@ -194,6 +196,7 @@ func (f *LVM) ListAllLVs(ctx context.Context, vg string) ([]lvm.LV, error) {
 // ChangeTags removes, then adds, tags in one call.
 func (f *LVM) ChangeTags(_ context.Context, vg, name string, add, remove []string) error {
 	return f.change("ChangeTags", vg, name, func(lv *lvm.LV) error {
+		vet("ChangeTags", add)
 		lv.Tags = slices.DeleteFunc(lv.Tags, func(t string) bool { return slices.Contains(remove, t) })
 		for _, t := range add {
 			if !slices.Contains(lv.Tags, t) {

@@ -16,6 +16,7 @@ func (f *LVM) CreateCacheVol(_ context.Context, vg, name string, size, extent ui
 	if err := f.call("CreateCacheVol"); err != nil {
 		return err
 	}
+	vet("CreateCacheVol", tags)
 	if err := lvm.ValidatePVRefs(refs); err != nil {
 		return err
 	}

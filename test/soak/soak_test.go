@@ -57,6 +57,7 @@ import (
 	"time"
 
 	"carve.dev/carve/lvm"
+	"carve.dev/carve/test/fixture"
 	"carve.dev/carve/test/testenv"
 )
 
@@ -122,7 +123,7 @@ func readConfig(t *testing.T) config {
 func TestSoak(t *testing.T) {
 	bin := os.Getenv("CARVE_BIN")
 	if bin == "" {
-		t.Skip("CARVE_BIN is not set: build cmd/carve and point CARVE_BIN at it")
+		fixture.Missing(t, "CARVE_BIN is not set: build cmd/carve and point CARVE_BIN at it")
 	}
 	cfg := readConfig(t)
 	disks := []string{testenv.Disk(t, "CARVE_TEST_DISK"), testenv.Disk(t, "CARVE_TEST_DISK2")}

@@ -18,20 +18,23 @@ import (
 
 	"carve.dev/carve/lvm"
 	"carve.dev/carve/lvm/runner"
+	"carve.dev/carve/test/fixture"
 	"golang.org/x/sys/unix"
 	"k8s.io/mount-utils"
 )
 
-// Disk returns the scratch disk named by the environment variable env, or
-// skips the test when it is unset: these tests wipe the disk they are given.
+// Disk returns the scratch disk named by the environment variable env:
+// these tests wipe the disk they are given. Unset, or without root, the
+// fixture is missing (fixture.Missing: a skip by hand, a failure under
+// scripts/test-vm.sh).
 func Disk(t *testing.T, env string) string {
 	t.Helper()
 	d := os.Getenv(env)
 	if d == "" {
-		t.Skipf("%s is not set: this test needs a scratch disk it may wipe (run it through scripts/test-vm.sh)", env)
+		fixture.Missing(t, "%s is not set: this test needs a scratch disk it may wipe (run it through scripts/test-vm.sh)", env)
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("needs root")
+		fixture.Missing(t, "needs root")
 	}
 	return d
 }
@@ -110,7 +113,7 @@ func StartCarveProcess(t *testing.T, cgroup string, args ...string) Carve {
 	t.Helper()
 	bin := os.Getenv("CARVE_BIN")
 	if bin == "" {
-		t.Skip("CARVE_BIN is not set: build cmd/carve and point CARVE_BIN at it")
+		fixture.Missing(t, "CARVE_BIN is not set: build cmd/carve and point CARVE_BIN at it")
 	}
 	p := Launch(t, Options{Bin: bin, Cgroup: cgroup, Socket: filepath.Join(t.TempDir(), "csi.sock")}, args...)
 	t.Cleanup(func() {

@@ -1,6 +1,11 @@
 // Command report prints a benchmark run's table (test/bench) and draws its
-// plots: `go run ./test/bench/report -in results.json -plots DIR`.
-// scripts/bench.sh runs it on the host after the VM has written the run.
+// plots: `go -C test/bench/report run . -in results.json -plots DIR` (paths
+// from test/bench/report, or absolute). scripts/bench.sh runs it on the host
+// after the VM has written the run. It is a Go module of its own, so that
+// gonum/plot, which only its plots need, stays out of the driver's module
+// graph; it reads the run with carve.dev/carve/test/bench/results and
+// prints it with carve.dev/carve/test/bench/table, both from this checkout
+// (go.mod's replace) and tested with the driver's unit tests.
 package main
 
 import (
@@ -9,10 +14,13 @@ import (
 	"os"
 
 	"carve.dev/carve/test/bench/results"
+	"carve.dev/carve/test/bench/table"
 )
 
 func main() {
-	in := flag.String("in", "_output/bench/results.json", "the run's results")
+	// The default is the repository's _output/bench seen from this
+	// module's directory, where `go -C test/bench/report run .` runs.
+	in := flag.String("in", "../../../_output/bench/results.json", "the run's results")
 	plots := flag.String("plots", "", "write the PNG plots into this directory (empty: none)")
 	markdown := flag.Bool("markdown", false, "print the table as Markdown (docs/performance.md)")
 	flag.Parse()
@@ -27,9 +35,9 @@ func run(in, plots string, markdown bool) error {
 	if err != nil {
 		return err
 	}
-	write := printTable
+	write := table.Print
 	if markdown {
-		write = printMarkdown
+		write = table.Markdown
 	}
 	if err := write(os.Stdout, r); err != nil {
 		return fmt.Errorf("print: %w", err)

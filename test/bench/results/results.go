@@ -40,10 +40,16 @@ type Row struct {
 	// subcommand for lvm): what its figure is made of.
 	Commands map[string]float64 `json:"commands,omitempty"`
 	Note     string             `json:"note,omitempty"`
+	// The same operation through TopoLVM's lvmd (section lvmd): its
+	// median, its samples and the lvm2 commands it ran for its last
+	// sample. 0 and empty in every other row.
+	LVMD         float64            `json:"lvmd,omitempty"`
+	LVMDS        []float64          `json:"lvmd_samples,omitempty"`
+	LVMDCommands map[string]float64 `json:"lvmd_commands,omitempty"`
 }
 
-// Goal is the issue's target for a row: Of is "ratio" (Carve/raw) or
-// "carve" (Carve's figure itself), compared with Value by Op ("<=", "<",
+// Goal is the issue's target for a row: Of is "ratio" (Carve/raw),
+// "lvmd" (Carve/lvmd) or "carve" (Carve's figure itself), compared with Value by Op ("<=", "<",
 // ">=").
 type Goal struct {
 	Of    string  `json:"of"`
@@ -59,6 +65,14 @@ func (r Row) Ratio() float64 {
 	return r.Carve / r.Raw
 }
 
+// LVMDRatio is Carve's figure over lvmd's, 0 when there is no lvmd figure.
+func (r Row) LVMDRatio() float64 {
+	if r.LVMD == 0 {
+		return 0
+	}
+	return r.Carve / r.LVMD
+}
+
 // Met tells whether the row reaches its goal; ok is false when the row has
 // no goal or lacks the figure to judge it.
 func (r Row) Met() (met, ok bool) {
@@ -68,6 +82,12 @@ func (r Row) Met() (met, ok bool) {
 			return false, false
 		}
 		v = r.Ratio()
+	}
+	if r.Goal.Of == "lvmd" {
+		if r.LVMD == 0 {
+			return false, false
+		}
+		v = r.LVMDRatio()
 	}
 	switch r.Goal.Op {
 	case "<=":
@@ -80,10 +100,10 @@ func (r Row) Met() (met, ok bool) {
 	return false, false
 }
 
-// IsLVM tells lvm2's commands among carve's: the metric names them by
-// subcommand, lv*, vg* or pv*.
+// IsLVM tells lvm2's commands among carve's (or lvmd's): named by
+// subcommand, lv*, vg*, pv* or fullreport (lvmd's report).
 func IsLVM(cmd string) bool {
-	return strings.HasPrefix(cmd, "lv") || strings.HasPrefix(cmd, "vg") || strings.HasPrefix(cmd, "pv")
+	return strings.HasPrefix(cmd, "lv") || strings.HasPrefix(cmd, "vg") || strings.HasPrefix(cmd, "pv") || cmd == "fullreport"
 }
 
 // LVMRuns counts the lvm2 runs among commands.

@@ -32,6 +32,9 @@ func TestMet(t *testing.T) {
 		{Row{Carve: 0.04, Goal: Goal{"carve", "<", 0.05}}, true, true, "absolute"},
 		{Row{Carve: 1, Goal: Goal{"ratio", "<=", 1}}, false, false, "no raw figure"},
 		{Row{Raw: 1, Carve: 1}, false, false, "no goal"},
+		{Row{Raw: 1, Carve: 0.6, LVMD: 1, Goal: Goal{"lvmd", "<=", 0.67}}, true, true, "lvmd ratio under"},
+		{Row{Raw: 1, Carve: 0.7, LVMD: 1, Goal: Goal{"lvmd", "<=", 0.67}}, false, true, "lvmd ratio over"},
+		{Row{Raw: 1, Carve: 0.5, Goal: Goal{"lvmd", "<=", 0.67}}, false, false, "no lvmd figure"},
 	} {
 		met, ok := tc.row.Met()
 		if met != tc.met || ok != tc.ok {
@@ -50,14 +53,25 @@ func TestWriteRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Rows[0].Ratio() != 2 || out.Idle.Commands["lvs"] != 3 {
+	in.Rows = append(in.Rows, Row{Op: "y", Raw: 1, Carve: 1, LVMD: 4, LVMDCommands: map[string]float64{"lvcreate": 1}})
+	if err := Write(path, in); err != nil {
+		t.Fatal(err)
+	}
+	out, err = Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Rows[0].Ratio() != 2 || out.Idle.Commands["lvs"] != 3 || out.Rows[0].LVMDRatio() != 0 {
 		t.Fatalf("read back %+v", out)
+	}
+	if y := out.Rows[1]; y.LVMDRatio() != 0.25 || y.LVMDCommands["lvcreate"] != 1 {
+		t.Fatalf("read back the lvmd figures %+v", y)
 	}
 }
 
 func TestLVMRuns(t *testing.T) {
-	got := LVMRuns(map[string]float64{"lvs": 3, "vgs": 1, "pvs": 1, "lvcreate": 1, "blkdiscard": 2, "mkfs.ext4": 1})
-	if got != 6 {
-		t.Fatalf("LVMRuns = %d, want 6 (blkdiscard and mkfs are not lvm2)", got)
+	got := LVMRuns(map[string]float64{"lvs": 3, "vgs": 1, "pvs": 1, "lvcreate": 1, "fullreport": 2, "blkdiscard": 2, "mkfs.ext4": 1})
+	if got != 8 {
+		t.Fatalf("LVMRuns = %d, want 8 (blkdiscard and mkfs are not lvm2)", got)
 	}
 }
