@@ -165,11 +165,11 @@ lint: vet ## vet, then golangci-lint (the driver's module and the benchmark repo
 # etcd and kube-apiserver in every fuzz worker; driver/lvmvol's
 # FuzzCreateVolume and FuzzCreateSnapshot fuzz the same specs without them.
 FUZZ_TARGETS := \
-	lvm:FuzzParseReports lvm:FuzzValidateName lvm:FuzzSplitDMName lvm:FuzzParseDMInfo lvm:FuzzParseThinPoolStatus lvm:FuzzMetadataHeaders lvm:FuzzDMStatus \
+	lvm:FuzzParseReports lvm:FuzzValidateName lvm:FuzzSplitDMName lvm:FuzzParseDMInfo lvm:FuzzParseThinPoolStatus lvm:FuzzMetadataHeaders lvm:FuzzDMStatus lvm:FuzzThinDump lvm:FuzzThinDelta \
 	driver/volume:FuzzParseID driver/volume:FuzzIDRoundTrip driver/volume:FuzzValidateNodeID driver/volume:FuzzLVName \
 	driver/csi:FuzzParseParams driver/csi:FuzzParseMutable driver/csi:FuzzParseType driver/csi:FuzzSizeRange driver/csi:FuzzCapabilities \
 	driver/csi:FuzzTopology driver/csi:FuzzCreateSnapshot driver/csi:FuzzPageToken driver/csi:FuzzResolveDevice \
-	driver/csi:FuzzUnpublishPath driver/csi:FuzzPublishPaths driver/csi:FuzzPublishRequest \
+	driver/csi:FuzzUnpublishPath driver/csi:FuzzPublishPaths driver/csi:FuzzPublishRequest driver/csi:FuzzMetadataPager \
 	driver/lvmvol:FuzzCreateVolume driver/lvmvol:FuzzCreateSnapshot driver/lvmvol:FuzzTags \
 	driver/nodepath:FuzzCheck driver/iolimit:FuzzPodOfTarget driver/nodefs:FuzzCheckMountFlags driver/nodefs:FuzzMountInfo driver/nodefs:FuzzParseMkfsOptions driver/crypt:FuzzMappingName \
 	cmd/carve:FuzzParseVGs test/e2e:FuzzSoakWrites

@@ -128,3 +128,22 @@ func (x *Cache) ChangeTags(ctx context.Context, vg, name string, add, remove []s
 func (x *Cache) CheckConversion(ctx context.Context, vg VG, lv LV, have, want int) error {
 	return x.c.CheckConversion(ctx, vg, lv, have, want)
 }
+
+// ThinAllocated is Client.ThinAllocated. It counts as a change: it
+// activates the LV's pool when the pool is not active, which no print
+// shows (the cache's comment), and its reserve and release of the pool's
+// metadata snapshot move the pool's metadata usage.
+func (x *Cache) ThinAllocated(ctx context.Context, vg, lv string, from uint64, each func(Range) error) error {
+	return x.changing(vg, func() error { return x.c.ThinAllocated(ctx, vg, lv, from, each) })
+}
+
+// ThinDelta is Client.ThinDelta, a change as ThinAllocated is.
+func (x *Cache) ThinDelta(ctx context.Context, vg, base, target string, from uint64, each func(Range) error) error {
+	return x.changing(vg, func() error { return x.c.ThinDelta(ctx, vg, base, target, from, each) })
+}
+
+// ReleaseMetadataSnaps is Client.ReleaseMetadataSnaps: it changes no
+// report (a held metadata snapshot is the kernel's, in no lvs field).
+func (x *Cache) ReleaseMetadataSnaps(ctx context.Context, vg string) ([]string, error) {
+	return x.c.ReleaseMetadataSnaps(ctx, vg)
+}

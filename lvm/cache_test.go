@@ -165,6 +165,12 @@ func TestEveryChangeInvalidatesItsVG(t *testing.T) {
 		"AttachWriteCache": func(x *Cache) error { return x.AttachWriteCache(ctx, "carve-thin", "thin1", "thin1_wcache") },
 		"SplitCache":       func(x *Cache) error { return x.SplitCache(ctx, "carve-thin", "thin1") },
 		"Invalidate":       func(x *Cache) error { x.Invalidate("carve-thin"); return nil },
+		"ThinAllocated": func(x *Cache) error {
+			return x.ThinAllocated(ctx, "carve-thin", "thin1", 0, func(Range) error { return nil })
+		},
+		"ThinDelta": func(x *Cache) error {
+			return x.ThinDelta(ctx, "carve-thin", "thin1", "thin2", 0, func(Range) error { return nil })
+		},
 	}
 	for name, change := range changes {
 		t.Run(name, func(t *testing.T) {

@@ -28,6 +28,9 @@ type Client struct {
 	// (thinrepair.go); lockDir caches lvm2's locking dir (vglock.go).
 	thin    thinGuard
 	lockDir lockDirCache
+	// metaSnaps serialises reads of thin pools' metadata snapshots
+	// (thinblocks.go).
+	metaSnaps metaSnapLocks
 }
 
 // New returns a Client that runs lvm2 through r.

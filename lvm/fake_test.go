@@ -54,14 +54,14 @@ func newUncheckedFake(t *testing.T, steps ...step) *Client {
 
 func (f *fakeRunner) Run(_ context.Context, name string, args ...string) ([]byte, error) {
 	f.t.Helper()
-	// dmsetup's steps name it first; lvm's do not.
+	// dmsetup's and the thin tools' steps name them first; lvm's do not.
 	got := args
 	switch name {
 	case "lvm":
-	case dmsetupBinary:
+	case dmsetupBinary, thinDumpBinary, thinDeltaBinary:
 		got = append([]string{name}, args...)
 	default:
-		f.t.Fatalf("ran %q, want every command through lvm (or dmsetup)", name)
+		f.t.Fatalf("ran %q, want every command through lvm (or dmsetup, thin_dump, thin_delta)", name)
 	}
 	if len(f.steps) == 0 {
 		f.t.Fatalf("unexpected command: %s %s", name, strings.Join(args, " "))
@@ -91,7 +91,7 @@ func readAt(t *testing.T, s, ext string) string {
 	return string(fixture(t, s[1:]+ext))
 }
 
-func fixture(t *testing.T, file string) []byte {
+func fixture(t testing.TB, file string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", file))
 	if err != nil {

@@ -270,12 +270,7 @@ const thinFields = "lv_name,pool_lv,thin_id,transaction_id,lv_dm_path"
 // current. It does not tell activation (lv_active is "unknown"): the
 // kernel's devices do.
 func (c *Client) readThinPool(ctx context.Context, vg, pool string) (thinPoolState, error) {
-	args := append(append([]string{"lvs", "--readonly"}, reportArgs(thinFields)...), vg)
-	out, err := c.run(ctx, args...)
-	if err != nil {
-		return thinPoolState{}, fmt.Errorf("lvs %s: %w", vg, err)
-	}
-	rows, err := decodeReport[thinRow](out, "lv")
+	rows, err := readonlyLVs[thinRow](ctx, c, vg, thinFields)
 	if err != nil {
 		return thinPoolState{}, err
 	}
@@ -283,19 +278,41 @@ func (c *Client) readThinPool(ctx context.Context, vg, pool string) (thinPoolSta
 	if err != nil {
 		return thinPoolState{}, fmt.Errorf("thin pool %s/%s: %w", vg, pool, err)
 	}
-	// A pool used by thin LVs is a -tpool layer under the pool's own
-	// device; one without any is the pool's own device; an inactive one
-	// has neither.
-	status, err := c.r.Run(ctx, dmsetupBinary, "status", st.tpool+"-tpool")
-	if err == nil {
-		st.tpool += "-tpool"
-	} else if status, err = c.r.Run(ctx, dmsetupBinary, "status", st.tpool); err != nil {
-		return thinPoolState{}, fmt.Errorf("%s/%s: %w (dmsetup status %s: %w)", vg, pool, errPoolInactive, st.tpool, err)
+	var status []byte
+	if st.tpool, status, err = c.thinPoolStatus(ctx, vg, pool, st.tpool); err != nil {
+		return thinPoolState{}, err
 	}
 	if st.kernel, err = parseThinPoolStatus(string(status)); err != nil {
 		return thinPoolState{}, fmt.Errorf("thin pool %s/%s: %w", vg, pool, err)
 	}
 	return st, nil
+}
+
+// readonlyLVs is `lvs --readonly [extra...] vg` of fields (see
+// readThinPool for why read-only).
+func readonlyLVs[T any](ctx context.Context, c *Client, vg, fields string, extra ...string) ([]T, error) {
+	args := append(append(append([]string{"lvs", "--readonly"}, extra...), reportArgs(fields)...), vg)
+	out, err := c.run(ctx, args...)
+	if err != nil {
+		return nil, fmt.Errorf("lvs %s: %w", vg, err)
+	}
+	return decodeReport[T](out, "lv")
+}
+
+// thinPoolStatus finds vg/pool's thin-pool device from dm, the pool's own
+// device-mapper name, and returns its name and status. A pool used by
+// thin LVs is a -tpool layer under the pool's own device; one without
+// any is the pool's own device; an inactive one has neither
+// (errPoolInactive).
+func (c *Client) thinPoolStatus(ctx context.Context, vg, pool, dm string) (string, []byte, error) {
+	status, err := c.r.Run(ctx, dmsetupBinary, "status", dm+"-tpool")
+	if err == nil {
+		return dm + "-tpool", status, nil
+	}
+	if status, err = c.r.Run(ctx, dmsetupBinary, "status", dm); err != nil {
+		return dm, nil, fmt.Errorf("%s/%s: %w (dmsetup status %s: %w)", vg, pool, errPoolInactive, dm, err)
+	}
+	return dm, status, nil
 }
 
 // thinStateOf finds pool's row (its metadata transaction id and device)

@@ -60,7 +60,7 @@ func runController(args []string) error {
 		return err
 	}
 	probe := apiProber{b.Client}
-	srv := csi.NewServer(csi.NewIdentity(version, true, probe), csi.NewController(b), nil)
+	srv := csi.NewServer(csi.NewIdentity(version, true, probe), csi.NewController(b), nil, nil)
 	if err := mgr.Add(csiRunnable{srv: srv, endpoint: endpoint}); err != nil {
 		return err
 	}

@@ -184,6 +184,7 @@ func (f *localFlags) build(background bool) (vols *lvmvol.Manager, node *csi.Nod
 	vols.ResumeSuspendedLayers(ctx)
 	vols.RepairInterruptedLVM(ctx)
 	vols.MakeMissingDeviceNodes(ctx)
+	vols.ReleaseMetadataSnapshots(ctx)
 	return vols, node, closeLVM
 }
 

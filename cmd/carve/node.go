@@ -14,7 +14,8 @@ import (
 	"carve.dev/carve/driver/registration"
 )
 
-// runNode serves CSI Identity + Node to kubelet, registers with kubelet,
+// runNode serves CSI Identity + Node (and the SnapshotMetadata service of
+// its snapshots) to kubelet, registers with kubelet,
 // and runs the node agent that carries out the controller's resources on
 // this node's volume groups.
 func runNode(args []string) error {
@@ -61,7 +62,7 @@ func runNode(args []string) error {
 	if err := addAgent(mgr, lf, vols, reportEvery, workers); err != nil {
 		return err
 	}
-	srv := csi.NewServer(csi.NewIdentity(version, false, vols), nil, node)
+	srv := csi.NewServer(csi.NewIdentity(version, false, vols), nil, node, csi.NewSnapshotMetadata(vols))
 	if err := mgr.Add(csiRunnable{srv: srv, endpoint: lf.endpoint}); err != nil {
 		return err
 	}

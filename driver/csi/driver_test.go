@@ -48,7 +48,7 @@ func serve(t testing.TB, l lvmvol.LVM, w lvmvol.Wiper) csi.ControllerClient {
 func serveConn(t testing.TB, l lvmvol.LVM, w lvmvol.Wiper) *grpc.ClientConn {
 	t.Helper()
 	m := lvmvol.NewManager(lvmvol.Config{LVM: l, Wiper: w, Node: testNode, VolumeGroups: []string{"vg0"}})
-	srv := NewServer(NewIdentity("test", true, m), NewController(m), nil)
+	srv := NewServer(NewIdentity("test", true, m), NewController(m), nil, NewSnapshotMetadata(m))
 	sock := filepath.Join(t.TempDir(), "csi.sock")
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve("unix://" + sock) }()
@@ -249,7 +249,7 @@ func TestConcurrentCallOnSameVolumeIsAborted(t *testing.T) {
 // TestSocketIsNotWorldAccessible: whoever can connect can delete volumes,
 // so the CSI socket lets in its owner and group only.
 func TestSocketIsNotWorldAccessible(t *testing.T) {
-	srv := NewServer(NewIdentity("test", true, nil), nil, nil)
+	srv := NewServer(NewIdentity("test", true, nil), nil, nil, nil)
 	sock := filepath.Join(t.TempDir(), "csi.sock")
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve("unix://" + sock) }()

@@ -576,3 +576,108 @@ func FuzzPublishRequest(f *testing.F) {
 		}
 	})
 }
+
+// FuzzMetadataPager: any request offset, max_results and run of backend
+// ranges (in order or not, overlapping or not) makes the SnapshotMetadata
+// stream either refuse with the spec's code, or send only messages the
+// spec allows (at most max_results tuples each, tuples increasing and
+// apart across messages, none ending at or before starting_offset, none
+// past the capacity, at least one message), whose tuples are exactly the
+// backend's ranges cut to start at starting_offset.
+func FuzzMetadataPager(f *testing.F) {
+	f.Add([]byte{0, 1, 0, 1, 2, 16}, int64(0), int32(0), int64(1<<30))
+	f.Add([]byte{0, 1, 0, 1, 2, 16}, int64(4096+100), int32(1), int64(1<<30))
+	f.Add([]byte{}, int64(0), int32(0), int64(0))
+	f.Add([]byte{}, int64(1<<20), int32(0), int64(1<<20))
+	f.Add([]byte{0, 4}, int64(1<<20+1), int32(3), int64(1<<20))
+	f.Add([]byte{0, 4, 0xfe, 4}, int64(0), int32(2), int64(1<<30)) // overlapping
+	f.Add([]byte{0, 0}, int64(0), int32(1), int64(1<<30))          // empty range
+	f.Add([]byte{0, 255}, int64(0), int32(0), int64(4096))         // past the capacity
+	f.Add([]byte{0, 1}, int64(-1), int32(-1), int64(1<<30))
+	f.Fuzz(func(t *testing.T, runs []byte, from int64, maxResults int32, capacity int64) {
+		if capacity < 0 {
+			capacity = -(capacity + 1)
+		}
+		var msgs [][]*csi.BlockMetadata
+		p, err := newPager(from, maxResults, func(c int64, b []*csi.BlockMetadata) error {
+			if c != capacity {
+				t.Fatalf("capacity %d, want %d", c, capacity)
+			}
+			msgs = append(msgs, b)
+			return nil
+		})
+		switch {
+		case from < 0:
+			if !errors.Is(err, volume.ErrOffsetOutOfRange) {
+				t.Fatalf("from %d: %v, want OUT_OF_RANGE", from, err)
+			}
+			return
+		case maxResults < 0:
+			if volume.CodeOf(err) != codes.InvalidArgument {
+				t.Fatalf("max_results %d: %v, want INVALID_ARGUMENT", maxResults, err)
+			}
+			return
+		case err != nil:
+			t.Fatal(err)
+		}
+		if err := p.Start(capacity); (from > capacity) != errors.Is(err, volume.ErrOffsetOutOfRange) {
+			t.Fatalf("from %d, capacity %d: Start %v", from, capacity, err)
+		} else if err != nil {
+			return
+		}
+		// The backend's ranges: a gap (signed: back too) and a length
+		// in 4 KiB, each pair.
+		var in []volume.Range
+		end := int64(0)
+		failed := false
+		for i := 0; i+1 < len(runs) && !failed; i += 2 {
+			r := volume.Range{Offset: max(end+int64(int8(runs[i]))*4096, 0), Length: int64(runs[i+1]) * 4096}
+			end = r.End()
+			if err := p.Range(r); err != nil {
+				failed = true
+				break
+			}
+			in = append(in, r)
+		}
+		if !failed {
+			if err := p.finish(); err != nil {
+				t.Fatal(err)
+			}
+			if len(msgs) == 0 {
+				t.Fatal("no message sent")
+			}
+		}
+		limit := maxResults
+		if limit == 0 || limit > maxTuplesPerMessage {
+			limit = maxTuplesPerMessage
+		}
+		var out []volume.Range
+		last := from
+		for _, m := range msgs {
+			if len(m) > int(limit) {
+				t.Fatalf("a message of %d tuples, max_results %d", len(m), maxResults)
+			}
+			for _, b := range m {
+				r := volume.Range{Offset: b.GetByteOffset(), Length: b.GetSizeBytes()}
+				if r.Length <= 0 || r.Offset < last || r.End() <= from || r.End() > capacity {
+					t.Fatalf("tuple %+v after %d (from %d, capacity %d)", r, last, from, capacity)
+				}
+				last = r.End()
+				out = append(out, r)
+			}
+		}
+		// Every range taken is sent, cut at from (a failed run sends
+		// those before its failure, in whole messages only).
+		for i, r := range in {
+			if r.Offset < from {
+				r = volume.Range{Offset: from, Length: r.End() - from}
+			}
+			if i < len(out) && out[i] != r {
+				t.Fatalf("sent %+v for %+v", out[i], in[i])
+			}
+		}
+		if !failed && len(out) != len(in) {
+			t.Fatalf("sent %d tuples of %d ranges", len(out), len(in))
+		}
+	})
+}

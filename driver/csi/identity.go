@@ -16,12 +16,18 @@ type Identity struct {
 	version    string
 	controller bool
 	groups     bool
-	prober     Prober
+	// snapshotMetadata: the server serves the SnapshotMetadata service.
+	snapshotMetadata bool
+	prober           Prober
 }
 
 // AdvertiseGroups makes the identity advertise the GroupController
 // service (Controller.ServesGroups).
 func (i *Identity) AdvertiseGroups() { i.groups = true }
+
+// AdvertiseSnapshotMetadata makes the identity advertise the
+// SnapshotMetadata service (NewServer, when it registers one).
+func (i *Identity) AdvertiseSnapshotMetadata() { i.snapshotMetadata = true }
 
 // NewIdentity describes a driver of version that serves the controller
 // service when controller is true.
@@ -43,6 +49,11 @@ func (i *Identity) GetPluginCapabilities(context.Context, *csi.GetPluginCapabili
 	}
 	if i.controller && i.groups {
 		caps = append(caps, pluginCap(csi.PluginCapability_Service_GROUP_CONTROLLER_SERVICE))
+	}
+	if i.snapshotMetadata {
+		// Served where the snapshots' LVs are, with or without the
+		// controller service (carve node serves it, carve controller not).
+		caps = append(caps, pluginCap(csi.PluginCapability_Service_SNAPSHOT_METADATA_SERVICE))
 	}
 	return &csi.GetPluginCapabilitiesResponse{Capabilities: caps}, nil
 }

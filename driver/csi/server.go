@@ -28,15 +28,24 @@ type Server struct {
 
 // NewServer registers the services that are not nil, and the
 // GroupController when the controller serves it (which id then
-// advertises). Every call goes through
-// four interceptors, outermost first: logging, metrics, error mapping,
-// per-volume locking (and, in the crash tests' build only, the crash
-// points' tracking: driver/crashpoint).
-func NewServer(id csi.IdentityServer, ctrl csi.ControllerServer, node csi.NodeServer) *Server {
+// advertises; so it does the SnapshotMetadata service). Every call goes
+// through four interceptors, outermost first: logging, metrics, error
+// mapping, per-volume locking (and, in the crash tests' build only, the
+// crash points' tracking: driver/crashpoint). The SnapshotMetadata
+// service's streams go through the first three: they change nothing, so
+// they take no lock.
+func NewServer(id csi.IdentityServer, ctrl csi.ControllerServer, node csi.NodeServer, meta csi.SnapshotMetadataServer) *Server {
 	s := &Server{}
 	chain := append([]grpc.UnaryServerInterceptor{logCalls, metrics.Interceptor, mapErrors, s.lockVolume}, crashpoint.Interceptors()...)
-	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(chain...))
+	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(chain...),
+		grpc.ChainStreamInterceptor(logStreams, metrics.StreamInterceptor, mapStreamErrors))
 	csi.RegisterIdentityServer(s.grpc, id)
+	if meta != nil {
+		csi.RegisterSnapshotMetadataServer(s.grpc, meta)
+		if a, ok := id.(interface{ AdvertiseSnapshotMetadata() }); ok {
+			a.AdvertiseSnapshotMetadata()
+		}
+	}
 	if ctrl != nil {
 		csi.RegisterControllerServer(s.grpc, ctrl)
 	}
@@ -120,6 +129,39 @@ func logCalls(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.U
 func mapErrors(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	resp, err := h(ctx, req)
 	return resp, volume.Status(err)
+}
+
+// logStreams logs each streaming call as logCalls does a unary one; the
+// request is the stream's first message, which the handler reads, so it
+// is logged as the handler receives it.
+func logStreams(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	start := time.Now()
+	err := h(srv, &loggedStream{ServerStream: ss, method: info.FullMethod})
+	if err != nil {
+		klog.ErrorS(err, "CSI call failed", "method", info.FullMethod, "duration", time.Since(start))
+	} else {
+		klog.V(3).InfoS("CSI call done", "method", info.FullMethod, "duration", time.Since(start))
+	}
+	return err
+}
+
+// loggedStream logs the request its handler receives.
+type loggedStream struct {
+	grpc.ServerStream
+	method string
+}
+
+func (l *loggedStream) RecvMsg(m any) error {
+	err := l.ServerStream.RecvMsg(m)
+	if err == nil {
+		klog.V(3).InfoS("CSI call", "method", l.method, "request", protosanitizer.StripSecrets(m))
+	}
+	return err
+}
+
+// mapStreamErrors is mapErrors for streaming calls.
+func mapStreamErrors(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	return volume.Status(h(srv, ss))
 }
 
 // lockVolume runs at most one state-changing call per volume at a time; a

@@ -482,8 +482,9 @@ func TestVGMissingAPVIsNotChanged(t *testing.T) {
 	}
 }
 
-// The start-up repairs ask lvm2 to repair what interrupted commands left
-// and to make the missing device nodes, in every served VG, and a VG they
+// The start-up repairs ask lvm2 to repair what interrupted commands left,
+// to make the missing device nodes and to release the pools' metadata
+// snapshots a killed read left, in every served VG, and a VG they
 // cannot do that for does not stop the others.
 func TestStartUpRepairsVisitEveryVG(t *testing.T) {
 	f := lvmfake.New(100*mib, "vg0", "vg1")
@@ -491,7 +492,9 @@ func TestStartUpRepairsVisitEveryVG(t *testing.T) {
 	m.ResumeSuspendedLayers(ctx) // no layers: nothing to do
 	m.RepairInterruptedLVM(ctx)
 	m.MakeMissingDeviceNodes(ctx)
-	want := []string{"RepairInterrupted", "RepairInterrupted", "RepairInterrupted", "MakeNodes", "MakeNodes", "MakeNodes"}
+	m.ReleaseMetadataSnapshots(ctx)
+	want := []string{"RepairInterrupted", "RepairInterrupted", "RepairInterrupted", "MakeNodes", "MakeNodes", "MakeNodes",
+		"ReleaseMetadataSnaps", "ReleaseMetadataSnaps", "ReleaseMetadataSnaps"}
 	if !slices.Equal(f.Calls, want) {
 		t.Errorf("calls %v, want %v: each repair for each of the 3 VGs", f.Calls, want)
 	}

@@ -48,6 +48,13 @@ type LVM interface {
 	// RepairInterrupted resumes the devices of a VG that an lvm2 command
 	// cut short left suspended (see lvm.Client.RepairInterrupted).
 	RepairInterrupted(ctx context.Context, vg string) ([]string, error)
+	// ThinAllocated and ThinDelta read which blocks of thin LVs their
+	// pool maps (blocks.go).
+	ThinAllocated(ctx context.Context, vg, lv string, from uint64, each func(lvm.Range) error) error
+	ThinDelta(ctx context.Context, vg, base, target string, from uint64, each func(lvm.Range) error) error
+	// ReleaseMetadataSnaps releases the pools' metadata snapshots a
+	// killed read left (lvm.Client.ReleaseMetadataSnaps).
+	ReleaseMetadataSnaps(ctx context.Context, vg string) ([]string, error)
 }
 
 // Wiper zeroes block devices.
@@ -88,6 +95,9 @@ type Manager struct {
 	// layers are the node's devices above volumes (Config.Layers); nil in
 	// a process without a node.
 	layers Layers
+	// metaReads: the snapshots' block metadata reads, which a deletion
+	// stops (blocks.go).
+	metaReads keylock.Readers
 }
 
 // Config is what a Manager is made of (NewManager): its whole
@@ -411,7 +421,7 @@ func (m *Manager) StorageHealth(ctx context.Context) []volume.Problem {
 // Start-up repairs: what the kill that stopped the last carve left (its
 // lvm2 children die with it), repaired once when carve starts, before it
 // serves anything, in this order: ResumeSuspendedLayers,
-// RepairInterruptedLVM, MakeMissingDeviceNodes. A VG that cannot be read
+// RepairInterruptedLVM, MakeMissingDeviceNodes, ReleaseMetadataSnapshots. A VG that cannot be read
 // is logged and left to the calls that need it.
 
 // ResumeSuspendedLayers resumes the node's layers a kill left suspended
@@ -446,6 +456,17 @@ func (m *Manager) MakeMissingDeviceNodes(ctx context.Context) {
 	for _, vg := range m.vgs {
 		if err := m.lvm.MakeNodes(ctx, vg); err != nil {
 			klog.ErrorS(err, "Could not make the device nodes of the volume group's active LVs", "vg", vg)
+		}
+	}
+}
+
+// ReleaseMetadataSnapshots releases the thin pools' metadata snapshots a
+// kill left reserved mid-read (blocks.go): now rather than at the next
+// read, so that a pool's metadata is not held for nothing meanwhile.
+func (m *Manager) ReleaseMetadataSnapshots(ctx context.Context) {
+	for _, vg := range m.vgs {
+		if _, err := m.lvm.ReleaseMetadataSnaps(ctx, vg); err != nil {
+			klog.ErrorS(err, "Could not release the thin pools' metadata snapshots left reserved", "vg", vg)
 		}
 	}
 }

@@ -342,6 +342,9 @@ func (m *Manager) deleteSnapshotLV(ctx context.Context, lv lvm.LV) error {
 	if err := changeableLV(lv); err != nil {
 		return err
 	}
+	// Its block metadata reads end now, with an error that says so, not
+	// with a stream that looks complete (blocks.go).
+	defer m.stopReads(lv)()
 	if !lv.HasTag(tagCopying) {
 		// Ready: no copy into it runs, and no frozen point of it is
 		// left (the copy drops it before the copying tag, step 4). So

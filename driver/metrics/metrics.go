@@ -79,6 +79,16 @@ func Interceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grp
 	return resp, err
 }
 
+// StreamInterceptor counts and times streaming calls as Interceptor does
+// unary ones; a stream's time is until its last message is sent.
+func StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	start := time.Now()
+	err := h(srv, ss)
+	operations.WithLabelValues(info.FullMethod, status.Code(err).String()).Inc()
+	latency.WithLabelValues(info.FullMethod).Observe(time.Since(start).Seconds())
+	return err
+}
+
 // Command counts and times one external command (runner.Exec.Observe).
 // lvm2's commands are told apart by subcommand: an idle node's count of
 // "lvs" is what shows whether anything polls LVM.

@@ -33,6 +33,7 @@ var codeTable = []struct {
 	{ErrNodeNotFound, codes.NotFound},
 	{ErrNameConflict, codes.AlreadyExists},
 	{ErrOutOfRange, codes.OutOfRange},
+	{ErrOffsetOutOfRange, codes.OutOfRange},
 	{ErrInUse, codes.FailedPrecondition},
 	{ErrUnmanagedVG, codes.InvalidArgument},
 	{ErrVGUnreadable, codes.Unavailable},

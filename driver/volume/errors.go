@@ -18,6 +18,9 @@ var (
 	// ErrInvalidToken: a ListVolumes or ListSnapshots starting token that was
 	// never handed out (CSI: ABORTED).
 	ErrInvalidToken = errors.New("invalid starting token")
+	// ErrOffsetOutOfRange: a SnapshotMetadata starting_offset that is
+	// negative or past the snapshot's size (CSI: OUT_OF_RANGE).
+	ErrOffsetOutOfRange = errors.New("starting offset out of range")
 
 	// Volumes and snapshots on LVM.
 	ErrVolumeNotFound   = errors.New("volume not found")

@@ -158,6 +158,92 @@ func (e *Exec) run(ctx context.Context, stdin io.Reader, name string, args ...st
 	return stdout.Bytes(), nil
 }
 
+// Streamer is a Runner that can also hand a command's stdout to its
+// caller while the command runs, for output too large to hold (a thin
+// pool's metadata dumped as XML: megabytes per terabyte mapped).
+type Streamer interface {
+	// RunStream runs name with args like Run and calls read with the
+	// command's stdout as it comes. When read fails, the command is
+	// stopped as a cancelled one is (SIGTERM, SIGKILL after a grace) and
+	// read's error returned; when read returns nil, whatever output it
+	// left is read and discarded. A failure of the command itself
+	// (*Error, stderr captured) wins over read's error, which a cut
+	// output usually causes.
+	RunStream(ctx context.Context, read func(io.Reader) error, name string, args ...string) error
+}
+
+var _ Streamer = (*Exec)(nil)
+
+// Stream runs a command through r with RunStream when r is a Streamer;
+// otherwise (a test's fake Runner) it runs it with Run and hands read the
+// whole output at once.
+func Stream(ctx context.Context, r Runner, read func(io.Reader) error, name string, args ...string) error {
+	if s, ok := r.(Streamer); ok {
+		return s.RunStream(ctx, read, name, args...)
+	}
+	out, err := r.Run(ctx, name, args...)
+	if err != nil {
+		return err
+	}
+	return read(bytes.NewReader(out))
+}
+
+// RunStream implements Streamer. The command always runs as a process
+// (never in an lvm2 shell), under the same timeout classes as Run's: a
+// caller whose reader waits on a slow consumer runs it under DataWork.
+func (e *Exec) RunStream(ctx context.Context, read func(io.Reader) error, name string, args ...string) error {
+	if !isData(ctx) {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.timeout())
+		defer cancel()
+	}
+	// Stopping the command when read gives up cancels this context, not
+	// the caller's: the error then says why.
+	cmdCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	cmd := exec.CommandContext(cmdCtx, name, args...)
+	cmd.Env = e.environ(os.Environ())
+	setGracefulCancel(cmd)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		return newError(nil, name, args, err, "")
+	}
+
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		logRun(name, args, 0, err, "")
+		e.observe(name, args, 0, err)
+		return newError(ctx.Err(), name, args, err, "")
+	}
+	rerr := read(pipe)
+	if rerr == nil {
+		// Whatever read left (a trailing newline, or more than it wanted)
+		// is drained so the command is not blocked writing it.
+		_, rerr = io.Copy(io.Discard, pipe)
+	} else {
+		stop()
+	}
+	err = cmd.Wait()
+	d := time.Since(start)
+	logRun(name, args, d, err, stderr.String())
+	e.observe(name, args, d, err)
+	// A command that exited by itself with a failure says why better
+	// than read's complaint about the output it cut; one killed because
+	// read gave up does not (a signal's exit code is -1), unless ctx
+	// ended too.
+	var exitErr *exec.ExitError
+	own := errors.As(err, &exitErr) && exitErr.ExitCode() >= 0
+	switch {
+	case err != nil && (rerr == nil || own || ctx.Err() != nil):
+		return newError(ctx.Err(), name, args, err, stderr.String())
+	case rerr != nil:
+		return rerr
+	}
+	return nil
+}
+
 // setGracefulCancel makes a cancelled or timed-out command get SIGTERM first
 // and SIGKILL only after killGrace; WaitDelay also stops Wait from hanging
 // on pipes that a grandchild keeps open.

@@ -12,12 +12,13 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 )
 
-// Client holds the three CSI services of one endpoint.
+// Client holds the CSI services of one endpoint.
 type Client struct {
 	Identity   csi.IdentityClient
 	Controller csi.ControllerClient
 	Node       csi.NodeClient
 	Group      csi.GroupControllerClient
+	Metadata   csi.SnapshotMetadataClient
 	conn       *grpc.ClientConn
 }
 
@@ -32,6 +33,7 @@ func Dial(endpoint string) (*Client, error) {
 		Controller: csi.NewControllerClient(conn),
 		Node:       csi.NewNodeClient(conn),
 		Group:      csi.NewGroupControllerClient(conn),
+		Metadata:   csi.NewSnapshotMetadataClient(conn),
 		conn:       conn,
 	}, nil
 }

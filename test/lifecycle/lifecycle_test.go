@@ -37,11 +37,12 @@ const (
 var snw = csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER
 
 type env struct {
-	t     *testing.T
-	lvm   *lvm.Client
-	c     *csiflow.Client
-	dir   string
-	disks []string // the VG's PVs
+	t        *testing.T
+	lvm      *lvm.Client
+	c        *csiflow.Client
+	endpoint string // c's
+	dir      string
+	disks    []string // the VG's PVs
 }
 
 // setup makes a VG on the scratch disk and starts carve on it.
@@ -60,8 +61,8 @@ func newEnv(t *testing.T, disks []string, dir string, args ...string) *env {
 	t.Helper()
 	l := testenv.PrivateLVM(t)
 	testenv.NewVG(t, l, vg, disks...)
-	c := dial(t, testenv.StartCarve(t, append([]string{"--volume-groups=" + vg, "--node-id=" + node}, args...)...))
-	return &env{t: t, lvm: l, c: c, dir: dir, disks: disks}
+	endpoint := testenv.StartCarve(t, append([]string{"--volume-groups=" + vg, "--node-id=" + node}, args...)...)
+	return &env{t: t, lvm: l, c: dial(t, endpoint), endpoint: endpoint, dir: dir, disks: disks}
 }
 
 func start(t *testing.T) *csiflow.Client {

@@ -46,6 +46,11 @@ type LVM struct {
 	// ConvertSync, when set, is how far new legs of a conversion are in
 	// sync when ConvertMirrors returns (else at once: 100).
 	ConvertSync float64
+	// thin: the thin LVs' mapped chunks (thinblocks.go); OnThinRange,
+	// when set, is called before each range ThinAllocated or ThinDelta
+	// hands on.
+	thin        thinMaps
+	OnThinRange func()
 }
 
 // uuid names a new LV uniquely, as lvm2 does. f.mu is held.
@@ -298,6 +303,7 @@ func (f *LVM) remove(call, vg, name string) error {
 			o.Attr = ""
 		}
 		delete(f.lvs[vg], name)
+		delete(f.thin.chunk, vg+"/"+name)
 		return nil
 	})
 }

@@ -120,6 +120,7 @@ func (f *LVM) createThin(call, vg, origin, name string, tags ...string) (lvm.LV,
 	lv := &lvm.LV{Name: name, VGName: vg, UUID: f.uuid(), Size: o.Size, PoolLV: o.PoolLV, Origin: origin, Tags: tags,
 		Layout: "thin,sparse", Attr: "Vwi---tz-k"}
 	f.lvs[vg][name] = lv
+	f.shareThin(vg, origin, name)
 	return *lv, nil
 }
 
