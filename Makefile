@@ -27,7 +27,7 @@ BG           = $(if $(TAG_OUTPUT),nice -n 10)
 CONTROLLER_GEN ?= $(shell go env GOPATH)/bin/controller-gen
 CONTROLLER_GEN_VERSION := v0.23.0
 
-.PHONY: all build image test test-full test-vm-build image-then-unit vet check-generated test-unit test-vm test-vm-production test-crash soak soak-cluster test-vm-full e2e e2e-upstream bench-cluster demo lint fuzz fuzz-ci bench generate clean
+.PHONY: all build image test test-full test-vm-build image-then-unit vet check-generated test-unit test-vm test-vm-production test-vm-selinux vm-lane test-crash soak soak-cluster test-vm-full e2e e2e-upstream bench-cluster demo lint fuzz fuzz-ci bench generate clean
 
 all: build
 
@@ -65,7 +65,12 @@ VM_SUITES   = $(if $(FULL),,CARVE_SUITES='$(or $(CARVE_SUITES),$(GATE_VM))')
 # several times at once. Each output line carries its lane's target.
 test: ## the gate (CI): unit tests, the real-LVM suites' core in a VM, cluster mode's core end to end and the image, in three lanes; FULL=1: everything
 	$(MAKE) --no-print-directory test-vm-build
-	$(MAKE) --no-print-directory -j3 TAG_OUTPUT=1 test-vm e2e image-then-unit
+	$(MAKE) --no-print-directory -j3 TAG_OUTPUT=1 vm-lane e2e image-then-unit
+
+# make test's VM lane: the suites in one boot, then the boot with SELinux
+# (half a minute).
+vm-lane: test-vm
+	$(MAKE) --no-print-directory test-vm-selinux
 
 # carve and the test binaries of the VM suites make test-vm runs (.ci/run
 # builds them first, on both cores).
@@ -107,6 +112,13 @@ test-vm: ## lvm package, CSI lifecycle, csi-sanity, node safety and faults on re
 # says which host setting each piece mirrors.
 test-vm-production: ## the lifecycle suite in a VM set up as users' nodes are: systemd-udevd with lvm2's and device-mapper's rules, event autoactivation, dmeventd with a thin pool autoextend policy, lvm2's devices file, Carve on the machine's lvm.conf
 	CARVE_VM_PROFILE=production CARVE_SUITES=lifecycle scripts/test-vm.sh $(SHORT) $(TAG)
+	@echo "== $@ passed at $$(date -u +%T)"
+
+# make test-vm-selinux: Debian's kernel booted with SELinux (permissive,
+# the host's selinux-policy-default loaded), for the mounts with kubelet's
+# context= option.
+test-vm-selinux: ## kubelet's SELinux mount option (seLinuxMount: true) through NodeStage and NodePublish on a kernel booted with SELinux, its policy loaded
+	CARVE_VM_SELINUX=1 CARVE_SUITES='lifecycle:^TestSELinuxMount$$' scripts/test-vm.sh $(TAG)
 	@echo "== $@ passed at $$(date -u +%T)"
 
 test-crash: ## the whole crash matrix on real LVM in the VM: carve killed after every command of every multi-step operation, 145 points, about an hour (test-vm runs a bounded part)

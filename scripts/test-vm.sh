@@ -107,7 +107,7 @@ boot_lane() {
 	echo "== booting VM $n for $lane_runs (each run ended by its own $guard guard; the VM's: $vm_timeout s)"
 	CARVE_BIN="$repo/$out/carve" CARVE_CRASH_BIN="$repo/$out/carve-crash" CARVE_TEST_LOGS="$logs" \
 	CARVE_SUITES="$lane_runs" CARVE_SUITE_TIMEOUT="$guard" \
-		scripts/vm/run.sh --disks 6 --disk-size 4G --timeout "$vm_timeout" --share "$logs" --profile "$profile" \
+		scripts/vm/run.sh --disks 6 --disk-size 4G --timeout "$vm_timeout" --share "$logs" --profile "$profile" "${selinux[@]}" \
 		-- bash scripts/vm-suites.sh "$repo/$out" "${args[@]}"
 }
 args=("$@")
@@ -115,6 +115,11 @@ args=("$@")
 # (scripts/vm/run.sh --profile; test/testenv keeps the machine's lvm.conf
 # then): make test-vm-production.
 profile=${CARVE_VM_PROFILE:-stripped}
+# CARVE_VM_SELINUX=1 boots them with SELinux on (run.sh --selinux), for
+# the suites' SELinux tests, which skip in other boots: make
+# test-vm-selinux.
+selinux=()
+[[ ${CARVE_VM_SELINUX:-} != 1 ]] || selinux=(--selinux)
 if ((lanes == 1)); then
 	boot_lane 1 "$runs"
 	exit

@@ -30,6 +30,10 @@
 #                      autoactivation, dmeventd with a thin pool autoextend
 #                      policy, lvm2's devices file listing the disks);
 #                      scripts/vm/README.md says what each piece mirrors
+#   --selinux          boot with SELinux enabled (security=selinux); no
+#                      policy is loaded: COMMAND loads one (load_policy,
+#                      from the host's selinux-policy-default) and the
+#                      kernel starts permissive
 #   --console          copy the guest's kernel console to stderr
 #   --verbose          report boot and run times on stderr
 # Exit status: COMMAND's; 124 on timeout; 125 when the VM failed before
@@ -53,6 +57,7 @@ mem=2G
 cpus=1
 timeout_s=1800
 console=0
+selinux=0
 verbose=0
 vm_profile=stripped
 shares=()
@@ -72,6 +77,7 @@ while [[ $# -gt 0 ]]; do
     --forward) forwards+=("${2:?--forward needs a port}"); shift 2 ;;
     --expose) exposes+=("${2:?--expose needs a port}"); shift 2 ;;
     --profile) vm_profile=${2:?--profile needs a value}; shift 2 ;;
+    --selinux) selinux=1; shift ;;
     --console) console=1; shift ;;
     --verbose) verbose=1; shift ;;
     -h | --help) usage ;;
@@ -207,6 +213,13 @@ if [[ ${#forwards[@]} -gt 0 || ${#exposes[@]} -gt 0 ]]; then
   net=(-nic "$nic")
 fi
 
+# Debian's kernel builds SELinux in but enables AppArmor, the first major
+# LSM of its list: security= picks SELinux instead. enforcing=0: a guest
+# whose files (the host's, over 9p) carry no labels would be refused
+# everything by an enforcing policy; permissive still checks and labels.
+kernel_extra=
+[[ $selinux -eq 0 ]] || kernel_extra=" security=selinux selinux=1 enforcing=0"
+
 # shellcheck disable=SC2054 # commas belong to QEMU's option syntax
 qemu=(qemu-system-x86_64
   -name carve-vm
@@ -220,7 +233,7 @@ qemu=(qemu-system-x86_64
   -kernel "$kdir/vmlinux" -initrd "$kdir/initramfs.cpio"
   # quiet/loglevel: keep the console log short; panic=-1 with -no-reboot
   # turns a guest panic into a QEMU exit instead of a hang.
-  -append "console=ttyS0 quiet loglevel=1 panic=-1 mitigations=off 8250.nr_uarts=1"
+  -append "console=ttyS0 quiet loglevel=1 panic=-1 mitigations=off 8250.nr_uarts=1$kernel_extra"
   -chardev "file,id=console,path=$console_path"
   -serial chardev:console
   -device virtio-serial-pci,id=vser
