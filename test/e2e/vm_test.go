@@ -306,10 +306,16 @@ type execResult struct {
 }
 
 // sh runs argv in the VM and returns stdout; a non-zero exit is an error
-// carrying stderr.
+// carrying stderr. vmexec kills it after 2 minutes (shWithin for longer).
 func (v *vm) sh(argv ...string) (string, error) {
+	return v.shWithin(0, argv...)
+}
+
+// shWithin is sh with a hang guard of its own (whole seconds; 0: vmexec's
+// 2 minutes).
+func (v *vm) shWithin(guard time.Duration, argv ...string) (string, error) {
 	var r execResult
-	if err := v.post("/exec", map[string]any{"argv": argv}, &r); err != nil {
+	if err := v.post("/exec", map[string]any{"argv": argv, "timeoutSeconds": int(guard.Seconds())}, &r); err != nil {
 		return "", err
 	}
 	if r.Code != 0 {

@@ -127,6 +127,10 @@ func (s *server) exec(w http.ResponseWriter, r *http.Request) {
 		res.Code = ee.ExitCode()
 	}
 	res.Stdout, res.Stderr = out.String(), errb.String()
+	if ctx.Err() == context.DeadlineExceeded {
+		// Killed at the deadline: the exit code (-1) alone does not say so.
+		res.Stderr += fmt.Sprintf("\n(vmexec: killed at its timeout of %s)", timeout)
+	}
 	_ = json.NewEncoder(w).Encode(res)
 }
 
