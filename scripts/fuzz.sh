@@ -5,8 +5,8 @@
 # Go 1.26's fuzz coordinator can fail a target that found nothing: when
 # -fuzztime's deadline ends while the machine is busy, a worker's
 # cancellation can escape the check meant to treat it as a normal stop,
-# and go test prints "context deadline exceeded" and fails (Go issue
-# 75804, fixed in Go 1.27; seen in CI beside the e2e). A real finding
+# and go test prints "context deadline exceeded" and fails (golang/go#75804,
+# fixed in Go 1.27; seen in CI beside the e2e). A real finding
 # always writes its input under testdata/fuzz/FuncName, so a failure that
 # says only that and wrote no input is the race: the target runs once
 # more, and fails only if that run fails too. Any other failure fails at
@@ -35,5 +35,5 @@ for attempt in 1 2; do
 		grep -q 'Failing input written to' "$out"; then
 		exit 1
 	fi
-	echo "== fuzz $target: go's coordinator stopped at its deadline with no failing input (Go issue 75804); once more"
+	echo "== fuzz $target: go's coordinator stopped at its deadline with no failing input (golang/go#75804); once more"
 done

@@ -36,6 +36,9 @@ func runController(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if _, err := csi.SocketPath(endpoint); err != nil {
+		return fmt.Errorf("--endpoint: %w", err)
+	}
 	vgs, err := parseVGs(volumeGroups)
 	if err != nil {
 		return err

@@ -73,7 +73,7 @@ func TestEndpointFlag(t *testing.T) {
 			t.Errorf("--endpoint=%s refused: %v", good, err)
 		}
 	}
-	for _, bad := range []string{"tcp://127.0.0.1:10000", "http://x/csi.sock"} {
+	for _, bad := range []string{"tcp://127.0.0.1:10000", "http://x/csi.sock", "", "csi.sock", "unix://host/csi.sock"} {
 		if err := parse(bad); err == nil {
 			t.Errorf("--endpoint=%s accepted", bad)
 		}

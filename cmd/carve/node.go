@@ -46,6 +46,16 @@ func runNode(args []string) error {
 	if workers < 1 {
 		return fmt.Errorf("--agent-workers %d: must be at least 1", workers)
 	}
+	// The socket kubelet is told: the endpoint's, or another path to the
+	// same socket, read by the endpoint's rule.
+	kubeletFlag := "--kubelet-csi-path"
+	if kubeletPath == "" {
+		kubeletPath, kubeletFlag = lf.endpoint, "--endpoint"
+	}
+	kubeletPath, err := csi.SocketPath(kubeletPath)
+	if err != nil {
+		return fmt.Errorf("%s: %w", kubeletFlag, err)
+	}
 	vols, node, closeLVM := lf.build(true)
 	defer closeLVM()
 	if lf.maxVolumes > 0 {
@@ -65,11 +75,6 @@ func runNode(args []string) error {
 	srv := csi.NewServer(csi.NewIdentity(version, false, vols), nil, node, csi.NewSnapshotMetadata(vols))
 	if err := mgr.Add(csiRunnable{srv: srv, endpoint: lf.endpoint}); err != nil {
 		return err
-	}
-	if kubeletPath == "" {
-		if kubeletPath, err = csi.SocketPath(lf.endpoint); err != nil {
-			return fmt.Errorf("--endpoint: %w", err)
-		}
 	}
 	reg := registration.New(csi.Name, kubeletPath, regSocket)
 	go func() {

@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -28,9 +27,6 @@ import (
 	"carve.dev/carve/driver/nodeloss"
 	"carve.dev/carve/driver/volume"
 )
-
-// pollInterval paces the wait for the agent's status.
-const pollInterval = 200 * time.Millisecond
 
 // errPending: the agent has not finished within the call's deadline; the
 // CO retries (ABORTED: the operation is still in progress).
@@ -48,9 +44,10 @@ type Backend struct {
 	// Required: carve controller gives its manager's informer cache (a
 	// test may give Client, a cache that never lags).
 	Cache client.Reader
-	// Changes, fed by Cache's watches, wakes the waits; nil: they poll
-	// (carve controller always gives it; tests whose Cache is Client,
-	// which no watch feeds, do not).
+	// Changes, fed by watches of the resources (WatchWith), wakes the
+	// waits. Required: carve controller gives the one its cache's
+	// watches feed (a test whose Cache is Client gives one a watch of its
+	// own feeds: the waits never poll).
 	Changes *Changes
 	// VGs are the volume groups StorageClasses may name; the first is the
 	// default.

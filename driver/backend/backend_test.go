@@ -39,9 +39,10 @@ func TestMain(m *testing.M) { os.Exit(apiserver.RunTests(m, &server)) }
 
 // cluster is the API (a real API server), the node agent of node-a
 // running as carve node runs it (a manager whose cache holds node-a's
-// objects, reconciling on its watches), and the controller's backend on
-// the API alone: its Cache is the API client, a cache that never lags, and
-// without Changes its waits poll.
+// objects, reconciling on its watches), and the controller's backend
+// reading the API alone: its Cache is the API client, a cache that never
+// lags, and its waits are woken by a watch as carve controller's are
+// (watched).
 func cluster(t *testing.T) (*Backend, *lvmfake.LVM) {
 	t.Helper()
 	return clusterWith(t, nil)
@@ -57,7 +58,7 @@ func clusterWith(t *testing.T, setup func(*lvmvol.Config, *lvmfake.LVM)) (*Backe
 		setup(&cfg, f)
 	}
 	startAgent(t, lvmvol.NewManager(cfg))
-	return &Backend{Client: c, Cache: c, VGs: []string{"vg0"}}, f
+	return &Backend{Client: c, Cache: c, Changes: watched(t), VGs: []string{"vg0"}}, f
 }
 
 // apiClient is an uncached client of the test API; the API is emptied

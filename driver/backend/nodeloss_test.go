@@ -24,7 +24,7 @@ func TestLostNodesVolumeDetachesAndDeletes(t *testing.T) {
 	if err := clientgoscheme.AddToScheme(c.Scheme()); err != nil {
 		t.Fatal(err)
 	}
-	b := &Backend{Client: c, Cache: c, VGs: []string{"vg0"}}
+	b := &Backend{Client: c, Cache: c, Changes: watched(t), VGs: []string{"vg0"}}
 	ctx := within(t)
 	id := volume.ID{Node: "node-gone", VG: "vg0", LV: "pvc-1"}
 	lv := &v1alpha1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: id.LV, Finalizers: []string{v1alpha1.VolumeFinalizer}},

@@ -35,7 +35,7 @@ const resync = 10 * time.Second
 // The backend's waits for the node agent: awaitDone until the agent has
 // done what was asked of obj, awaitGone until it has let obj go. Both read
 // obj (of kind, by its name) from the cache, then sleep until Changes says
-// obj changed (without Changes, for pollInterval), and read again.
+// obj changed (or resync has passed), and read again.
 //
 // What they read may be older than the caller's last write (a cache
 // lags): the status counts only once it is about generation minGen (the
@@ -91,10 +91,7 @@ func (b *Backend) awaitGone(ctx context.Context, kind string, obj client.Object,
 func (b *Backend) awaitAgent(ctx context.Context, kind string, obj client.Object, over func(readErr error) (bool, error)) error {
 	key := types.NamespacedName{Name: obj.GetName()}
 	for {
-		var changed <-chan struct{}
-		if b.Changes != nil {
-			changed = b.Changes.next(kind, key.Name)
-		}
+		changed := b.Changes.next(kind, key.Name)
 		if ok, err := over(b.Cache.Get(ctx, key, obj)); err != nil || ok {
 			return err
 		}
@@ -134,17 +131,13 @@ func (b *Backend) goneFromAPI(ctx context.Context, name string, obj client.Objec
 	return false, nil
 }
 
-// sleep waits for changed (or, with none, pollInterval), at most resync.
+// sleep waits for changed, at most resync.
 func sleep(ctx context.Context, changed <-chan struct{}) error {
-	wait := pollInterval
-	if changed != nil {
-		wait = resync
-	}
 	select {
 	case <-ctx.Done():
 		return errPending
 	case <-changed:
-	case <-time.After(wait):
+	case <-time.After(resync):
 	}
 	return nil
 }

@@ -27,7 +27,7 @@ func (slowReader) Get(ctx context.Context, _ client.ObjectKey, _ client.Object, 
 // internal "get" failure; TestCreateWaitsOutABackgroundCopy failed now and
 // then on a loaded machine, its 1 s deadline spent in a read.
 func TestAWaitCutInAReadIsPending(t *testing.T) {
-	b := &Backend{Cache: slowReader{}}
+	b := &Backend{Cache: slowReader{}, Changes: NewChanges()}
 	nothing := func() (int64, *v1alpha1.OperationError) { return 0, nil }
 	for name, wait := range map[string]func(context.Context, *v1alpha1.LogicalVolume) error{
 		"a create's wait": func(ctx context.Context, lv *v1alpha1.LogicalVolume) error {

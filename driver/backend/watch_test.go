@@ -40,7 +40,14 @@ func cachedCluster(t *testing.T) (*Backend, *lvmfake.LVM, *requestCounter) {
 	c := apiClient(t, cfg)
 	f := lvmfake.New(100*mib, "vg0")
 	startAgent(t, lvmvol.NewManager(lvmvol.Config{LVM: f, Wiper: f, Node: "node-a", VolumeGroups: []string{"vg0"}}))
+	ca, changes := watchedCache(t)
+	return &Backend{Client: c, Cache: ca, Changes: changes, VGs: []string{"vg0"}}, f, counter
+}
 
+// watchedCache is an informer cache of the test API, synced, with the
+// Changes its watches feed (WatchWith), as carve controller wires them.
+func watchedCache(t *testing.T) (cache.Cache, *Changes) {
+	t.Helper()
 	ca, err := cache.New(server.Config, cache.Options{Scheme: scheme(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +62,17 @@ func cachedCluster(t *testing.T) (*Backend, *lvmfake.LVM, *requestCounter) {
 	if !ca.WaitForCacheSync(ctx) {
 		t.Fatal("cache not synced")
 	}
-	return &Backend{Client: c, Cache: ca, Changes: changes, VGs: []string{"vg0"}}, f, counter
+	return ca, changes
+}
+
+// watched is the Changes of a backend whose Cache is the API client: a
+// watch of the test API wakes its waits, as the cache's watches wake
+// carve controller's. A wait subscribes before it reads the API, so a
+// change its read missed wakes it when the watch reports it.
+func watched(t *testing.T) *Changes {
+	t.Helper()
+	_, changes := watchedCache(t)
+	return changes
 }
 
 // TestWaitsAreWokenByWatches: with a cache, the backend waits for the

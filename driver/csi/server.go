@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -68,7 +69,7 @@ type groupServer interface {
 	ServesGroups() bool
 }
 
-// Serve listens on endpoint ("unix:///path" or a path) until Stop. A stale
+// Serve listens on endpoint (as SocketPath reads it) until Stop. A stale
 // socket from an earlier run is removed first.
 func (s *Server) Serve(endpoint string) error {
 	path, err := SocketPath(endpoint)
@@ -98,18 +99,46 @@ func (s *Server) Serve(endpoint string) error {
 // Stop ends Serve after the calls in flight finish.
 func (s *Server) Stop() { s.grpc.GracefulStop() }
 
-// SocketPath is the file of a unix socket endpoint ("unix:///path" or a
-// bare path); any other scheme is an error. Every endpoint flag is read
-// by it, so the socket served and the one told to kubelet agree.
+// SocketPath is the file of a unix socket endpoint, cleaned: a URL
+// "unix:///path" (or "unix:/path"), or a bare absolute path, taken as it
+// is written (no URL escapes). Every endpoint flag is read by it, so the
+// socket served and the one told to kubelet agree. Refused: another
+// scheme (tcp://: the CSI services are served on a unix socket only), a
+// relative path (it would name a file relative to carve's working
+// directory, which kubelet and the sidecars do not share) or none, a
+// host (unix://host/path: a unix socket has none; the host would be lost),
+// a query or a fragment (they would be lost too).
 func SocketPath(endpoint string) (string, error) {
-	u, err := url.Parse(endpoint)
-	if err != nil || (u.Scheme != "unix" && u.Scheme != "") {
-		return "", fmt.Errorf("endpoint %q: want unix:///path/to/socket", endpoint)
+	refuse := func(why string) (string, error) {
+		return "", fmt.Errorf("endpoint %q: %s; want unix:///path/to/socket or /path/to/socket", endpoint, why)
 	}
-	if u.Scheme == "" {
-		return endpoint, nil
+	path := endpoint
+	if !strings.HasPrefix(endpoint, "/") {
+		u, err := url.Parse(endpoint)
+		switch {
+		case endpoint == "":
+			return refuse("empty")
+		case err != nil:
+			return refuse(err.Error())
+		case u.Scheme == "":
+			return refuse("a relative path")
+		case u.Scheme != "unix":
+			return refuse("not a unix socket")
+		case u.Host != "" || u.User != nil:
+			return refuse("a host in a unix socket's URL")
+		case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+			return refuse("a query or fragment in a unix socket's URL")
+		}
+		path = u.Path // "" for unix:relative (u.Opaque)
 	}
-	return u.Path, nil
+	if !filepath.IsAbs(path) {
+		return refuse("not an absolute path")
+	}
+	path = filepath.Clean(path)
+	if path == "/" {
+		return refuse("no file")
+	}
+	return path, nil
 }
 
 // logCalls logs each call with secrets stripped, its duration and outcome.

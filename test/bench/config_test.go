@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// config holds the run's sizes and counts. The full run is what the
-// issue asks for; the quick one (CARVE_BENCH_QUICK=1) runs every section
+// config holds the run's sizes and counts. The full run's are those the
+// goals of docs/performance.md are judged at; the quick one (CARVE_BENCH_QUICK=1) runs every section
 // with small counts, for development and for a check that all of it works.
 type config struct {
 	quick        bool

@@ -28,7 +28,7 @@ const (
 	dcThin  = "thin"
 )
 
-// lvmdGoal is the target against lvmd: Carve at least 1.5 times
+// lvmdGoal is Carve's target against TopoLVM's lvmd: at least 1.5 times
 // as fast, Carve/lvmd <= 0.67.
 var lvmdGoal = results.Goal{Of: "lvmd", Op: "<=", Value: 0.67}
 

@@ -204,7 +204,7 @@ func wrap(what string, err error) error {
 }
 
 // scaleRows puts the largest count's figures in the table: reads against
-// the 50 ms, beside one raw lvs of the VG; RSS against 64 MiB.
+// the goal of 50 ms a call, beside one raw lvs of the VG; RSS against 64 MiB.
 func (e *env) scaleRows() {
 	if len(e.res.Scale) == 0 {
 		return

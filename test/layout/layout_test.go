@@ -5,37 +5,59 @@ package layout
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
 
 const module = "carve.dev/carve/"
 
-// layers ranks the production packages, lowest first. A package may import
-// a package of a lower rank only: the CSI services, the node agent and the
-// controller backend share rank 5 and so never import one another.
-var layers = map[string]int{
-	"lvm/runner":              0,
-	"lvm":                     1,
-	"driver/volume":           2,
-	"driver/metrics":          2,
-	"driver/crashpoint":       2,
-	"driver/healthz":          2,
-	"driver/registration":     2,
-	"driver/internal/keylock": 2,
-	"driver/lvmvol":           4,
-	"driver/nodefs":           3,
-	"driver/mapper":           3,
-	"driver/crypt":            4,
-	"driver/nodepath":         3,
-	"driver/iolimit":          3,
-	"driver/api/v1alpha1":     3,
-	"driver/nodeloss":         4,
-	"driver/csi":              5,
-	"driver/agent":            5,
-	"driver/backend":          5,
-	"cmd/carve":               6,
+// layerRow is a row of README.md's table of layers: the layer's number,
+// then its packages, each in backquotes.
+var layerRow = regexp.MustCompile("^\\| ([0-9]+) \\| (`[^|]+`) \\|$")
+
+// readLayers reads the production packages' layers from README.md's
+// Layout, the one place they are written: a package may import a package
+// of a lower layer only.
+func readLayers(t *testing.T) map[string]int {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, layout, ok := strings.Cut(string(b), "\n## Layout\n")
+	if !ok {
+		t.Fatal("README.md has no Layout section")
+	}
+	_, table, ok := strings.Cut(layout, "\n| layer | packages |\n|---|---|\n")
+	if !ok {
+		t.Fatal("README.md's Layout has no table of layers (| layer | packages |)")
+	}
+	layers := map[string]int{}
+	for _, line := range strings.Split(table, "\n") {
+		if !strings.HasPrefix(line, "|") {
+			break
+		}
+		m := layerRow.FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("README.md's table of layers: row %q is not | N | `package`, ... |", line)
+		}
+		rank, _ := strconv.Atoi(m[1])
+		for _, p := range strings.Split(m[2], ", ") {
+			name := strings.Trim(p, "`")
+			if _, dup := layers[name]; dup {
+				t.Fatalf("README.md's table of layers names %s twice", name)
+			}
+			layers[name] = rank
+		}
+	}
+	if len(layers) == 0 {
+		t.Fatal("README.md's table of layers is empty")
+	}
+	return layers
 }
 
 type pkg struct {
@@ -44,6 +66,7 @@ type pkg struct {
 }
 
 func TestImportsRunOneWay(t *testing.T) {
+	layers := readLayers(t)
 	out, err := exec.Command("go", "list", "-json", "carve.dev/carve/cmd/...", "carve.dev/carve/driver/...", "carve.dev/carve/lvm/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
@@ -58,7 +81,7 @@ func TestImportsRunOneWay(t *testing.T) {
 		name := strings.TrimPrefix(p.ImportPath, module)
 		rank, ok := layers[name]
 		if !ok {
-			t.Errorf("package %s has no layer: add it to layers (and README.md's Layout)", name)
+			t.Errorf("package %s has no layer: add it to README.md's table of layers", name)
 			continue
 		}
 		seen++
@@ -77,6 +100,6 @@ func TestImportsRunOneWay(t *testing.T) {
 		}
 	}
 	if seen != len(layers) {
-		t.Errorf("go list found %d of the %d ranked packages", seen, len(layers))
+		t.Errorf("go list found %d of the %d packages of README.md's table of layers", seen, len(layers))
 	}
 }

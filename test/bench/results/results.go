@@ -48,7 +48,8 @@ type Row struct {
 	LVMDCommands map[string]float64 `json:"lvmd_commands,omitempty"`
 }
 
-// Goal is the issue's target for a row: Of is "ratio" (Carve/raw),
+// Goal is the target Carve is held to in a row (docs/performance.md's
+// table lists them): Of is "ratio" (Carve/raw),
 // "lvmd" (Carve/lvmd) or "carve" (Carve's figure itself), compared with Value by Op ("<=", "<",
 // ">=").
 type Goal struct {
