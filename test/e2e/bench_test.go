@@ -126,6 +126,14 @@ func (r clusterBench) write(t *testing.T, path string) {
 	t.Logf("written to %s", path)
 }
 
+// perVolumeGuard is the hang guard of a script that makes or removes n
+// volumes in the VM, one after the other: about 0.7 s a volume on a quiet
+// machine, and 50 of them on a loaded one outran vmexec's default 2
+// minutes.
+func perVolumeGuard(n int) time.Duration {
+	return hangGuard(time.Minute + time.Duration(n)*5*time.Second)
+}
+
 // rawSteps makes n volumes by hand in the VM as Carve's thick class and
 // the node path make them (lvcreate, mkfs.ext4, mount, bind mount), one
 // after the other, and returns how long that took; it then removes them
@@ -149,10 +157,7 @@ for i in $(seq $n); do
 	lvremove -q -y e2e/bench-raw-$i >/dev/null
 done
 echo $(( (end - start) / 1000000 ))`
-	// About 0.7 s a volume on a quiet machine; 50 of them on a loaded one
-	// outran vmexec's default 2 minutes.
-	guard := hangGuard(time.Minute + time.Duration(n)*5*time.Second)
-	out, err := nodeVM(t, vmNode).shWithin(guard, "bash", "-c", script, "bash", strconv.Itoa(n))
+	out, err := nodeVM(t, vmNode).shWithin(perVolumeGuard(n), "bash", "-c", script, "bash", strconv.Itoa(n))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +308,7 @@ for i in $(seq $n); do
 	mkdir -p $dir/v$i
 	mount /dev/e2e/bench-local-$i $dir/v$i
 done`
-	if out, err := nodeVM(t, vmNode).sh("bash", "-c", script, "bash", strconv.Itoa(n), benchLocalDir); err != nil {
+	if out, err := nodeVM(t, vmNode).shWithin(perVolumeGuard(n), "bash", "-c", script, "bash", strconv.Itoa(n), benchLocalDir); err != nil {
 		t.Fatalf("local volumes on %s: %v: %s", vmNode, err, out)
 	}
 	create(t, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: benchLocalClass},
@@ -375,7 +380,7 @@ for i in $(seq $n); do
 	umount $dir/v$i
 	lvremove -q -y e2e/bench-local-$i >/dev/null
 done`
-	if out, err := nodeVM(t, vmNode).sh("bash", "-c", script, "bash", strconv.Itoa(n), benchLocalDir); err != nil {
+	if out, err := nodeVM(t, vmNode).shWithin(perVolumeGuard(n), "bash", "-c", script, "bash", strconv.Itoa(n), benchLocalDir); err != nil {
 		t.Fatalf("removing the local volumes on %s: %v: %s", vmNode, err, out)
 	}
 }
