@@ -155,7 +155,8 @@ func (f *localFlags) build(background bool) (vols *lvmvol.Manager, node *csi.Nod
 		closeLVM = func() { _ = run.Shell.Close() }
 	}
 	layers := mapper.NewLinear(run)
-	cfg := lvmvol.Config{LVM: lvm.NewCache(lvm.New(run), f.lvmCacheAge), Wiper: lvmvol.ZeroWiper{Run: run},
+	cache := lvm.NewCache(lvm.New(run), f.lvmCacheAge)
+	cfg := lvmvol.Config{LVM: cache, Cache: cache, Wiper: lvmvol.ZeroWiper{Run: run},
 		Node: f.nodeID, VolumeGroups: f.vgs, MaxPublished: int(f.maxVolumes), Overprovision: f.overprov, Layers: layers}
 	if background {
 		// Copies into clones and restores, and wipes, may take hours: the

@@ -48,7 +48,7 @@ func volumesReport(n int) []byte {
 // so this is building the volumes from it.
 func BenchmarkListVolumes1000Cached(b *testing.B) {
 	c := lvm.NewCache(lvm.New(reportRunner{volumesReport(1000)}), time.Hour)
-	m := lvmvol.NewManager(lvmvol.Config{LVM: c, Wiper: nil, Node: node, VolumeGroups: []string{vg}})
+	m := lvmvol.NewManager(lvmvol.Config{LVM: c, Cache: c, Wiper: nil, Node: node, VolumeGroups: []string{vg}})
 	ctx := lvm.WithCachedReads(context.Background())
 	vols, err := m.ListVolumes(ctx)
 	if err != nil || len(vols) != 1000 {

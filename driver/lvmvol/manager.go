@@ -14,47 +14,103 @@ import (
 	"carve.dev/carve/lvm"
 )
 
-// LVM is the part of *lvm.Client the manager uses; unit tests of the logic
-// around it give a fake, the integration tests the real one.
+// LVM is what the manager asks of lvm2: an lvm.Cache in production, a
+// fake in unit tests. It is made of the small interfaces below, one per
+// kind of work, so that a reader sees which calls a part of the manager
+// makes; each method is one the manager calls. lvm.Client's other ways to
+// do the same (RemoveLV, CreateThinSnapshot, CreateCOWSnapshot) are left
+// out: the variants here save the lvm2 runs those spend reading what the
+// caller has read already (see each use for why that is safe there).
 type LVM interface {
+	Reports
+	LVChanges
+	Snapshots
+	Conversions
+	WriteCaches
+	ThinBlocks
+	Repairs
+}
+
+// Reports read lvm2's reports of a VG.
+type Reports interface {
 	GetVG(ctx context.Context, vg string) (lvm.VG, error)
+	GetLV(ctx context.Context, vg, name string) (lvm.LV, error)
+	// ListLVs leaves out the internal LVs (lvm.LV.Hidden) that
+	// ListAllLVs lists too: every user but one wants volumes only, and an
+	// lvm.Cache answers both from one report.
 	ListLVs(ctx context.Context, vg string) ([]lvm.LV, error)
 	ListAllLVs(ctx context.Context, vg string) ([]lvm.LV, error)
-	GetLV(ctx context.Context, vg, name string) (lvm.LV, error)
+	ListVGPVs(ctx context.Context, vg string) ([]lvm.PV, error)
+}
+
+// LVChanges create, change and remove LVs. AddTags, RemoveTags and
+// ChangeTags each run one lvchange; all three stay for the call sites'
+// sake: a step that adds or drops one tag says which, and the crash
+// tests fail each step by that name.
+type LVChanges interface {
 	CreateLV(ctx context.Context, opts lvm.CreateLVOptions) (lvm.LV, error)
-	RemoveLV(ctx context.Context, vg, name string) error
+	CheckPlacement(ctx context.Context, opts lvm.CreateLVOptions) error
+	ExtendLV(ctx context.Context, vg, name string, size uint64) error
+	// RemoveLVOf removes an LV the caller has read (lvm.Client.RemoveLVOf).
+	RemoveLVOf(ctx context.Context, lv lvm.LV) error
 	Activate(ctx context.Context, vg, name string) error
 	Deactivate(ctx context.Context, vg, name string) error
-	ExtendLV(ctx context.Context, vg, name string, size uint64) error
-	ListVGPVs(ctx context.Context, vg string) ([]lvm.PV, error)
-	CheckPlacement(ctx context.Context, opts lvm.CreateLVOptions) error
-	CreateThinSnapshot(ctx context.Context, vg, origin, name string, tags ...string) (lvm.LV, error)
-	CreateCOWSnapshot(ctx context.Context, vg, origin, name string, cowSize uint64, tags ...string) (lvm.LV, error)
 	AddTags(ctx context.Context, vg, name string, tags ...string) error
 	RemoveTags(ctx context.Context, vg, name string, tags ...string) error
 	ChangeTags(ctx context.Context, vg, name string, add, remove []string) error
+	// RetagAndActivate changes tags and activation in one lvchange run
+	// (see its uses for why the order it commits them in is safe there).
+	RetagAndActivate(ctx context.Context, vg, name string, add, remove []string, active bool) error
+}
+
+// Snapshots make lvm2's snapshots of an origin the caller has read
+// (lvm.Client.CreateSnapshotOf): thin ones, and the COW frozen points of
+// thick volumes (freeze.go).
+type Snapshots interface {
+	CreateSnapshotOf(ctx context.Context, origin lvm.LV, name string, o lvm.SnapshotOptions) (lvm.LV, error)
+}
+
+// Conversions change a thick LV's mirrors (modify.go).
+type Conversions interface {
 	ConvertMirrors(ctx context.Context, vg, name string, mirrors int) error
 	CheckConversion(ctx context.Context, vg lvm.VG, lv lvm.LV, have, want int) error
+}
+
+// WriteCaches attach and split volumes' write caches (writecache.go).
+type WriteCaches interface {
 	CreateCacheVol(ctx context.Context, vg, name string, size, extent uint64, refs, tags []string) error
 	AttachWriteCache(ctx context.Context, vg, name, cachevol string) error
 	SplitCache(ctx context.Context, vg, name string) error
-	// The variants that save lvm2 runs (see their use for why each is
-	// safe where it is used).
-	CreateSnapshotOf(ctx context.Context, origin lvm.LV, name string, o lvm.SnapshotOptions) (lvm.LV, error)
-	RemoveLVOf(ctx context.Context, lv lvm.LV) error
-	RetagAndActivate(ctx context.Context, vg, name string, add, remove []string, active bool) error
-	// MakeNodes makes the missing /dev nodes of a VG's active LVs.
-	MakeNodes(ctx context.Context, vg string) error
+}
+
+// ThinBlocks read which blocks of thin LVs their pool maps (blocks.go).
+type ThinBlocks interface {
+	ThinAllocated(ctx context.Context, vg, lv string, from uint64, each func(lvm.Range) error) error
+	ThinDelta(ctx context.Context, vg, base, target string, from uint64, each func(lvm.Range) error) error
+}
+
+// Repairs are the start-up repairs' (see Manager.RepairInterruptedLVM).
+type Repairs interface {
 	// RepairInterrupted resumes the devices of a VG that an lvm2 command
 	// cut short left suspended (see lvm.Client.RepairInterrupted).
 	RepairInterrupted(ctx context.Context, vg string) ([]string, error)
-	// ThinAllocated and ThinDelta read which blocks of thin LVs their
-	// pool maps (blocks.go).
-	ThinAllocated(ctx context.Context, vg, lv string, from uint64, each func(lvm.Range) error) error
-	ThinDelta(ctx context.Context, vg, base, target string, from uint64, each func(lvm.Range) error) error
+	// MakeNodes makes the missing /dev nodes of a VG's active LVs.
+	MakeNodes(ctx context.Context, vg string) error
 	// ReleaseMetadataSnaps releases the pools' metadata snapshots a
 	// killed read left (lvm.Client.ReleaseMetadataSnaps).
 	ReleaseMetadataSnaps(ctx context.Context, vg string) ([]string, error)
+}
+
+// ReportCache is what an lvm.Cache offers beyond LVM, for queries:
+// values built once per report, and proof that lvm2 is alive without a
+// command of the caller's own.
+type ReportCache interface {
+	// DerivedFromLVs is lvm.Cache.DerivedFromLVs: what build makes of a
+	// VG's LVs, built once per report.
+	DerivedFromLVs(ctx context.Context, vg, key string, build func([]lvm.LV) (any, error)) (any, error)
+	// Alive is lvm.Cache.Alive: whether a command of vg succeeded within
+	// the last within.
+	Alive(vg string, within time.Duration) bool
 }
 
 // Wiper zeroes block devices.
@@ -67,7 +123,9 @@ type Wiper interface {
 
 // Manager carries out volume operations on this node's volume groups.
 type Manager struct {
-	lvm    LVM
+	lvm LVM
+	// cache is Config.Cache: nil when lvm caches no reports.
+	cache  ReportCache
 	wiper  Wiper
 	copier Copier
 	node   string
@@ -107,6 +165,10 @@ type Config struct {
 	// give a fake); Wiper zeroes deleted LVs.
 	LVM   LVM
 	Wiper Wiper
+	// Cache is LVM's report cache, when LVM is an lvm.Cache: the same
+	// one. nil (unit tests' fakes): queries read through LVM, and Probe
+	// reads every VG.
+	Cache ReportCache
 	// Copier copies data into thick snapshots, clones and restores; nil:
 	// DeviceCopier (tests give a stand-in for devices that do not exist).
 	Copier Copier
@@ -145,7 +207,7 @@ type Config struct {
 
 // NewManager makes the Manager of cfg.
 func NewManager(cfg Config) *Manager {
-	m := &Manager{lvm: cfg.LVM, wiper: cfg.Wiper, copier: cfg.Copier, node: cfg.Node, vgs: slices.Clone(cfg.VolumeGroups),
+	m := &Manager{lvm: cfg.LVM, cache: cfg.Cache, wiper: cfg.Wiper, copier: cfg.Copier, node: cfg.Node, vgs: slices.Clone(cfg.VolumeGroups),
 		maxPublished: cfg.MaxPublished, overprovision: cfg.Overprovision, background: cfg.BackgroundDataWork,
 		dataGrace: max(cfg.DataGrace, 0), layers: cfg.Layers, applyLimits: cfg.ApplyLimits,
 		wipeChunk: defaultWipeChunk, progressEvery: defaultProgressEvery}
@@ -317,20 +379,14 @@ func (m *Manager) ListVolumes(ctx context.Context) ([]volume.Volume, error) {
 	return out, nil
 }
 
-// derivingLVM is the part of lvm.Cache that keeps a value built from a
-// VG's report with that report.
-type derivingLVM interface {
-	DerivedFromLVs(ctx context.Context, vg, key string, build func([]lvm.LV) (any, error)) (any, error)
-}
-
 // volumesIn lists the settled volumes of vg in ID order. A query's list
 // comes from the cache's report, and is built once per report
-// (lvm.Cache.DerivedFromLVs): at a thousand volumes, building them was
+// (Config.Cache): at a thousand volumes, building them was
 // what each ListVolumes page cost. The caller gets its own copy.
 func (m *Manager) volumesIn(ctx context.Context, vg string) ([]volume.Volume, error) {
 	build := func(lvs []lvm.LV) (any, error) { return buildVolumes(m, lvs), nil }
-	if d, ok := m.lvm.(derivingLVM); ok && lvm.CachedReads(ctx) {
-		v, err := d.DerivedFromLVs(ctx, vg, "volumes", build)
+	if m.cache != nil && lvm.CachedReads(ctx) {
+		v, err := m.cache.DerivedFromLVs(ctx, vg, "volumes", build)
 		if err != nil {
 			return nil, err
 		}
@@ -382,11 +438,8 @@ func buildVolumes(m *Manager, lvs []lvm.LV) []volume.Volume {
 // then reads, and fails, as before.
 func (m *Manager) Probe(ctx context.Context) error {
 	ctx = query(ctx)
-	alive, _ := m.lvm.(interface {
-		Alive(vg string, within time.Duration) bool
-	})
 	for _, vg := range m.vgs {
-		if alive != nil && alive.Alive(vg, livenessProof) {
+		if m.cache != nil && m.cache.Alive(vg, livenessProof) {
 			continue
 		}
 		if _, err := m.lvm.GetVG(ctx, vg); err != nil {

@@ -27,6 +27,16 @@ func (b *busyLVM) GetVG(ctx context.Context, _ string) (lvm.VG, error) {
 	return lvm.VG{}, ctx.Err()
 }
 
+// DerivedFromLVs builds from the fake's LVs: busyLVM is a
+// lvmvol.ReportCache for Alive's sake.
+func (b *busyLVM) DerivedFromLVs(ctx context.Context, vg, _ string, build func([]lvm.LV) (any, error)) (any, error) {
+	lvs, err := b.ListAllLVs(ctx, vg)
+	if err != nil {
+		return nil, err
+	}
+	return build(lvs)
+}
+
 func (b *busyLVM) Alive(vg string, within time.Duration) bool {
 	b.aliveOf = append(b.aliveOf, vg)
 	return b.alive && within > 0
@@ -41,7 +51,7 @@ func (b *busyLVM) Alive(vg string, within time.Duration) bool {
 // must.
 func TestProbeTakesRecentCommandsAsProof(t *testing.T) {
 	b := &busyLVM{LVM: lvmfake.New(100*mib, vg), alive: true}
-	m := lvmvol.NewManager(lvmvol.Config{LVM: b, Wiper: b.LVM, Node: node, VolumeGroups: []string{vg}})
+	m := lvmvol.NewManager(lvmvol.Config{LVM: b, Cache: b, Wiper: b.LVM, Node: node, VolumeGroups: []string{vg}})
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	if err := m.Probe(ctx); err != nil || b.waited != 0 || len(b.aliveOf) != 1 || b.aliveOf[0] != vg {
