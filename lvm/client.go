@@ -41,8 +41,9 @@ func New(r runner.Runner) *Client {
 // run executes `lvm args...` and classifies a failure (ErrNotFound,
 // ErrNoSpace, ...) from lvm2's stderr. A changing command cut short
 // (killed when its time or its caller's ran out) is followed by the
-// repair of what it may have left (afterCut). A context of
-// WithSuspendedLayers adds lvm2's setting to skip suspended devices.
+// repair of what it may have left (afterCut). The commands of a snapshot
+// made with SnapshotOptions.SuspendedLayers get lvm2's setting to skip
+// suspended devices (withSuspendedLayers).
 func (c *Client) run(ctx context.Context, args ...string) ([]byte, error) {
 	args = withScanConfig(ctx, args)
 	out, err := c.r.Run(ctx, lvmBinary, args...)

@@ -75,6 +75,11 @@ type SnapshotOptions struct {
 	// SkipReadBack returns the snapshot as the options and the origin
 	// describe it instead of reading it back (see CreateLVOptions).
 	SkipReadBack bool
+	// SuspendedLayers: the snapshot is made while Carve holds the I/O of
+	// devices above LVs (a snapshot's window, driver/mapper). Its lvm2
+	// commands then skip suspended devices in their scan, and run as
+	// processes (withSuspendedLayers says why).
+	SuspendedLayers bool
 }
 
 // CreateSnapshotOf is CreateThinSnapshot or CreateCOWSnapshot of an origin
@@ -85,6 +90,9 @@ func (c *Client) CreateSnapshotOf(ctx context.Context, origin LV, name string, o
 	vg := origin.VGName
 	if err := validateVGLV(vg, name); err != nil {
 		return LV{}, err
+	}
+	if o.SuspendedLayers {
+		ctx = withSuspendedLayers(ctx)
 	}
 	if err := validateVGLV(vg, origin.Name); err != nil {
 		return LV{}, err

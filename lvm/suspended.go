@@ -11,11 +11,15 @@ import (
 // held while it scans for PVs, instead of reading them and hanging.
 const ignoreSuspended = "devices/ignore_suspended_devices=1"
 
-// suspendedLayersKey marks a context whose lvm2 commands run while
-// devices above LVs are suspended (WithSuspendedLayers).
+// suspendedLayersKey marks the context of the commands of one
+// CreateSnapshotOf made with SnapshotOptions.SuspendedLayers. Callers ask
+// for the setting by that option; the mark, private to this package,
+// carries it to every command the snapshot runs, down to the repairs of
+// an lvcreate cut short (runThinCommand, afterCut), which would hang on
+// the suspended device as much as the lvcreate.
 type suspendedLayersKey struct{}
 
-// WithSuspendedLayers is ctx for lvm2 commands run while Carve holds the
+// withSuspendedLayers is ctx for lvm2 commands run while Carve holds the
 // I/O of devices above its LVs (a snapshot's freeze, driver/mapper): each
 // runs with devices/ignore_suspended_devices=1. Measured with lvm2
 // 2.03.16: without it, an lvcreate's device scan reads a suspended device
@@ -26,7 +30,7 @@ type suspendedLayersKey struct{}
 // as processes (runner.AsProcess): in an lvm2 shell the setting did not
 // keep the scan off the layer (the lifecycle suite's thick snapshot hung
 // so).
-func WithSuspendedLayers(ctx context.Context) context.Context {
+func withSuspendedLayers(ctx context.Context) context.Context {
 	return runner.AsProcess(context.WithValue(ctx, suspendedLayersKey{}, true))
 }
 
@@ -34,7 +38,7 @@ func WithSuspendedLayers(ctx context.Context) context.Context {
 // arguments of `lvm args...`: lvm2 takes one --config, so a command that
 // has one gets the setting added to it.
 func withScanConfig(ctx context.Context, args []string) []string {
-	if !SuspendedLayers(ctx) || len(args) == 0 {
+	if !suspendedLayers(ctx) || len(args) == 0 {
 		return args
 	}
 	if i := slices.Index(args, "--config"); i >= 0 && i+1 < len(args) {
@@ -45,5 +49,5 @@ func withScanConfig(ctx context.Context, args []string) []string {
 	return slices.Concat(args[:1], []string{"--config", ignoreSuspended}, args[1:])
 }
 
-// SuspendedLayers tells whether ctx is one of WithSuspendedLayers.
-func SuspendedLayers(ctx context.Context) bool { return ctx.Value(suspendedLayersKey{}) != nil }
+// suspendedLayers tells whether ctx is one of withSuspendedLayers.
+func suspendedLayers(ctx context.Context) bool { return ctx.Value(suspendedLayersKey{}) != nil }

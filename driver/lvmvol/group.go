@@ -213,7 +213,7 @@ func (m *Manager) window(ctx context.Context, g group) error {
 		return err
 	}
 	defer held.resume(ctx)
-	fctx, cancel := context.WithTimeout(lvm.WithSuspendedLayers(ctx), maxFreeze)
+	fctx, cancel := context.WithTimeout(ctx, maxFreeze)
 	defer cancel()
 	created := strconv.FormatInt(time.Now().Unix(), 10)
 	for _, s := range g.srcs {
@@ -266,16 +266,17 @@ func (m *Manager) canHoldTogether(g group) error {
 }
 
 // takeInstant is one source's instant in the window: its thin snapshot,
-// inactive, the member itself; or a thick one's frozen point.
+// inactive, the member itself; or a thick one's frozen point. Either is
+// made with the layers suspended (lvm.SnapshotOptions.SuspendedLayers).
 func (m *Manager) takeInstant(ctx context.Context, g group, s lvm.LV, created string) error {
 	member := memberLVName(g.name, s.Name)
 	if s.PoolLV != "" {
 		tags := append(memberTags(g, s), tagCreatedPrefix+created)
-		_, err := m.lvm.CreateSnapshotOf(ctx, s, member, lvm.SnapshotOptions{Tags: tags, Inactive: true, SkipReadBack: true})
+		_, err := m.lvm.CreateSnapshotOf(ctx, s, member, lvm.SnapshotOptions{Tags: tags, Inactive: true, SkipReadBack: true, SuspendedLayers: true})
 		return err
 	}
 	o := lvm.SnapshotOptions{Tags: append([]string{tagFrozen, tagCreatedPrefix + created}, g.tags()...),
-		COWSize: cowSizeFor(s.Size), ChunkSize: frozenChunk, SkipReadBack: true}
+		COWSize: cowSizeFor(s.Size), ChunkSize: frozenChunk, SkipReadBack: true, SuspendedLayers: true}
 	_, err := m.lvm.CreateSnapshotOf(ctx, s, frozenName(member), o)
 	return err
 }

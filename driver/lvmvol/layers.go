@@ -43,8 +43,9 @@ func (m *Manager) snapshotLV(ctx context.Context, src lvm.LV, name string, o lvm
 	if len(held.devs) == 0 {
 		return m.lvm.CreateSnapshotOf(ctx, src, name, o)
 	}
-	fctx, cancel := context.WithTimeout(lvm.WithSuspendedLayers(ctx), maxFreeze)
+	fctx, cancel := context.WithTimeout(ctx, maxFreeze)
 	defer cancel()
+	o.SuspendedLayers = true
 	return m.lvm.CreateSnapshotOf(fctx, src, name, o)
 }
 

@@ -50,7 +50,7 @@ type snapshotLog struct {
 }
 
 func (s snapshotLog) CreateSnapshotOf(ctx context.Context, origin lvm.LV, name string, o lvm.SnapshotOptions) (lvm.LV, error) {
-	*s.log = append(*s.log, map[bool]string{true: "snapshot, skipping suspended", false: "snapshot"}[lvm.SuspendedLayers(ctx)])
+	*s.log = append(*s.log, map[bool]string{true: "snapshot, skipping suspended", false: "snapshot"}[o.SuspendedLayers])
 	return s.LVM.CreateSnapshotOf(ctx, origin, name, o)
 }
 

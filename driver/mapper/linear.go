@@ -31,8 +31,9 @@ import (
 // Suspending the layers (lockfs: each filesystem flushed and frozen) and
 // then letting lvm2 snapshot the LVs below works for thin and COW alike;
 // lvm2 never touches the layers. It must scan with
-// devices/ignore_suspended_devices=1 meanwhile (lvm.WithSuspendedLayers),
-// or its scan reads a suspended layer and hangs in the kernel.
+// devices/ignore_suspended_devices=1 meanwhile
+// (lvm.SnapshotOptions.SuspendedLayers), or its scan reads a suspended
+// layer and hangs in the kernel.
 //
 // The layer maps the whole LV, so its data is the LV's: removing it loses
 // nothing, and a volume staged before Carve made layers keeps its
