@@ -15,9 +15,11 @@ import (
 // minute, kubelet NodeGetVolumeStats for every volume every minute, and
 // the node agent reports its storage every 30 s.
 //
-// Only reads whose context was marked with WithCachedReads are answered
-// from the cache; every other read runs lvm2, so operations that change a
-// volume keep deciding on fresh facts.
+// Each read says how fresh its answer must be (Reads, a parameter of
+// every read): only Cached reads, the queries', are answered from a
+// report up to MaxAge old, and a Shared read from one read for its own
+// operation; a Fresh read runs lvm2, so operations that change a volume
+// keep deciding on fresh facts.
 //
 // # Why a cached answer cannot be stale by Carve's own doing
 //
@@ -139,22 +141,22 @@ func (x *Cache) ran(vg string) {
 	x.mu.Unlock()
 }
 
-type cachedReadsKey struct{}
-
-// WithCachedReads marks ctx as a query's: a Cache may answer its reads
-// from a report up to MaxAge old.
-func WithCachedReads(ctx context.Context) context.Context {
-	return context.WithValue(ctx, cachedReadsKey{}, true)
+// Reads is how fresh the report a read answers from must be: Fresh,
+// Cached or Shared. A Client always reads lvm2; a Cache honours it (with
+// caching off, every read is Fresh).
+type Reads struct {
+	cached bool
+	scope  *readScope
 }
 
-// CachedReads tells whether ctx was marked by WithCachedReads.
-func CachedReads(ctx context.Context) bool {
-	v, _ := ctx.Value(cachedReadsKey{}).(bool)
-	return v
-}
+// Fresh reads run lvm2: what every operation that changes a volume
+// decides on. It is the zero Reads.
+var Fresh = Reads{}
 
-// sharedReadsKey marks the reads of one operation (WithSharedReads).
-type sharedReadsKey struct{}
+// Cached reads are a query's (capacity, listings, stats, liveness): a
+// Cache may answer them from a report up to MaxAge old (see Cache for why
+// that cannot miss a change Carve made).
+var Cached = Reads{cached: true}
 
 // readScope records, for one operation, the generation at which each
 // report ("lvs", "vgs" or "pvs", of a VG) was read for it.
@@ -163,44 +165,41 @@ type readScope struct {
 	read map[string]uint64 // kind + " " + VG -> generation
 }
 
-// WithSharedReads marks ctx as one operation's that wants facts as fresh
-// as itself, but asks several questions of them: a Cache reads each VG
-// from lvm2 (the whole VG's report) at the first read under ctx, answers
-// the later ones from that report until a change of the VG, and keeps the
-// report for queries too. The node's NodeStageVolume is one: it looks up
-// the volume and its thin pool, and its report then serves the node calls
-// that follow (NodePublishVolume...) as a query's would. Without a Cache,
-// or with caching off, the mark changes nothing.
-func WithSharedReads(ctx context.Context) context.Context {
-	return context.WithValue(ctx, sharedReadsKey{}, &readScope{read: map[string]uint64{}})
-}
+// Shared is the reads of one operation that wants facts as fresh as
+// itself, but asks several questions of them: a Cache reads each VG from
+// lvm2 (the whole VG's report) at the operation's first read, answers its
+// later ones from that report until a change of the VG, and keeps the
+// report for queries too. Each call is a new operation: the caller passes
+// the value it returns to each of the operation's reads. The node's
+// NodeStageVolume is one: it looks up the volume and its thin pool, and
+// its report then serves the node calls that follow (NodePublishVolume...)
+// as a query's would.
+func Shared() Reads { return Reads{scope: &readScope{read: map[string]uint64{}}} }
 
-// SharedScope identifies the operation ctx was marked for by
-// WithSharedReads (nil when none): reads under the same scope may share a
-// report. Tests that count lvm2 runs without a Cache use it.
-func SharedScope(ctx context.Context) any {
-	if s := scopeOf(ctx); s != nil {
-		return s
+// IsCached tells Cached reads.
+func (r Reads) IsCached() bool { return r.cached }
+
+// Scope identifies the operation of Shared reads (nil for others): reads
+// under the same scope may share a report. Tests that count lvm2 runs
+// without a Cache use it.
+func (r Reads) Scope() any {
+	if r.scope != nil {
+		return r.scope
 	}
 	return nil
 }
 
-func scopeOf(ctx context.Context) *readScope {
-	s, _ := ctx.Value(sharedReadsKey{}).(*readScope)
-	return s
-}
-
-// usable tells whether a report of vg at gen may answer a read under
-// ctx: a query's, while not older than MaxAge; a shared read's, when it
-// was read for this very operation (or since).
-func (x *Cache) usable(ctx context.Context, key string, gen uint64, at time.Time) bool {
+// usable tells whether a report of vg at gen may answer a read r: a
+// query's, while not older than MaxAge; a shared read's, when it was read
+// for this very operation (or since).
+func (x *Cache) usable(r Reads, key string, gen uint64, at time.Time) bool {
 	if x.MaxAge <= 0 {
 		return false
 	}
-	if CachedReads(ctx) && x.now().Sub(at) < x.MaxAge {
+	if r.cached && x.now().Sub(at) < x.MaxAge {
 		return true
 	}
-	s := scopeOf(ctx)
+	s := r.scope
 	if s == nil {
 		return false
 	}
@@ -210,37 +209,37 @@ func (x *Cache) usable(ctx context.Context, key string, gen uint64, at time.Time
 	return ok && read == gen
 }
 
-// fromCache tells whether reads under ctx may come from a report at all.
-func (x *Cache) fromCache(ctx context.Context) bool {
-	return x.MaxAge > 0 && (CachedReads(ctx) || scopeOf(ctx) != nil)
+// fromCache tells whether reads r may come from a report at all.
+func (x *Cache) fromCache(r Reads) bool {
+	return x.MaxAge > 0 && (r.cached || r.scope != nil)
 }
 
-// lookup returns the report of vg in m if ctx may use one and it is
+// lookup returns the report of vg in m if r may use one and it is
 // current; the generation to read a new one at otherwise.
-func lookup[T any](x *Cache, ctx context.Context, kind string, m map[string]cached[T], vg string) (v T, gen uint64, ok bool) {
-	if x.fromCache(ctx) {
+func lookup[T any](x *Cache, r Reads, kind string, m map[string]cached[T], vg string) (v T, gen uint64, ok bool) {
+	if x.fromCache(r) {
 		x.checkPrint(vg)
 	}
 	x.mu.Lock()
 	gen = x.gens[vg]
 	e, found := m[vg]
 	x.mu.Unlock()
-	if found && e.gen == gen && x.usable(ctx, kind+" "+vg, gen, e.at) {
+	if found && e.gen == gen && x.usable(r, kind+" "+vg, gen, e.at) {
 		return e.v, gen, true
 	}
 	return v, gen, false
 }
 
 // store keeps a report read at gen, unless a change began since, and
-// notes it as read for ctx's operation (WithSharedReads).
-func store[T any](x *Cache, ctx context.Context, kind string, m map[string]cached[T], vg string, gen uint64, v T) {
+// notes it as read for r's operation (Shared).
+func store[T any](x *Cache, r Reads, kind string, m map[string]cached[T], vg string, gen uint64, v T) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.gens[vg] != gen {
 		return
 	}
 	m[vg] = cached[T]{v: v, gen: gen, at: x.now()}
-	if s := scopeOf(ctx); s != nil {
+	if s := r.scope; s != nil {
 		s.mu.Lock()
 		s.read[kind+" "+vg] = gen
 		s.mu.Unlock()
@@ -249,8 +248,8 @@ func store[T any](x *Cache, ctx context.Context, kind string, m map[string]cache
 
 // read answers from the cache or runs fetch and keeps what it returns;
 // kind names the report ("lvs", "vgs", "pvs").
-func read[T any](x *Cache, ctx context.Context, kind string, m map[string]cached[T], vg string, fetch func() (T, error)) (T, error) {
-	v, gen, ok := lookup(x, ctx, kind, m, vg)
+func read[T any](x *Cache, ctx context.Context, r Reads, kind string, m map[string]cached[T], vg string, fetch func() (T, error)) (T, error) {
+	v, gen, ok := lookup(x, r, kind, m, vg)
 	if ok {
 		return v, nil
 	}
@@ -261,7 +260,7 @@ func read[T any](x *Cache, ctx context.Context, kind string, m map[string]cached
 		return v, err
 	}
 	x.ran(vg)
-	store(x, ctx, kind, m, vg, gen, v)
+	store(x, r, kind, m, vg, gen, v)
 	return v, nil
 }
 
@@ -299,22 +298,22 @@ func (x *Cache) failedRead(ctx context.Context, vg string) {
 // it (by hand, by another program).
 func (x *Cache) Invalidate(vg string) { x.bump(vg) }
 
-// GetVG is Client.GetVG.
-func (x *Cache) GetVG(ctx context.Context, vg string) (VG, error) {
+// GetVG is Client.GetVG, read as r says.
+func (x *Cache) GetVG(ctx context.Context, r Reads, vg string) (VG, error) {
 	if err := ValidateVGName(vg); err != nil {
 		return VG{}, err
 	}
-	v, err := read(x, ctx, "vgs", x.vgs, vg, func() (VG, error) { return x.c.GetVG(ctx, vg) })
+	v, err := read(x, ctx, r, "vgs", x.vgs, vg, func() (VG, error) { return x.c.GetVG(ctx, vg) })
 	v.Tags = slices.Clone(v.Tags)
 	return v, err
 }
 
-// ListVGPVs is Client.ListVGPVs.
-func (x *Cache) ListVGPVs(ctx context.Context, vg string) ([]PV, error) {
+// ListVGPVs is Client.ListVGPVs, read as r says.
+func (x *Cache) ListVGPVs(ctx context.Context, r Reads, vg string) ([]PV, error) {
 	if err := ValidateVGName(vg); err != nil {
 		return nil, err
 	}
-	pvs, err := read(x, ctx, "pvs", x.pvs, vg, func() ([]PV, error) {
+	pvs, err := read(x, ctx, r, "pvs", x.pvs, vg, func() ([]PV, error) {
 		pvs, err := x.c.ListVGPVs(ctx, vg)
 		if err == nil {
 			x.notePVs(vg, pvs)
@@ -325,8 +324,8 @@ func (x *Cache) ListVGPVs(ctx context.Context, vg string) ([]PV, error) {
 }
 
 // allLVs is Client.ListAllLVs through the cache; the caller gets copies.
-func (x *Cache) allLVs(ctx context.Context, vg string) ([]LV, error) {
-	lvs, err := read(x, ctx, "lvs", x.lvs, vg, func() ([]LV, error) {
+func (x *Cache) allLVs(ctx context.Context, r Reads, vg string) ([]LV, error) {
+	lvs, err := read(x, ctx, r, "lvs", x.lvs, vg, func() ([]LV, error) {
 		lvs, err := x.c.ListAllLVs(ctx, vg)
 		if err == nil {
 			x.notePools(vg, lvs)
@@ -344,33 +343,34 @@ func (x *Cache) allLVs(ctx context.Context, vg string) ([]LV, error) {
 	return out, nil
 }
 
-// ListLVs is Client.ListLVs: one `lvs -a` answers it and ListAllLVs.
-func (x *Cache) ListLVs(ctx context.Context, vg string) ([]LV, error) {
+// ListLVs is Client.ListLVs, read as r says: one `lvs -a` answers it and
+// ListAllLVs.
+func (x *Cache) ListLVs(ctx context.Context, r Reads, vg string) ([]LV, error) {
 	if err := ValidateVGName(vg); err != nil {
 		return nil, err
 	}
-	all, err := x.allLVs(ctx, vg)
+	all, err := x.allLVs(ctx, r, vg)
 	if err != nil {
 		return nil, err
 	}
 	return slices.DeleteFunc(all, func(lv LV) bool { return lv.Hidden }), nil
 }
 
-// ListAllLVs is Client.ListAllLVs.
-func (x *Cache) ListAllLVs(ctx context.Context, vg string) ([]LV, error) {
+// ListAllLVs is Client.ListAllLVs, read as r says.
+func (x *Cache) ListAllLVs(ctx context.Context, r Reads, vg string) ([]LV, error) {
 	if err := ValidateVGName(vg); err != nil {
 		return nil, err
 	}
-	return x.allLVs(ctx, vg)
+	return x.allLVs(ctx, r, vg)
 }
 
-// GetLV is Client.GetLV. A fresh read asks lvm2 for the one LV; a cached
-// or shared one finds it in the VG's report.
-func (x *Cache) GetLV(ctx context.Context, vg, name string) (LV, error) {
+// GetLV is Client.GetLV, read as r says. A fresh read asks lvm2 for the
+// one LV; a cached or shared one finds it in the VG's report.
+func (x *Cache) GetLV(ctx context.Context, r Reads, vg, name string) (LV, error) {
 	if err := validateVGLV(vg, name); err != nil {
 		return LV{}, err
 	}
-	if !x.fromCache(ctx) {
+	if !x.fromCache(r) {
 		lv, err := x.c.GetLV(ctx, vg, name)
 		if err != nil {
 			x.failedRead(ctx, vg)
@@ -379,7 +379,7 @@ func (x *Cache) GetLV(ctx context.Context, vg, name string) (LV, error) {
 		}
 		return lv, err
 	}
-	all, err := x.allLVs(ctx, vg)
+	all, err := x.allLVs(ctx, r, vg)
 	if err != nil {
 		return LV{}, err
 	}

@@ -14,8 +14,8 @@ type derived struct {
 }
 
 // DerivedFromLVs returns what build makes of vg's LVs (hidden ones
-// included), reading them as ListAllLVs does under ctx, and keeps it with
-// the report it came from: while that report answers ctx's reads, the
+// included), reading them as ListAllLVs does for r, and keeps it with
+// the report it came from: while that report answers r's reads, the
 // next call returns the same value without a new build. A listing of a
 // thousand volumes is built once per report instead of once per page:
 // building is what a ListVolumes page cost at 1000 volumes, not lvm2 (no
@@ -23,17 +23,17 @@ type derived struct {
 //
 // The value is shared: build must return something its callers only
 // read, or copy. key names the kind of value (one VG may keep several).
-func (x *Cache) DerivedFromLVs(ctx context.Context, vg, key string, build func([]LV) (any, error)) (any, error) {
+func (x *Cache) DerivedFromLVs(ctx context.Context, r Reads, vg, key string, build func([]LV) (any, error)) (any, error) {
 	if err := ValidateVGName(vg); err != nil {
 		return nil, err
 	}
-	if v, ok := x.derivedOf(ctx, vg, key); ok {
+	if v, ok := x.derivedOf(r, vg, key); ok {
 		return v, nil
 	}
 	x.mu.Lock()
 	gen := x.gens[vg]
 	x.mu.Unlock()
-	lvs, err := x.allLVs(ctx, vg)
+	lvs, err := x.allLVs(ctx, r, vg)
 	if err != nil {
 		return nil, err
 	}
@@ -55,9 +55,9 @@ func (x *Cache) DerivedFromLVs(ctx context.Context, vg, key string, build func([
 }
 
 // derivedOf returns the value kept for vg and key when the report it was
-// built from is current and may answer ctx's reads.
-func (x *Cache) derivedOf(ctx context.Context, vg, key string) (any, bool) {
-	if x.fromCache(ctx) {
+// built from is current and may answer reads r.
+func (x *Cache) derivedOf(r Reads, vg, key string) (any, bool) {
+	if x.fromCache(r) {
 		x.checkPrint(vg)
 	}
 	x.mu.Lock()
@@ -68,5 +68,5 @@ func (x *Cache) derivedOf(ctx context.Context, vg, key string) (any, bool) {
 	if !found || !kept || e.gen != gen || d.gen != e.gen || !d.at.Equal(e.at) {
 		return nil, false
 	}
-	return d.v, x.usable(ctx, "lvs "+vg, gen, e.at)
+	return d.v, x.usable(r, "lvs "+vg, gen, e.at)
 }

@@ -14,17 +14,17 @@ func TestDerivedFromLVsIsBuiltOncePerReport(t *testing.T) {
 	x, r, now := newCacheUnderTest(t)
 	builds := 0
 	build := func(lvs []LV) (any, error) { builds++; return len(lvs), nil }
-	get := func(ctx context.Context) any {
+	get := func(r Reads) any {
 		t.Helper()
-		v, err := x.DerivedFromLVs(ctx, "carve-thin", "count", build)
+		v, err := x.DerivedFromLVs(ctx, r, "carve-thin", "count", build)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return v
 	}
-	first := get(queryCtx)
+	first := get(Cached)
 	for range 3 {
-		if v := get(queryCtx); v != first {
+		if v := get(Cached); v != first {
 			t.Errorf("kept value %v, built %v", v, first)
 		}
 	}
@@ -34,28 +34,28 @@ func TestDerivedFromLVsIsBuiltOncePerReport(t *testing.T) {
 	if err := x.Activate(context.Background(), "carve-thin", "thin1"); err != nil {
 		t.Fatal(err)
 	}
-	get(queryCtx)
+	get(Cached)
 	if builds != 2 {
 		t.Errorf("after a change of the VG: %d builds, want 2", builds)
 	}
 	*now = now.Add(2 * time.Minute)
-	get(queryCtx)
+	get(Cached)
 	if builds != 3 || r.count("lvs") != 3 {
 		t.Errorf("after the max age: %d builds, %d lvs; want 3 of each", builds, r.count("lvs"))
 	}
-	get(context.Background())
-	get(context.Background())
+	get(Fresh)
+	get(Fresh)
 	if builds != 5 {
 		t.Errorf("two reads that are no query: %d builds in all, want 5", builds)
 	}
 	// Another key is another value; a failed build keeps nothing.
-	if _, err := x.DerivedFromLVs(queryCtx, "carve-thin", "other", func([]LV) (any, error) { return nil, errors.New("no") }); err == nil {
+	if _, err := x.DerivedFromLVs(ctx, Cached, "carve-thin", "other", func([]LV) (any, error) { return nil, errors.New("no") }); err == nil {
 		t.Error("a failed build answered")
 	}
-	if v, err := x.DerivedFromLVs(queryCtx, "carve-thin", "other", build); err != nil || v == nil {
+	if v, err := x.DerivedFromLVs(ctx, Cached, "carve-thin", "other", build); err != nil || v == nil {
 		t.Errorf("after a failed build: %v, %v", v, err)
 	}
-	if _, err := x.DerivedFromLVs(queryCtx, "bad/vg", "count", build); err == nil {
+	if _, err := x.DerivedFromLVs(ctx, Cached, "bad/vg", "count", build); err == nil {
 		t.Error("an invalid VG name was taken")
 	}
 }
@@ -68,7 +68,7 @@ func TestDerivedFromLVsAcrossAChangeIsNotKept(t *testing.T) {
 	builds := 0
 	build := func(lvs []LV) (any, error) { builds++; return len(lvs), nil }
 	for range 2 {
-		if _, err := x.DerivedFromLVs(queryCtx, "carve-thin", "count", build); err != nil {
+		if _, err := x.DerivedFromLVs(ctx, Cached, "carve-thin", "count", build); err != nil {
 			t.Fatal(err)
 		}
 	}

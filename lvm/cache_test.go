@@ -55,21 +55,19 @@ func newCacheUnderTest(t *testing.T) (*Cache, *reportRunner, *time.Time) {
 	return x, r, &now
 }
 
-var queryCtx = WithCachedReads(context.Background())
-
 func TestCachedReadsRunLVMOncePerReport(t *testing.T) {
 	x, r, _ := newCacheUnderTest(t)
 	for range 3 {
-		if _, err := x.ListLVs(queryCtx, "carve-thin"); err != nil {
+		if _, err := x.ListLVs(ctx, Cached, "carve-thin"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := x.GetLV(queryCtx, "carve-thin", "thin1"); err != nil {
+		if _, err := x.GetLV(ctx, Cached, "carve-thin", "thin1"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := x.GetVG(queryCtx, "carve-thin"); err != nil {
+		if _, err := x.GetVG(ctx, Cached, "carve-thin"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := x.ListVGPVs(queryCtx, "carve-thin"); err != nil {
+		if _, err := x.ListVGPVs(ctx, Cached, "carve-thin"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -80,7 +78,7 @@ func TestCachedReadsRunLVMOncePerReport(t *testing.T) {
 
 func TestCachedLVsAnswerLikeLVM(t *testing.T) {
 	x, _, _ := newCacheUnderTest(t)
-	visible, err := x.ListLVs(queryCtx, "carve-thin")
+	visible, err := x.ListLVs(ctx, Cached, "carve-thin")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,24 +87,24 @@ func TestCachedLVsAnswerLikeLVM(t *testing.T) {
 			t.Errorf("ListLVs gave hidden %s", lv.Name)
 		}
 	}
-	all, _ := x.ListAllLVs(queryCtx, "carve-thin")
+	all, _ := x.ListAllLVs(ctx, Cached, "carve-thin")
 	if len(visible) != 4 || len(all) != 7 {
 		t.Errorf("visible %d, all %d; want 4 and 7 as in the report", len(visible), len(all))
 	}
 	// Internal LVs carry reserved names, which GetLV refuses before lvm2
 	// or the report is asked.
-	if _, err := x.GetLV(queryCtx, "carve-thin", "pool0_tdata"); !errors.Is(err, ErrInvalidName) {
+	if _, err := x.GetLV(ctx, Cached, "carve-thin", "pool0_tdata"); !errors.Is(err, ErrInvalidName) {
 		t.Errorf("internal LV by name: %v, want ErrInvalidName", err)
 	}
-	if _, err := x.GetLV(queryCtx, "carve-thin", "nosuch"); !errors.Is(err, ErrNotFound) {
+	if _, err := x.GetLV(ctx, Cached, "carve-thin", "nosuch"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("missing LV: %v, want ErrNotFound", err)
 	}
-	if _, err := x.GetLV(queryCtx, "carve-thin", "bad/name"); !errors.Is(err, ErrInvalidName) {
+	if _, err := x.GetLV(ctx, Cached, "carve-thin", "bad/name"); !errors.Is(err, ErrInvalidName) {
 		t.Errorf("bad name: %v, want ErrInvalidName", err)
 	}
 	// Callers get copies: changing one does not change the next answer.
 	visible[0].Tags = append(visible[0].Tags[:0], "mutated")
-	again, _ := x.GetLV(queryCtx, "carve-thin", visible[0].Name)
+	again, _ := x.GetLV(ctx, Cached, "carve-thin", visible[0].Name)
 	if len(again.Tags) > 0 && again.Tags[0] == "mutated" {
 		t.Error("a caller's change reached the cache")
 	}
@@ -116,9 +114,9 @@ func TestReadsWithoutTheMarkRunLVM(t *testing.T) {
 	x, r, _ := newCacheUnderTest(t)
 	ctx := context.Background()
 	for range 2 {
-		_, _ = x.ListLVs(queryCtx, "carve-thin")
-		_, _ = x.ListLVs(ctx, "carve-thin")
-		_, _ = x.GetLV(ctx, "carve-thin", "thin1")
+		_, _ = x.ListLVs(ctx, Cached, "carve-thin")
+		_, _ = x.ListLVs(ctx, Fresh, "carve-thin")
+		_, _ = x.GetLV(ctx, Fresh, "carve-thin", "thin1")
 	}
 	// The marked read is answered from the report the first one left.
 	if got := r.count("lvs"); got != 5 {
@@ -175,15 +173,15 @@ func TestEveryChangeInvalidatesItsVG(t *testing.T) {
 	for name, change := range changes {
 		t.Run(name, func(t *testing.T) {
 			x, r, _ := newCacheUnderTest(t)
-			_, _ = x.GetVG(queryCtx, "carve-thin")
-			_, _ = x.ListVGPVs(queryCtx, "carve-thin")
-			_, _ = x.ListLVs(queryCtx, "carve-thin")
+			_, _ = x.GetVG(ctx, Cached, "carve-thin")
+			_, _ = x.ListVGPVs(ctx, Cached, "carve-thin")
+			_, _ = x.ListLVs(ctx, Cached, "carve-thin")
 			before := map[string]int{"lvs": r.count("lvs"), "vgs": r.count("vgs"), "pvs": r.count("pvs")}
 			_ = change(x) // the fake's answers may not parse as a change's result: only the effect matters
 			after := map[string]int{"lvs": r.count("lvs"), "vgs": r.count("vgs"), "pvs": r.count("pvs")}
-			_, _ = x.GetVG(queryCtx, "carve-thin")
-			_, _ = x.ListVGPVs(queryCtx, "carve-thin")
-			_, _ = x.ListLVs(queryCtx, "carve-thin")
+			_, _ = x.GetVG(ctx, Cached, "carve-thin")
+			_, _ = x.ListVGPVs(ctx, Cached, "carve-thin")
+			_, _ = x.ListLVs(ctx, Cached, "carve-thin")
 			for _, sub := range []string{"lvs", "vgs", "pvs"} {
 				if got := r.count(sub) - after[sub]; got != 1 {
 					t.Errorf("%s after %s ran %d times (before: %d), want 1: the cached report survived the change", sub, name, got, before[sub])
@@ -200,8 +198,8 @@ func TestAChangeDuringAReadKeepsItsReportOut(t *testing.T) {
 		r.duringReport = nil
 		_ = x.AddTags(context.Background(), "carve-thin", "thin1", "t")
 	}
-	_, _ = x.ListLVs(queryCtx, "carve-thin")
-	_, _ = x.ListLVs(queryCtx, "carve-thin")
+	_, _ = x.ListLVs(ctx, Cached, "carve-thin")
+	_, _ = x.ListLVs(ctx, Cached, "carve-thin")
 	if got := r.count("lvs"); got != 2 {
 		t.Errorf("lvs ran %d times, want 2: a report read across a change must not be kept", got)
 	}
@@ -209,20 +207,20 @@ func TestAChangeDuringAReadKeepsItsReportOut(t *testing.T) {
 
 func TestReportsExpire(t *testing.T) {
 	x, r, now := newCacheUnderTest(t)
-	_, _ = x.GetVG(queryCtx, "carve-thin")
+	_, _ = x.GetVG(ctx, Cached, "carve-thin")
 	*now = now.Add(59 * time.Second)
-	_, _ = x.GetVG(queryCtx, "carve-thin")
+	_, _ = x.GetVG(ctx, Cached, "carve-thin")
 	if r.count("vgs") != 1 {
 		t.Fatalf("vgs ran %d times within MaxAge, want 1", r.count("vgs"))
 	}
 	*now = now.Add(time.Second)
-	_, _ = x.GetVG(queryCtx, "carve-thin")
+	_, _ = x.GetVG(ctx, Cached, "carve-thin")
 	if r.count("vgs") != 2 {
 		t.Errorf("vgs ran %d times after MaxAge, want 2", r.count("vgs"))
 	}
 	x.MaxAge = 0
-	_, _ = x.GetVG(queryCtx, "carve-thin")
-	_, _ = x.GetVG(queryCtx, "carve-thin")
+	_, _ = x.GetVG(ctx, Cached, "carve-thin")
+	_, _ = x.GetVG(ctx, Cached, "carve-thin")
 	if r.count("vgs") != 4 {
 		t.Errorf("vgs ran %d times with caching off, want 4", r.count("vgs"))
 	}
@@ -230,10 +228,10 @@ func TestReportsExpire(t *testing.T) {
 
 func TestFailedReadsAreNotKept(t *testing.T) {
 	x, r, _ := newCacheUnderTest(t)
-	if _, err := x.GetVG(queryCtx, "other"); !errors.Is(err, ErrNotFound) {
+	if _, err := x.GetVG(ctx, Cached, "other"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("GetVG of a VG the report lacks: %v", err)
 	}
-	_, _ = x.GetVG(queryCtx, "other")
+	_, _ = x.GetVG(ctx, Cached, "other")
 	if r.count("vgs") != 2 {
 		t.Errorf("vgs ran %d times, want 2: a failed read is asked again", r.count("vgs"))
 	}
@@ -244,10 +242,10 @@ func TestFailedReadsAreNotKept(t *testing.T) {
 // serves the queries after it.
 func TestSharedReadsRunLVMOncePerOperation(t *testing.T) {
 	x, r, now := newCacheUnderTest(t)
-	_, _ = x.GetLV(queryCtx, "carve-thin", "thin1") // a report older than the operation
-	op := WithSharedReads(context.Background())
+	_, _ = x.GetLV(ctx, Cached, "carve-thin", "thin1") // a report older than the operation
+	op := Shared()
 	for _, name := range []string{"thin1", "pool0", "thin1"} {
-		if _, err := x.GetLV(op, "carve-thin", name); err != nil {
+		if _, err := x.GetLV(ctx, op, "carve-thin", name); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -256,32 +254,32 @@ func TestSharedReadsRunLVMOncePerOperation(t *testing.T) {
 	}
 	// Each report on its own: the VG's, read by a query before, is read
 	// again for the operation although its lvs was.
-	_, _ = x.GetVG(queryCtx, "carve-thin")
-	_, _ = x.GetVG(op, "carve-thin")
-	_, _ = x.GetVG(op, "carve-thin")
+	_, _ = x.GetVG(ctx, Cached, "carve-thin")
+	_, _ = x.GetVG(ctx, op, "carve-thin")
+	_, _ = x.GetVG(ctx, op, "carve-thin")
 	if got := r.count("vgs"); got != 2 {
 		t.Errorf("vgs ran %d times, want 2: the query's and the operation's", got)
 	}
-	if err := x.Activate(op, "carve-thin", "thin1"); err != nil {
+	if err := x.Activate(ctx, "carve-thin", "thin1"); err != nil {
 		t.Fatal(err)
 	}
-	_, _ = x.GetLV(op, "carve-thin", "thin1")
-	_, _ = x.GetLV(op, "carve-thin", "pool0")
+	_, _ = x.GetLV(ctx, op, "carve-thin", "thin1")
+	_, _ = x.GetLV(ctx, op, "carve-thin", "pool0")
 	if got := r.count("lvs"); got != 3 {
 		t.Errorf("lvs ran %d times, want 3: once more after the operation's change", got)
 	}
 	*now = now.Add(time.Second)
-	_, _ = x.GetLV(queryCtx, "carve-thin", "thin1")
+	_, _ = x.GetLV(ctx, Cached, "carve-thin", "thin1")
 	if got := r.count("lvs"); got != 3 {
 		t.Errorf("lvs ran %d times, want 3: a query reuses the operation's report", got)
 	}
-	_, _ = x.GetLV(WithSharedReads(context.Background()), "carve-thin", "thin1")
+	_, _ = x.GetLV(ctx, Shared(), "carve-thin", "thin1")
 	if got := r.count("lvs"); got != 4 {
 		t.Errorf("lvs ran %d times, want 4: another operation reads afresh", got)
 	}
 	x.MaxAge = 0
-	_, _ = x.GetLV(op, "carve-thin", "thin1")
-	_, _ = x.GetLV(op, "carve-thin", "thin1")
+	_, _ = x.GetLV(ctx, op, "carve-thin", "thin1")
+	_, _ = x.GetLV(ctx, op, "carve-thin", "thin1")
 	if got := r.count("lvs"); got != 6 {
 		t.Errorf("lvs ran %d times, want 6: with caching off every read runs lvm2", got)
 	}
@@ -292,12 +290,15 @@ func TestSharedReadsRunLVMOncePerOperation(t *testing.T) {
 // from the report read before and ask lvm2, which fails them too.
 func TestAFailedFreshReadIsNewerThanTheCache(t *testing.T) {
 	for name, fresh := range map[string]func(x *Cache) error{
-		"GetLV": func(x *Cache) error { _, err := x.GetLV(context.Background(), "carve-thin", "thin1"); return err },
-		"GetVG": func(x *Cache) error { _, err := x.GetVG(context.Background(), "carve-thin"); return err },
+		"GetLV": func(x *Cache) error {
+			_, err := x.GetLV(context.Background(), Fresh, "carve-thin", "thin1")
+			return err
+		},
+		"GetVG": func(x *Cache) error { _, err := x.GetVG(context.Background(), Fresh, "carve-thin"); return err },
 	} {
 		t.Run(name, func(t *testing.T) {
 			x, r, _ := newCacheUnderTest(t)
-			if _, err := x.GetLV(queryCtx, "carve-thin", "thin1"); err != nil {
+			if _, err := x.GetLV(ctx, Cached, "carve-thin", "thin1"); err != nil {
 				t.Fatal(err)
 			}
 			r.mu.Lock()
@@ -307,7 +308,7 @@ func TestAFailedFreshReadIsNewerThanTheCache(t *testing.T) {
 				t.Fatal("the fresh read did not fail")
 			}
 			before := r.count("lvs")
-			if _, err := x.GetLV(queryCtx, "carve-thin", "thin1"); err == nil {
+			if _, err := x.GetLV(ctx, Cached, "carve-thin", "thin1"); err == nil {
 				t.Errorf("a query after a failed fresh read answered from the report before it")
 			}
 			if r.count("lvs") != before+1 {
@@ -321,7 +322,7 @@ func TestAFailedFreshReadIsNewerThanTheCache(t *testing.T) {
 // nothing of lvm2, so the report stays.
 func TestACancelledReadKeepsTheCache(t *testing.T) {
 	x, r, _ := newCacheUnderTest(t)
-	if _, err := x.GetLV(queryCtx, "carve-thin", "thin1"); err != nil {
+	if _, err := x.GetLV(ctx, Cached, "carve-thin", "thin1"); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -329,9 +330,9 @@ func TestACancelledReadKeepsTheCache(t *testing.T) {
 	r.mu.Lock()
 	r.fail = context.Canceled
 	r.mu.Unlock()
-	_, _ = x.GetLV(ctx, "carve-thin", "thin1")
+	_, _ = x.GetLV(ctx, Fresh, "carve-thin", "thin1")
 	before := r.count("lvs")
-	if _, err := x.GetLV(queryCtx, "carve-thin", "thin1"); err != nil || r.count("lvs") != before {
+	if _, err := x.GetLV(ctx, Cached, "carve-thin", "thin1"); err != nil || r.count("lvs") != before {
 		t.Errorf("query after a cancelled read: %v, %d lvs runs; want the cached answer", err, r.count("lvs")-before)
 	}
 }
@@ -345,17 +346,17 @@ func TestAliveAfterSuccessfulCommandsOnly(t *testing.T) {
 		t.Fatal("alive before any command")
 	}
 	r.fail = errors.New("vgs: device vanished")
-	_, _ = x.GetVG(queryCtx, "carve-thin")
+	_, _ = x.GetVG(ctx, Cached, "carve-thin")
 	if x.Alive("carve-thin", time.Minute) {
 		t.Fatal("alive after a failed report")
 	}
 	r.fail = nil
-	_, _ = x.GetVG(queryCtx, "carve-thin")
+	_, _ = x.GetVG(ctx, Cached, "carve-thin")
 	if !x.Alive("carve-thin", 30*time.Second) || x.Alive("other", 30*time.Second) {
 		t.Fatal("a report of carve-thin proves it, and only it, alive")
 	}
 	*now = now.Add(30 * time.Second)
-	_, _ = x.GetVG(queryCtx, "carve-thin") // from the cache: runs nothing
+	_, _ = x.GetVG(ctx, Cached, "carve-thin") // from the cache: runs nothing
 	if r.count("vgs") != 2 || x.Alive("carve-thin", 30*time.Second) {
 		t.Fatalf("vgs ran %d times; a cached answer kept the VG alive", r.count("vgs"))
 	}
@@ -395,7 +396,7 @@ func TestAMovedMetadataPrintEndsTheReports(t *testing.T) {
 	x.notePVs("carve-thin", []PV{{Name: "/dev/vdz"}})
 	query := func() {
 		t.Helper()
-		if _, err := x.ListLVs(queryCtx, "carve-thin"); err != nil {
+		if _, err := x.ListLVs(ctx, Cached, "carve-thin"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -438,7 +439,7 @@ func TestWithoutAPrintReportsLiveOutMaxAge(t *testing.T) {
 	x.print = prints.read
 	x.notePVs("carve-thin", []PV{{Name: "/dev/vdz"}})
 	for range 3 {
-		if _, err := x.ListLVs(queryCtx, "carve-thin"); err != nil {
+		if _, err := x.ListLVs(ctx, Cached, "carve-thin"); err != nil {
 			t.Fatal(err)
 		}
 		*now = now.Add(2 * printEvery)

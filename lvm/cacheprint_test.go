@@ -110,7 +110,7 @@ func TestAPoolsFillEndsTheReports(t *testing.T) {
 	x.notePVs("carve-thin", []PV{{Name: "/dev/vdz"}})
 	query := func(wantLVs int, why string) {
 		t.Helper()
-		if _, err := x.ListLVs(queryCtx, "carve-thin"); err != nil {
+		if _, err := x.ListLVs(ctx, Cached, "carve-thin"); err != nil {
 			t.Fatal(err)
 		}
 		if r.count("lvs") != wantLVs {

@@ -20,10 +20,9 @@ func TestVMCacheSeesChangesMadeOutsideIt(t *testing.T) {
 	c, _ := vmClient(t)
 	ctx := context.Background()
 	x := NewCache(c, time.Hour)
-	q := WithCachedReads(ctx)
 	free := func() uint64 {
 		t.Helper()
-		vg, err := x.GetVG(q, vmVG)
+		vg, err := x.GetVG(ctx, Cached, vmVG)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -31,7 +30,7 @@ func TestVMCacheSeesChangesMadeOutsideIt(t *testing.T) {
 	}
 	names := func() []string {
 		t.Helper()
-		lvs, err := x.ListLVs(q, vmVG)
+		lvs, err := x.ListLVs(ctx, Cached, vmVG)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,7 +40,7 @@ func TestVMCacheSeesChangesMadeOutsideIt(t *testing.T) {
 		}
 		return out
 	}
-	if _, err := x.ListVGPVs(q, vmVG); err != nil { // the PVs' paths, as the storage report reads them
+	if _, err := x.ListVGPVs(ctx, Cached, vmVG); err != nil { // the PVs' paths, as the storage report reads them
 		t.Fatal(err)
 	}
 	before, none := free(), names()

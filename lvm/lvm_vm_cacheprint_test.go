@@ -49,7 +49,7 @@ func settledCache(t *testing.T, r runner.Runner, query func(*Cache)) (*Cache, *c
 	t.Helper()
 	runs := &countingRunner{r: r}
 	x := NewCache(New(runs), time.Hour)
-	if _, err := x.ListVGPVs(WithCachedReads(context.Background()), vmVG); err != nil {
+	if _, err := x.ListVGPVs(context.Background(), Cached, vmVG); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
@@ -83,10 +83,9 @@ func TestVMCacheSeesAThinPoolFill(t *testing.T) {
 	if !strings.HasPrefix(p, "fresh=data 0/") || !strings.Contains(p, ";pool0=data ") || strings.Contains(p, "inactive") {
 		t.Fatalf("thin pools' print %q: want fresh's and pool0's usage, no other", p)
 	}
-	q := WithCachedReads(ctx)
 	pool := func(x *Cache) LV {
 		t.Helper()
-		lv, err := x.GetLV(q, vmVG, "pool0")
+		lv, err := x.GetLV(ctx, Cached, vmVG, "pool0")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,10 +140,9 @@ func TestVMCacheSeesAPVTakenOutOfTheDevicesFile(t *testing.T) {
 	if vg := vmVGOf(t, c); vg.PVCount != 2 || vg.MissingPVCount != 0 {
 		t.Fatalf("with both disks listed lvm2 reports %d PVs, %d missing", vg.PVCount, vg.MissingPVCount)
 	}
-	q := WithCachedReads(ctx)
 	missing := func(x *Cache) int {
 		t.Helper()
-		vg, err := x.GetVG(q, vmVG)
+		vg, err := x.GetVG(ctx, Cached, vmVG)
 		if err != nil {
 			t.Fatal(err)
 		}

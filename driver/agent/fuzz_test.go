@@ -74,7 +74,7 @@ func FuzzCreateFromResource(f *testing.F) {
 
 func lvNames(t *testing.T, f *lvmfake.LVM) []string {
 	t.Helper()
-	lvs, err := f.ListLVs(context.Background(), "vg0")
+	lvs, err := f.ListLVs(context.Background(), lvm.Fresh, "vg0")
 	if err != nil {
 		t.Fatal(err)
 	}

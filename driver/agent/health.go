@@ -14,6 +14,7 @@ import (
 
 	"carve.dev/carve/driver/api/v1alpha1"
 	"carve.dev/carve/driver/volume"
+	"carve.dev/carve/lvm"
 )
 
 // actionHealth is the action of the events that tell a health problem
@@ -114,10 +115,10 @@ func (s *StorageReporter) vgReference(ns *v1alpha1.NodeStorage, vg string) runti
 // rerun the create, publish and modify steps on fresh lvm2 reads to learn
 // the same. The write wakes a reconcile anyway (a watch event), which
 // finds the same problems and keeps them (keptHealth).
-func (s *StorageReporter) syncHealth(ctx, fresh context.Context, read reading) error {
+func (s *StorageReporter) syncHealth(ctx context.Context, read reading) error {
 	stale := staleHealth(read)
 	if len(stale) > 0 && !read.fresh {
-		vols, err := s.Volumes(fresh)
+		vols, err := s.Volumes(ctx, lvm.Fresh)
 		if err != nil {
 			return fmt.Errorf("confirm volume health: list volumes afresh: %w", err)
 		}

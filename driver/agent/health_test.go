@@ -94,7 +94,7 @@ func TestNodeStorageShowsAnUnreadableVG(t *testing.T) {
 	// vg1's disks are gone: lvm2 finds no such VG, and lists no volumes.
 	broken := lvmfake.New(100*mib, "vg0")
 	rep.Space = lvmvol.NewManager(lvmvol.Config{LVM: broken, Wiper: broken, Node: node, VolumeGroups: []string{"vg0", "vg1"}}).Space
-	rep.Volumes = func(context.Context) ([]volume.Volume, error) {
+	rep.Volumes = func(context.Context, lvm.Reads) ([]volume.Volume, error) {
 		return nil, fmt.Errorf("list volumes in vg1: %w", volume.ErrVGUnreadable)
 	}
 	if err := rep.Report(ctx); err == nil || !strings.Contains(err.Error(), "audit") {
@@ -173,18 +173,18 @@ func TestCachedHealthIsConfirmedAfresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	vols := lvmvol.NewManager(lvmvol.Config{LVM: r.lvm, Wiper: r.lvm, Node: node, VolumeGroups: []string{"vg0"}})
-	stale, err := vols.ListVolumes(ctx)
+	stale, err := vols.ListVolumes(ctx, lvm.Fresh)
 	if err != nil {
 		t.Fatal(err)
 	}
 	stale[0].Health = []volume.Problem{{Kind: volume.Inaccessible, Reason: "ThinPoolFull", Message: "stale"}}
 	fresh := 0
-	list := func(c context.Context) ([]volume.Volume, error) {
-		if lvm.CachedReads(c) {
+	list := func(c context.Context, reads lvm.Reads) ([]volume.Volume, error) {
+		if reads.IsCached() {
 			return stale, nil
 		}
 		fresh++
-		return vols.ListVolumes(c)
+		return vols.ListVolumes(c, reads)
 	}
 	rec := events.NewFakeRecorder(10)
 	rep := &StorageReporter{Client: r.c, Node: node, Space: vols.Space, Overprovision: 1, Volumes: list, Events: rec}

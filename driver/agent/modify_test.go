@@ -21,7 +21,7 @@ func TestModifyMirrorsFromSpec(t *testing.T) {
 		t.Fatalf("create: %+v, %v", lv.Status, err)
 	}
 	mirrors := func() int {
-		all, _ := r.lvm.ListAllLVs(ctx, "vg0")
+		all, _ := r.lvm.ListAllLVs(ctx, lvm.Fresh, "vg0")
 		return lvm.Mirrors(all, "pvc-1")
 	}
 

@@ -41,9 +41,9 @@ type StorageReporter struct {
 	// means 10 min. Between, an idle node writes nothing.
 	Heartbeat time.Duration
 	// Volumes lists Carve's volumes on the node (lvmvol.Manager.ListVolumes),
-	// to find orphans and to keep the LogicalVolumes' health; nil skips
-	// both.
-	Volumes func(ctx context.Context) ([]volume.Volume, error)
+	// as fresh as r says, to find orphans and to keep the LogicalVolumes'
+	// health; nil skips both.
+	Volumes func(ctx context.Context, r lvm.Reads) ([]volume.Volume, error)
 
 	// Events records a Warning for each new orphan (on the NodeStorage),
 	// missing LV (on its LogicalVolume) and health problem (a VG's on the
@@ -84,14 +84,13 @@ func (s *StorageReporter) heartbeat() time.Duration {
 // Report reads the node's storage now, and writes it if it changed (or at
 // the heartbeat); then it brings the health in its LogicalVolumes' status
 // up to date (syncHealth). Reading costs no LVM command at idle: Space and
-// Volumes are queries, answered from the Manager's cached reports.
+// Volumes are queries (lvm.Cached), answered from the Manager's cached
+// reports; every 30 s.
 //
 // A failed audit (a VG that cannot be read fails the listing of volumes)
 // leaves the last findings standing, and the VGs are reported all the
 // same: an unreadable VG shows as such.
 func (s *StorageReporter) Report(ctx context.Context) error {
-	fresh := ctx
-	ctx = lvm.WithCachedReads(ctx) // every 30 s: a query (lvm.Cache)
 	space, err := s.Space(ctx)
 	if err != nil {
 		return err
@@ -101,7 +100,7 @@ func (s *StorageReporter) Report(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	findings, read, auditErr := s.audit(ctx, fresh)
+	findings, read, auditErr := s.audit(ctx)
 	orphans, missing := ns.Status.OrphanedVolumes, ns.Status.MissingVolumes
 	if auditErr == nil {
 		orphans, missing = split(findings)
@@ -118,7 +117,7 @@ func (s *StorageReporter) Report(ctx context.Context) error {
 	if err := s.write(ctx, &ns, next); err != nil || auditErr != nil {
 		return errors.Join(auditErr, err)
 	}
-	return s.syncHealth(ctx, fresh, read)
+	return s.syncHealth(ctx, read)
 }
 
 // gauge sets the metrics of the VGs read; an unreadable one (no size) has
@@ -191,11 +190,11 @@ func (s *StorageReporter) write(ctx context.Context, ns *v1alpha1.NodeStorage, n
 // only what is seen unmatched twice in a row is reported.
 //
 // It returns what it read too, for syncHealth.
-func (s *StorageReporter) audit(ctx, fresh context.Context) (map[string]*v1alpha1.LogicalVolume, reading, error) {
+func (s *StorageReporter) audit(ctx context.Context) (map[string]*v1alpha1.LogicalVolume, reading, error) {
 	if s.Volumes == nil {
 		return nil, reading{}, nil
 	}
-	vols, err := s.Volumes(ctx)
+	vols, err := s.Volumes(ctx, lvm.Cached)
 	if err != nil {
 		return nil, reading{}, fmt.Errorf("audit: list volumes: %w", err)
 	}
@@ -212,7 +211,7 @@ func (s *StorageReporter) audit(ctx, fresh context.Context) (map[string]*v1alpha
 	// there are findings they are confirmed on a fresh report every
 	// confirmEvery; a node with none runs no lvm2 command here.
 	if len(unmatched) > 0 && time.Since(s.confirmed) >= confirmEvery {
-		if read.vols, err = s.Volumes(fresh); err != nil {
+		if read.vols, err = s.Volumes(ctx, lvm.Fresh); err != nil {
 			return nil, reading{}, fmt.Errorf("audit: list volumes afresh: %w", err)
 		}
 		s.confirmed, read.fresh = time.Now(), true

@@ -45,7 +45,7 @@ func TestOrphanedVolumesAreReportedNotRemoved(t *testing.T) {
 		t.Errorf("third report: orphans %v, want [vg0/pvc-orphan]", got)
 	}
 	wantEvents(t, rec) // told once, not at every report
-	list, err := vols.ListVolumes(ctx)
+	list, err := vols.ListVolumes(ctx, lvm.Fresh)
 	if err != nil || len(list) != 2 {
 		t.Errorf("volumes after the reports: %v, %v (the orphan must stay)", list, err)
 	}
@@ -120,17 +120,17 @@ func TestOrphanRemovedByHandClearsOnAFreshRead(t *testing.T) {
 		RequiredBytes: 5 * mib, ParamsDigest: "d"}); err != nil {
 		t.Fatal(err)
 	}
-	stale, err := vols.ListVolumes(ctx)
+	stale, err := vols.ListVolumes(ctx, lvm.Fresh)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fresh := 0
-	list := func(c context.Context) ([]volume.Volume, error) {
-		if lvm.CachedReads(c) {
+	list := func(c context.Context, reads lvm.Reads) ([]volume.Volume, error) {
+		if reads.IsCached() {
 			return stale, nil // what a cache read before the lvremove answers
 		}
 		fresh++
-		return vols.ListVolumes(c)
+		return vols.ListVolumes(c, reads)
 	}
 	rep := &StorageReporter{Client: r.c, Node: node, Space: vols.Space, Overprovision: 1, Volumes: list}
 	orphans := func() []string { return reportedOn(t, r, rep).Status.OrphanedVolumes }

@@ -39,12 +39,13 @@ import (
 
 	"carve.dev/carve/driver/api/v1alpha1"
 	"carve.dev/carve/driver/volume"
+	"carve.dev/carve/lvm"
 )
 
 // Volumes is the LVM semantics the agent applies: lvmvol.Manager.
 type Volumes interface {
 	CreateVolume(ctx context.Context, req volume.CreateRequest) (volume.Volume, error)
-	GetVolume(ctx context.Context, id volume.ID) (volume.Volume, error)
+	GetVolume(ctx context.Context, r lvm.Reads, id volume.ID) (volume.Volume, error)
 	DeleteVolume(ctx context.Context, id volume.ID) error
 	ExpandVolume(ctx context.Context, id volume.ID, requiredBytes, limitBytes int64) (volume.Volume, error)
 	PublishVolume(ctx context.Context, id volume.ID, node string) (string, error)
@@ -167,7 +168,7 @@ func (r *VolumeReconciler) modify(ctx context.Context, lv *v1alpha1.LogicalVolum
 // carve creates the LV, or finds it, and grows it to the spec's size.
 func (r *VolumeReconciler) carve(ctx context.Context, lv *v1alpha1.LogicalVolume) (volume.Volume, error) {
 	id := volumeID(lv)
-	vol, err := r.Volumes.GetVolume(ctx, id)
+	vol, err := r.Volumes.GetVolume(ctx, lvm.Fresh, id)
 	switch {
 	case err == nil:
 		// It exists: the spec may have grown since, which is an

@@ -26,6 +26,7 @@ import (
 	"carve.dev/carve/driver/api/v1alpha1"
 	"carve.dev/carve/driver/nodeloss"
 	"carve.dev/carve/driver/volume"
+	"carve.dev/carve/lvm"
 )
 
 // errPending: the agent has not finished within the call's deadline; the
@@ -197,7 +198,7 @@ func lookupIn(ctx context.Context, r client.Reader, id volume.ID) (*v1alpha1.Log
 }
 
 // GetVolume reports a volume the agent has carved (from the cache).
-func (b *Backend) GetVolume(ctx context.Context, id volume.ID) (volume.Volume, error) {
+func (b *Backend) GetVolume(ctx context.Context, _ lvm.Reads, id volume.ID) (volume.Volume, error) {
 	lv, err := lookupIn(ctx, b.Cache, id)
 	if err != nil {
 		return volume.Volume{}, err
@@ -209,7 +210,7 @@ func (b *Backend) GetVolume(ctx context.Context, id volume.ID) (volume.Volume, e
 }
 
 // ListVolumes lists the carved volumes in ID order.
-func (b *Backend) ListVolumes(ctx context.Context) ([]volume.Volume, error) {
+func (b *Backend) ListVolumes(ctx context.Context, _ lvm.Reads) ([]volume.Volume, error) {
 	var list v1alpha1.LogicalVolumeList
 	if err := b.Cache.List(ctx, &list); err != nil {
 		return nil, fmt.Errorf("list volumes: %w", err)

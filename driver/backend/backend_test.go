@@ -176,7 +176,7 @@ func TestVolumeLifecycleThroughResources(t *testing.T) {
 	if l, _ := f.LV("vg0", "pvc-1"); l.Active {
 		t.Fatal("detached LV still active")
 	}
-	if vols, err := b.ListVolumes(ctx); err != nil || len(vols) != 1 {
+	if vols, err := b.ListVolumes(ctx, lvm.Fresh); err != nil || len(vols) != 1 {
 		t.Errorf("list: %+v, %v", vols, err)
 	}
 	if err := b.DeleteVolume(ctx, vol.ID); err != nil {
@@ -315,7 +315,7 @@ func TestThinSnapshotAndRestoreThroughResources(t *testing.T) {
 	if again, err := b.CreateSnapshot(ctx, "snapshot-1", vol.ID); err != nil || again.ID != snap.ID {
 		t.Errorf("repeated CreateSnapshot: %+v, %v", again, err)
 	}
-	if list, err := b.ListSnapshots(ctx); err != nil || len(list) != 1 {
+	if list, err := b.ListSnapshots(ctx, lvm.Fresh); err != nil || len(list) != 1 {
 		t.Errorf("ListSnapshots = %+v, %v", list, err)
 	}
 	restore := req("pvc-restored", 16*mib)
@@ -328,7 +328,7 @@ func TestThinSnapshotAndRestoreThroughResources(t *testing.T) {
 	if err := b.DeleteSnapshot(ctx, snap.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.GetSnapshot(ctx, snap.ID); !errors.Is(err, volume.ErrSnapshotNotFound) {
+	if _, err := b.GetSnapshot(ctx, lvm.Fresh, snap.ID); !errors.Is(err, volume.ErrSnapshotNotFound) {
 		t.Errorf("deleted snapshot still there: %v", err)
 	}
 	if _, ok := f.LV("vg0", snap.ID.LV); ok {
@@ -449,7 +449,7 @@ func TestEncryptionThroughResources(t *testing.T) {
 	if err != nil || !restored.Encrypted {
 		t.Fatalf("restore of an encrypted snapshot: %+v, %v; want encrypted", restored, err)
 	}
-	if got, err := b.GetVolume(ctx, restored.ID); err != nil || !got.Encrypted {
+	if got, err := b.GetVolume(ctx, lvm.Fresh, restored.ID); err != nil || !got.Encrypted {
 		t.Errorf("GetVolume of the restore: %+v, %v", got, err)
 	}
 }

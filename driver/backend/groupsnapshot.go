@@ -13,6 +13,7 @@ import (
 
 	"carve.dev/carve/driver/api/v1alpha1"
 	"carve.dev/carve/driver/volume"
+	"carve.dev/carve/lvm"
 )
 
 // Group snapshots in cluster mode: one LogicalVolumeGroupSnapshot per
@@ -121,7 +122,7 @@ func lookupGroup(ctx context.Context, r client.Reader, id volume.ID) (*v1alpha1.
 
 // GetGroupSnapshot reports a group snapshot; one being deleted is gone
 // already.
-func (b *Backend) GetGroupSnapshot(ctx context.Context, id volume.ID) (volume.GroupSnapshot, error) {
+func (b *Backend) GetGroupSnapshot(ctx context.Context, _ lvm.Reads, id volume.ID) (volume.GroupSnapshot, error) {
 	g, err := lookupGroup(ctx, b.Cache, id)
 	if err != nil {
 		return volume.GroupSnapshot{}, err

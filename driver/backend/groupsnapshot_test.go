@@ -12,6 +12,7 @@ import (
 
 	"carve.dev/carve/driver/api/v1alpha1"
 	"carve.dev/carve/driver/volume"
+	"carve.dev/carve/lvm"
 	"carve.dev/carve/test/lvmfake"
 )
 
@@ -58,14 +59,14 @@ func TestGroupSnapshotThroughResources(t *testing.T) {
 	if _, err := b.CreateGroupSnapshot(ctx, "group-1", srcs[:1]); !errors.Is(err, volume.ErrNameConflict) {
 		t.Errorf("same name, other sources: %v, want ALREADY_EXISTS", err)
 	}
-	if got, err := b.GetGroupSnapshot(ctx, g.ID); err != nil || len(got.Snapshots) != 2 || !got.Ready {
+	if got, err := b.GetGroupSnapshot(ctx, lvm.Fresh, g.ID); err != nil || len(got.Snapshots) != 2 || !got.Ready {
 		t.Errorf("GetGroupSnapshot = %+v, %v", got, err)
 	}
 	member := g.Snapshots[0]
-	if s, err := b.GetSnapshot(ctx, member.ID); err != nil || s.Group != g.ID || s.Source != srcs[0] {
+	if s, err := b.GetSnapshot(ctx, lvm.Fresh, member.ID); err != nil || s.Group != g.ID || s.Source != srcs[0] {
 		t.Errorf("GetSnapshot(member) = %+v, %v", s, err)
 	}
-	list, err := b.ListSnapshots(ctx)
+	list, err := b.ListSnapshots(ctx, lvm.Fresh)
 	if err != nil || !slices.ContainsFunc(list, func(s volume.Snapshot) bool { return s.ID == member.ID }) {
 		t.Errorf("ListSnapshots = %+v, %v: no member", list, err)
 	}
@@ -85,11 +86,11 @@ func TestGroupSnapshotThroughResources(t *testing.T) {
 		if _, ok := f.LV("vg0", s.ID.LV); ok {
 			t.Errorf("member LV %s left behind", s.ID.LV)
 		}
-		if _, err := b.GetSnapshot(ctx, s.ID); !errors.Is(err, volume.ErrSnapshotNotFound) {
+		if _, err := b.GetSnapshot(ctx, lvm.Fresh, s.ID); !errors.Is(err, volume.ErrSnapshotNotFound) {
 			t.Errorf("deleted member still there: %v", err)
 		}
 	}
-	if _, err := b.GetGroupSnapshot(ctx, g.ID); !errors.Is(err, volume.ErrSnapshotNotFound) {
+	if _, err := b.GetGroupSnapshot(ctx, lvm.Fresh, g.ID); !errors.Is(err, volume.ErrSnapshotNotFound) {
 		t.Errorf("deleted group still there: %v", err)
 	}
 	if err := b.DeleteGroupSnapshot(ctx, g.ID); err != nil {

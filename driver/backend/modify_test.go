@@ -26,7 +26,7 @@ func TestModifyThroughResources(t *testing.T) {
 	if _, err := b.ModifyVolume(ctx, vol.ID, volume.Mutable{Mirrors: &one}); err != nil {
 		t.Fatal(err)
 	}
-	all, _ := f.ListAllLVs(ctx, "vg0")
+	all, _ := f.ListAllLVs(ctx, lvm.Fresh, "vg0")
 	var lv v1alpha1.LogicalVolume
 	if err := b.Client.Get(ctx, client.ObjectKey{Name: "pvc-1"}, &lv); err != nil {
 		t.Fatal(err)
@@ -132,7 +132,7 @@ func TestModifyWriteCacheThroughResources(t *testing.T) {
 		return lv
 	}
 	lv := get("pvc-1")
-	all, _ := f.ListAllLVs(ctx, "vg0")
+	all, _ := f.ListAllLVs(ctx, lvm.Fresh, "vg0")
 	want := &v1alpha1.WriteCache{SizeBytes: 4 * mib, PVs: []string{"@fast"}}
 	if cv, ok := lvm.AttachedCacheVol(all, "pvc-1"); !ok || cv.Size != 4*mib || !lv.Spec.WriteCache.Same(want) || !lv.Status.WriteCache.Same(want) {
 		t.Fatalf("after modify: cache %+v (%v), spec %+v, status %+v", cv, ok, lv.Spec.WriteCache, lv.Status.WriteCache)
@@ -144,7 +144,7 @@ func TestModifyWriteCacheThroughResources(t *testing.T) {
 		t.Fatal(err)
 	}
 	lv = get("pvc-1")
-	all, _ = f.ListAllLVs(ctx, "vg0")
+	all, _ = f.ListAllLVs(ctx, lvm.Fresh, "vg0")
 	if _, ok := lvm.AttachedCacheVol(all, "pvc-1"); ok || lv.Spec.WriteCache != nil || lv.Status.WriteCache != nil {
 		t.Fatalf("after detach: attached %v, spec %+v, status %+v", ok, lv.Spec.WriteCache, lv.Status.WriteCache)
 	}

@@ -13,6 +13,7 @@ import (
 	"carve.dev/carve/driver/api/v1alpha1"
 	"carve.dev/carve/driver/nodeloss"
 	"carve.dev/carve/driver/volume"
+	"carve.dev/carve/lvm"
 )
 
 // A volume published on a node that is gone for good: with no agent to
@@ -69,7 +70,7 @@ func TestLostNodesVolumeDetachesAndDeletes(t *testing.T) {
 	if err := b.DeleteVolume(ctx, id); err != nil {
 		t.Fatalf("delete on a lost node: %v", err)
 	}
-	if _, err := b.GetVolume(ctx, id); err == nil {
+	if _, err := b.GetVolume(ctx, lvm.Fresh, id); err == nil {
 		t.Error("the volume is still there after its delete")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"carve.dev/carve/driver/api/v1alpha1"
 	"carve.dev/carve/driver/nodeloss"
 	"carve.dev/carve/driver/volume"
+	"carve.dev/carve/lvm"
 )
 
 // change checks the volume's resource, applies edit to its spec (a merge
@@ -137,7 +138,7 @@ func sortVolumes(vs []volume.Volume) {
 // volume up.
 func (b *Backend) ModifyVolume(ctx context.Context, id volume.ID, m volume.Mutable) (volume.Volume, error) {
 	if m.IsZero() {
-		return b.GetVolume(ctx, id)
+		return b.GetVolume(ctx, lvm.Fresh, id)
 	}
 	fits := func(lv *v1alpha1.LogicalVolume) error {
 		if m.Mirrors != nil && *m.Mirrors > 0 && (lv.Spec.Type.ThinPool != "" || lv.Spec.Type.Stripes > 1) {

@@ -14,6 +14,7 @@ import (
 
 	"carve.dev/carve/driver/api/v1alpha1"
 	"carve.dev/carve/driver/volume"
+	"carve.dev/carve/lvm"
 )
 
 // CreateSnapshot writes the snapshot's resource on its source's node and
@@ -89,7 +90,7 @@ func lookupTaken(ctx context.Context, r client.Reader, id volume.ID, obj client.
 
 // GetSnapshot reports a snapshot, or a group's member; one being deleted
 // is gone already.
-func (b *Backend) GetSnapshot(ctx context.Context, id volume.ID) (volume.Snapshot, error) {
+func (b *Backend) GetSnapshot(ctx context.Context, _ lvm.Reads, id volume.ID) (volume.Snapshot, error) {
 	s, err := lookupSnapshot(ctx, b.Cache, id)
 	if errors.Is(err, volume.ErrSnapshotNotFound) {
 		g, member, err := memberOf(ctx, b.Cache, id)
@@ -109,7 +110,7 @@ func (b *Backend) GetSnapshot(ctx context.Context, id volume.ID) (volume.Snapsho
 
 // ListSnapshots lists the taken snapshots, groups' members included, in
 // ID order.
-func (b *Backend) ListSnapshots(ctx context.Context) ([]volume.Snapshot, error) {
+func (b *Backend) ListSnapshots(ctx context.Context, _ lvm.Reads) ([]volume.Snapshot, error) {
 	var list v1alpha1.LogicalVolumeSnapshotList
 	if err := b.Cache.List(ctx, &list); err != nil {
 		return nil, fmt.Errorf("list snapshots: %w", err)

@@ -14,6 +14,7 @@ import (
 	"carve.dev/carve/driver/api/v1alpha1"
 	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/volume"
+	"carve.dev/carve/lvm"
 	"carve.dev/carve/test/lvmfake"
 )
 
@@ -85,7 +86,7 @@ func TestWaitsAreWokenByWatches(t *testing.T) {
 	ctx := within(t)
 	// The client's first request of a kind learns the API (discovery):
 	// made before counting.
-	if _, err := b.GetVolume(ctx, volume.ID{Node: "node-a", VG: "vg0", LV: "none"}); err == nil {
+	if _, err := b.GetVolume(ctx, lvm.Fresh, volume.ID{Node: "node-a", VG: "vg0", LV: "none"}); err == nil {
 		t.Fatal("a volume that does not exist was found")
 	}
 	var warm v1alpha1.LogicalVolume
@@ -133,13 +134,13 @@ func TestIdleReadsCostTheAPINothing(t *testing.T) {
 		if _, err := b.Capacity(ctx, "node-a", "vg0", volume.Type{}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.ListVolumes(ctx); err != nil {
+		if _, err := b.ListVolumes(ctx, lvm.Fresh); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.ListSnapshots(ctx); err != nil {
+		if _, err := b.ListSnapshots(ctx, lvm.Fresh); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := b.GetVolume(ctx, vol.ID); err != nil || got.ID != vol.ID {
+		if got, err := b.GetVolume(ctx, lvm.Fresh, vol.ID); err != nil || got.ID != vol.ID {
 			t.Fatalf("GetVolume: %+v, %v", got, err)
 		}
 	}

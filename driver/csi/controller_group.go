@@ -17,7 +17,7 @@ import (
 // GroupController service only when its backend is one.
 type GroupSnapshotter interface {
 	CreateGroupSnapshot(ctx context.Context, name string, sources []volume.ID) (volume.GroupSnapshot, error)
-	GetGroupSnapshot(ctx context.Context, id volume.ID) (volume.GroupSnapshot, error)
+	GetGroupSnapshot(ctx context.Context, r lvm.Reads, id volume.ID) (volume.GroupSnapshot, error)
 	DeleteGroupSnapshot(ctx context.Context, id volume.ID) error
 }
 
@@ -73,7 +73,7 @@ func (c *Controller) GetVolumeGroupSnapshot(ctx context.Context, req *csi.GetVol
 	if err != nil {
 		return nil, errors.Join(volume.ErrSnapshotNotFound, err)
 	}
-	g, err := c.backend.(GroupSnapshotter).GetGroupSnapshot(lvm.WithCachedReads(ctx), id) // a query: see getVolume
+	g, err := c.backend.(GroupSnapshotter).GetGroupSnapshot(ctx, lvm.Cached, id) // a query: see getVolume
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +96,7 @@ func (c *Controller) DeleteVolumeGroupSnapshot(ctx context.Context, req *csi.Del
 	}
 	gs := c.backend.(GroupSnapshotter)
 	if ids := req.GetSnapshotIds(); len(ids) > 0 {
-		g, err := gs.GetGroupSnapshot(ctx, id)
+		g, err := gs.GetGroupSnapshot(ctx, lvm.Fresh, id)
 		if errors.Is(err, volume.ErrSnapshotNotFound) {
 			return &csi.DeleteVolumeGroupSnapshotResponse{}, nil
 		}

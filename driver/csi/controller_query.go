@@ -33,18 +33,18 @@ func (c *Controller) ValidateVolumeCapabilities(ctx context.Context, req *csi.Va
 }
 
 // getVolume is the queries' read of one volume: LVM may answer it from a
-// recent report (lvm.WithCachedReads; the CO and health monitors poll it).
+// recent report (lvm.Cached; the CO and health monitors poll it).
 func (c *Controller) getVolume(ctx context.Context, volumeID string) (volume.Volume, error) {
-	return c.volumeByID(lvm.WithCachedReads(ctx), volumeID)
+	return c.volumeByID(ctx, lvm.Cached, volumeID)
 }
 
-// volumeByID reads the volume behind a CSI volume ID as ctx says.
-func (c *Controller) volumeByID(ctx context.Context, volumeID string) (volume.Volume, error) {
+// volumeByID reads the volume behind a CSI volume ID as r says.
+func (c *Controller) volumeByID(ctx context.Context, r lvm.Reads, volumeID string) (volume.Volume, error) {
 	id, err := volume.ParseID(volumeID)
 	if err != nil {
 		return volume.Volume{}, err
 	}
-	return c.backend.GetVolume(ctx, id)
+	return c.backend.GetVolume(ctx, r, id)
 }
 
 func (c *Controller) ControllerGetVolume(ctx context.Context, req *csi.ControllerGetVolumeRequest) (*csi.ControllerGetVolumeResponse, error) {
@@ -68,7 +68,7 @@ func (c *Controller) ListVolumes(ctx context.Context, req *csi.ListVolumesReques
 	if req.GetMaxEntries() < 0 {
 		return nil, invalidArgument("max_entries %d is negative", req.GetMaxEntries())
 	}
-	vols, err := c.backend.ListVolumes(lvm.WithCachedReads(ctx)) // a query: see getVolume
+	vols, err := c.backend.ListVolumes(ctx, lvm.Cached) // a query: see getVolume
 	if err != nil {
 		return nil, err
 	}

@@ -85,7 +85,7 @@ func (c *Controller) GetSnapshot(ctx context.Context, req *csi.GetSnapshotReques
 	if err != nil {
 		return nil, errors.Join(volume.ErrSnapshotNotFound, err)
 	}
-	snap, err := c.backend.GetSnapshot(lvm.WithCachedReads(ctx), id) // a query: see getVolume
+	snap, err := c.backend.GetSnapshot(ctx, lvm.Cached, id) // a query: see getVolume
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +98,7 @@ func (c *Controller) ListSnapshots(ctx context.Context, req *csi.ListSnapshotsRe
 	if req.GetMaxEntries() < 0 {
 		return nil, invalidArgument("max_entries %d is negative", req.GetMaxEntries())
 	}
-	all, err := c.backend.ListSnapshots(lvm.WithCachedReads(ctx)) // a query: see getVolume
+	all, err := c.backend.ListSnapshots(ctx, lvm.Cached) // a query: see getVolume
 	if err != nil {
 		return nil, err
 	}

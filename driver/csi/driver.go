@@ -13,6 +13,7 @@ import (
 	"context"
 
 	"carve.dev/carve/driver/volume"
+	"carve.dev/carve/lvm"
 )
 
 const (
@@ -30,16 +31,20 @@ const (
 type Backend interface {
 	CreateVolume(ctx context.Context, req volume.CreateRequest) (volume.Volume, error)
 	DeleteVolume(ctx context.Context, id volume.ID) error
-	GetVolume(ctx context.Context, id volume.ID) (volume.Volume, error)
-	ListVolumes(ctx context.Context) ([]volume.Volume, error)
+	// The reads say how fresh their answer must be (lvm.Reads): the
+	// queries the CO polls pass lvm.Cached (see getVolume). The LVM
+	// backend honours it; the cluster backend, answering from its
+	// informers' cache, has no use for it.
+	GetVolume(ctx context.Context, r lvm.Reads, id volume.ID) (volume.Volume, error)
+	ListVolumes(ctx context.Context, r lvm.Reads) ([]volume.Volume, error)
 	PublishVolume(ctx context.Context, id volume.ID, node string) (string, error)
 	UnpublishVolume(ctx context.Context, id volume.ID, node string) error
 	ExpandVolume(ctx context.Context, id volume.ID, requiredBytes, limitBytes int64) (volume.Volume, error)
 	Capacity(ctx context.Context, node, vg string, t volume.Type) (volume.Capacity, error)
 	CreateSnapshot(ctx context.Context, name string, source volume.ID) (volume.Snapshot, error)
 	DeleteSnapshot(ctx context.Context, id volume.ID) error
-	GetSnapshot(ctx context.Context, id volume.ID) (volume.Snapshot, error)
-	ListSnapshots(ctx context.Context) ([]volume.Snapshot, error)
+	GetSnapshot(ctx context.Context, r lvm.Reads, id volume.ID) (volume.Snapshot, error)
+	ListSnapshots(ctx context.Context, r lvm.Reads) ([]volume.Snapshot, error)
 	// VolumeGroups are the VGs volumes may be carved from; the first is the
 	// default when a StorageClass names none.
 	VolumeGroups() []string

@@ -158,7 +158,7 @@ func FuzzSizeRange(f *testing.F) {
 // lvState is the fake's LVs of vg0 as text: names, sizes and tags.
 func lvState(t *testing.T, f *lvmfake.LVM) string {
 	t.Helper()
-	lvs, err := f.ListLVs(context.Background(), "vg0")
+	lvs, err := f.ListLVs(context.Background(), lvm.Fresh, "vg0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"carve.dev/carve/driver/nodefs"
 	"carve.dev/carve/driver/volume"
+	"carve.dev/carve/lvm"
 )
 
 // Volume health (CSI 1.13's VolumeHealth, which replaced VolumeCondition).
@@ -35,10 +36,10 @@ func (c *Controller) ControllerGetVolumeHealth(ctx context.Context, req *csi.Con
 	if req.GetVolumeId() == "" {
 		return nil, invalidArgument("volume id missing")
 	}
-	// Health reads lvm2 afresh, unlike the queries (lvm.WithCachedReads):
+	// Health reads lvm2 afresh, unlike the queries (lvm.Cached):
 	// a failed disk must show now, not when a report expires. Nothing
 	// polls the health RPCs by default, so that costs no idle command.
-	vol, err := c.volumeByID(ctx, req.GetVolumeId())
+	vol, err := c.volumeByID(ctx, lvm.Fresh, req.GetVolumeId())
 	if unreadable, ok := unreadableHealth(err); ok {
 		return &csi.ControllerGetVolumeHealthResponse{VolumeHealth: volumeHealth(req.GetVolumeId(), unreadable)}, nil
 	}
@@ -55,7 +56,7 @@ func (c *Controller) ControllerListVolumeHealth(ctx context.Context, req *csi.Co
 	if req.GetMaxEntries() < 0 {
 		return nil, invalidArgument("max_entries %d is negative", req.GetMaxEntries())
 	}
-	vols, err := c.backend.ListVolumes(ctx)
+	vols, err := c.backend.ListVolumes(ctx, lvm.Fresh)
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +92,7 @@ func (n *Node) NodeGetVolumeHealth(ctx context.Context, req *csi.NodeGetVolumeHe
 			return nil, err
 		}
 	}
-	vol, err := n.volumes.GetVolume(ctx, id)
+	vol, err := n.volumes.GetVolume(ctx, lvm.Fresh, id)
 	if unreadable, ok := unreadableHealth(err); ok {
 		return &csi.NodeGetVolumeHealthResponse{VolumeHealth: volumeHealth(req.GetVolumeId(), unreadable)}, nil
 	}

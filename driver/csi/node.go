@@ -17,9 +17,10 @@ import (
 	"carve.dev/carve/lvm"
 )
 
-// VolumeReader reads a volume's state from this node's LVM.
+// VolumeReader reads a volume's state from this node's LVM, as fresh as r
+// says.
 type VolumeReader interface {
-	GetVolume(ctx context.Context, id volume.ID) (volume.Volume, error)
+	GetVolume(ctx context.Context, r lvm.Reads, id volume.ID) (volume.Volume, error)
 	StorageHealther
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"carve.dev/carve/driver/crypt"
 	"carve.dev/carve/driver/volume"
+	"carve.dev/carve/lvm"
 )
 
 // luksType is what blkid calls a LUKS header.
@@ -129,7 +130,7 @@ func (n *Node) closeMapping(ctx context.Context, id volume.ID) error {
 	if lookErr == nil && !open {
 		return nil
 	}
-	vol, err := n.volumes.GetVolume(ctx, id)
+	vol, err := n.volumes.GetVolume(ctx, lvm.Fresh, id)
 	if err != nil {
 		return fmt.Errorf("mapping %s is there, but its volume: %w", name, err)
 	}

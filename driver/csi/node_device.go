@@ -28,8 +28,8 @@ type volumeDevice struct {
 // resolveDevice is resolveLV and the device that holds its filesystem
 // (dataDevice): what publish, unpublish, unstage, expansion and stats look
 // for at a path.
-func (n *Node) resolveDevice(ctx context.Context, volumeID string) (volumeDevice, error) {
-	dev, err := n.resolveLV(ctx, volumeID)
+func (n *Node) resolveDevice(ctx context.Context, r lvm.Reads, volumeID string) (volumeDevice, error) {
+	dev, err := n.resolveLV(ctx, r, volumeID)
 	if err != nil {
 		return dev, err
 	}
@@ -70,12 +70,12 @@ func dataDevice(dev volumeDevice) (volumeDevice, error) {
 //     another device (FAILED_PRECONDITION).
 //
 // nodefs still checks that a device is blank before mkfs: a second guard.
-func (n *Node) resolveLV(ctx context.Context, volumeID string) (volumeDevice, error) {
+func (n *Node) resolveLV(ctx context.Context, r lvm.Reads, volumeID string) (volumeDevice, error) {
 	id, err := n.localID(volumeID)
 	if err != nil {
 		return volumeDevice{}, err
 	}
-	vol, err := n.volumes.GetVolume(ctx, id)
+	vol, err := n.volumes.GetVolume(ctx, r, id)
 	if errors.Is(err, volume.ErrNotManaged) {
 		// An LV without Carve's tag is no volume of Carve's at all.
 		return volumeDevice{}, fmt.Errorf("%w: %w", volume.ErrNotFound, err)
@@ -102,8 +102,8 @@ func (n *Node) resolveLV(ctx context.Context, volumeID string) (volumeDevice, er
 // resolveStaged is resolveDevice for the node calls that follow
 // NodeStageVolume and only bind or unmount what it mounted
 // (NodePublishVolume, NodeUnpublishVolume, NodeUnstageVolume): LVM may
-// answer from a recent report (lvm.WithCachedReads), usually the one
-// NodeStageVolume read (lvm.WithSharedReads), as NodeGetVolumeStats does.
+// answer from a recent report (lvm.Cached), usually the one
+// NodeStageVolume read (lvm.Shared), as NodeGetVolumeStats does.
 // That is safe for the same reason: the device number from the report
 // must still match the device node the kernel shows, and the mount they
 // bind or unmount must be of that device (checkStaged, checkOwnMount), so
@@ -111,10 +111,10 @@ func (n *Node) resolveLV(ctx context.Context, volumeID string) (volumeDevice, er
 // lead to another device. A refusal is checked again on a fresh read, so
 // that a stale report cannot hold a call up for the cache's max age.
 func (n *Node) resolveStaged(ctx context.Context, volumeID string) (volumeDevice, error) {
-	if dev, err := n.resolveDevice(lvm.WithCachedReads(ctx), volumeID); err == nil {
+	if dev, err := n.resolveDevice(ctx, lvm.Cached, volumeID); err == nil {
 		return dev, nil
 	}
-	return n.resolveDevice(ctx, volumeID)
+	return n.resolveDevice(ctx, lvm.Fresh, volumeID)
 }
 
 // waitForDevice waits (DeviceWait) for the device node of an active LV:

@@ -7,6 +7,7 @@ import (
 
 	"carve.dev/carve/driver/nodefs"
 	"carve.dev/carve/driver/volume"
+	"carve.dev/carve/lvm"
 )
 
 // NodeExpandVolume grows the filesystem of a published volume to fill its
@@ -16,7 +17,7 @@ import (
 // its device already has the new size. The volume path must show this
 // volume (volumeAt): another volume's mount is never grown for it.
 func (n *Node) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolumeRequest) (*csi.NodeExpandVolumeResponse, error) {
-	dev, block, err := n.volumeAt(ctx, req.GetVolumeId(), req.GetVolumePath(), volume.ErrFailedPrecondition)
+	dev, block, err := n.volumeAt(ctx, lvm.Fresh, req.GetVolumeId(), req.GetVolumePath(), volume.ErrFailedPrecondition)
 	if err != nil {
 		return nil, err
 	}

@@ -60,7 +60,7 @@ func (n *Node) dropUnusedLayer(ctx context.Context, dev volumeDevice) {
 // removeLayer removes the volume's layer, if it has one: NodeUnstage's
 // last step, also when the staging path was gone already. Only a layer of
 // Carve's over this volume's LV is removed. The LV's device number may
-// come from a recent report (lvm.WithCachedReads), as resolveStaged's
+// come from a recent report (lvm.Cached), as resolveStaged's
 // does: the layer must map that very device, so a stale report can only
 // refuse, and a refusal is checked again on a fresh read.
 func (n *Node) removeLayer(ctx context.Context, id volume.ID) error {
@@ -74,15 +74,15 @@ func (n *Node) removeLayer(ctx context.Context, id volume.ID) error {
 	if _, err := nodefs.DeviceNumber(mapper.Path(name)); err != nil {
 		return nil // none there
 	}
-	if err := n.removeLayerOf(lvm.WithCachedReads(ctx), id, name); err == nil {
+	if err := n.removeLayerOf(ctx, lvm.Cached, id, name); err == nil {
 		return nil
 	}
-	return n.removeLayerOf(ctx, id, name)
+	return n.removeLayerOf(ctx, lvm.Fresh, id, name)
 }
 
-// removeLayerOf removes layer name of volume id, read through ctx.
-func (n *Node) removeLayerOf(ctx context.Context, id volume.ID, name string) error {
-	vol, err := n.volumes.GetVolume(ctx, id)
+// removeLayerOf removes layer name of volume id, read as r says.
+func (n *Node) removeLayerOf(ctx context.Context, r lvm.Reads, id volume.ID, name string) error {
+	vol, err := n.volumes.GetVolume(ctx, r, id)
 	if err != nil {
 		return fmt.Errorf("layer %s is there, but its volume: %w", name, err)
 	}

@@ -33,13 +33,13 @@ import (
 // never silently left off. A volume without limits clears any line a
 // former publish into the same pod left.
 //
-// The limits may come from a recent report (lvm.WithCachedReads), usually
+// The limits may come from a recent report (lvm.Cached), usually
 // the one NodeStageVolume read: they are tags only Carve writes, through
 // the same lvm.Cache, which never answers from a report older than its
 // last change, so a cached answer is what a fresh lvs would say. A fresh
 // read cost every pod start one more lvs (docs/performance.md).
 func (n *Node) limitPublish(ctx context.Context, id volume.ID, rdev uint64, target string) error {
-	vol, err := n.volumes.GetVolume(lvm.WithCachedReads(ctx), id)
+	vol, err := n.volumes.GetVolume(ctx, lvm.Cached, id)
 	if err != nil {
 		return err
 	}
@@ -95,7 +95,7 @@ func (n *Node) ApplyLimits(ctx context.Context, id volume.ID) error {
 		return fmt.Errorf("IO limits of %s: %w", id, err)
 	}
 	defer release()
-	dev, err := n.resolveDevice(ctx, id.String())
+	dev, err := n.resolveDevice(ctx, lvm.Fresh, id.String())
 	if errors.Is(err, volume.ErrFailedPrecondition) {
 		klog.V(2).InfoS("IO limits: the volume is on no pod of this node", "volume", id, "reason", err)
 		return nil

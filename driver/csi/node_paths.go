@@ -82,7 +82,7 @@ func (n *Node) insideVolume(ctx context.Context, dir string) (volume.ID, bool, e
 		}
 	}
 	id := volume.ID{Node: n.cfg.NodeID, VG: vg, LV: lv}
-	_, err = n.volumes.GetVolume(ctx, id)
+	_, err = n.volumes.GetVolume(ctx, lvm.Fresh, id)
 	switch {
 	case err == nil:
 		return id, true, nil

@@ -40,7 +40,7 @@ func (n *Node) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequ
 	}
 	// Fresh facts, one report for all of them (the volume, its thin
 	// pool), which the node calls that follow reuse (resolveStaged).
-	dev, err := n.resolveLV(lvm.WithSharedReads(ctx), req.GetVolumeId())
+	dev, err := n.resolveLV(ctx, lvm.Shared(), req.GetVolumeId())
 	if err != nil {
 		return nil, err
 	}

@@ -19,12 +19,11 @@ import (
 // volume does not exist on the specified path"), a malformed one included.
 //
 // kubelet asks it for every volume every minute, so LVM may answer from a
-// recent report (lvm.WithCachedReads). That is safe here: the volume's
+// recent report (lvm.Cached). That is safe here: the volume's
 // device number from the report must still match the device node the
 // kernel shows (resolveDevice), and only sizes are read.
 func (n *Node) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
-	ctx = lvm.WithCachedReads(ctx)
-	dev, block, err := n.volumeAt(ctx, req.GetVolumeId(), req.GetVolumePath(), volume.ErrNotFound)
+	dev, block, err := n.volumeAt(ctx, lvm.Cached, req.GetVolumeId(), req.GetVolumePath(), volume.ErrNotFound)
 	if err != nil {
 		return nil, err
 	}
@@ -62,14 +61,14 @@ func (n *Node) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeSta
 // A path that shows anything else is refused with notOurs; a missing one
 // is NOT_FOUND; one the CO could not mean (checkPath) is INVALID_ARGUMENT,
 // unless notOurs is NOT_FOUND: then it is that too.
-func (n *Node) volumeAt(ctx context.Context, volumeID, path string, notOurs error) (dev volumeDevice, block bool, err error) {
+func (n *Node) volumeAt(ctx context.Context, r lvm.Reads, volumeID, path string, notOurs error) (dev volumeDevice, block bool, err error) {
 	if volumeID == "" {
 		return volumeDevice{}, false, invalidArgument("volume id missing")
 	}
 	if path == "" {
 		return volumeDevice{}, false, invalidArgument("volume path missing")
 	}
-	if dev, err = n.resolveDevice(ctx, volumeID); err != nil {
+	if dev, err = n.resolveDevice(ctx, r, volumeID); err != nil {
 		return volumeDevice{}, false, err
 	}
 	if rdev, err := nodefs.DeviceNumber(path); err == nil && rdev == dev.Rdev {

@@ -36,22 +36,22 @@ type nodeEnv struct {
 
 // namesLVM records every VG/LV name pair that reached LVM and that lvm
 // itself would refuse: there must be none. It also records the LVs read
-// afresh: with neither lvm.WithCachedReads nor lvm.WithSharedReads, which
-// an lvm.Cache answers only by running lvs.
+// afresh: neither lvm.Cached nor lvm.Shared, which an lvm.Cache answers
+// only by running lvs.
 type namesLVM struct {
 	*lvmfake.LVM
 	invalid []string
 	fresh   []string
 }
 
-func (l *namesLVM) GetLV(ctx context.Context, vg, name string) (lvm.LV, error) {
+func (l *namesLVM) GetLV(ctx context.Context, r lvm.Reads, vg, name string) (lvm.LV, error) {
 	if lvm.ValidateVGName(vg) != nil || lvm.ValidateLVName(name) != nil {
 		l.invalid = append(l.invalid, vg+"/"+name)
 	}
-	if !lvm.CachedReads(ctx) && lvm.SharedScope(ctx) == nil {
+	if !r.IsCached() && r.Scope() == nil {
 		l.fresh = append(l.fresh, vg+"/"+name)
 	}
-	return l.LVM.GetLV(ctx, vg, name)
+	return l.LVM.GetLV(ctx, r, vg, name)
 }
 
 func newNodeEnv(t testing.TB) *nodeEnv {
@@ -112,7 +112,7 @@ func wantErr(t *testing.T, what string, err error, code codes.Code) {
 func TestResolveDevice(t *testing.T) {
 	e := newNodeEnv(t)
 	ctx := context.Background()
-	dev, err := e.n.resolveDevice(ctx, volID("vg0", "pvc-a"))
+	dev, err := e.n.resolveDevice(ctx, lvm.Fresh, volID("vg0", "pvc-a"))
 	if err != nil || dev.Path != "/dev/vg0/pvc-a" || dev.Rdev == 0 {
 		t.Fatalf("pvc-a: %+v, %v", dev, err)
 	}
@@ -132,7 +132,7 @@ func TestResolveDevice(t *testing.T) {
 		volID("vg0", "pvc-b"):         codes.FailedPrecondition, // not published
 		volID("vg0", "pvc-c"):         codes.FailedPrecondition, // device node is another device
 	} {
-		_, err := e.n.resolveDevice(ctx, id)
+		_, err := e.n.resolveDevice(ctx, lvm.Fresh, id)
 		if got := volume.CodeOf(err); got != want {
 			t.Errorf("%s: %v (%v), want %v", id, got, err, want)
 		}
@@ -261,7 +261,7 @@ func FuzzResolveDevice(f *testing.F) {
 	}
 	e := newNodeEnv(f)
 	f.Fuzz(func(t *testing.T, id string) {
-		dev, err := e.n.resolveDevice(context.Background(), id)
+		dev, err := e.n.resolveDevice(context.Background(), lvm.Fresh, id)
 		switch code := volume.CodeOf(err); {
 		case err == nil:
 			if id != volID("vg0", "pvc-a") || dev.Path != "/dev/vg0/pvc-a" {

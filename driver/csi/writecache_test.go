@@ -62,7 +62,7 @@ func TestCreateWithWriteCache(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	all, _ := f.ListAllLVs(ctx, "vg0")
+	all, _ := f.ListAllLVs(ctx, lvm.Fresh, "vg0")
 	if cv, ok := lvm.AttachedCacheVol(all, "pvc-c"); !ok || cv.Size != 8*mib {
 		t.Errorf("created with a cache: %+v, %v", cv, ok)
 	}

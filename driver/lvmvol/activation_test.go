@@ -86,7 +86,7 @@ func stillPublished(t *testing.T, f *lvmfake.LVM, m *lvmvol.Manager, vol volume.
 		t.Errorf("volume published during its snapshot's copy, after the copy: active %v, tags %v; want it active and not held",
 			lv.Active, lv.Tags)
 	}
-	if v, err := m.GetVolume(ctx, vol.ID); err != nil || !v.Published {
+	if v, err := m.GetVolume(ctx, lvm.Fresh, vol.ID); err != nil || !v.Published {
 		t.Errorf("GetVolume after the copy: %+v, %v; want it published", v, err)
 	}
 }
@@ -156,7 +156,7 @@ func TestActivationCutShortIsCompleted(t *testing.T) {
 	if lv, _ := f.LV(vg, vol.ID.LV); !lv.Live() {
 		t.Errorf("after the publish: %+v, want it live", lv)
 	}
-	if got, err := m.GetVolume(ctx, vol.ID); err != nil || !got.Published || got.KernelMajor < 0 {
+	if got, err := m.GetVolume(ctx, lvm.Fresh, vol.ID); err != nil || !got.Published || got.KernelMajor < 0 {
 		t.Errorf("GetVolume after the publish: %+v, %v; want it published with a device", got, err)
 	}
 

@@ -75,7 +75,7 @@ func TestBackgroundCopyRetryJoins(t *testing.T) {
 		t.Errorf("the call waited %v for a copy it should leave in the background", took)
 	}
 	id := volume.ID{Node: node, VG: vg, LV: "pvc-clone"}
-	if _, err := m.GetVolume(ctx, id); !errors.Is(err, volume.ErrVolumeNotFound) {
+	if _, err := m.GetVolume(ctx, lvm.Fresh, id); !errors.Is(err, volume.ErrVolumeNotFound) {
 		t.Errorf("a volume still being copied is visible: %v", err)
 	}
 	_, err = m.CreateVolume(ctx, cloneReq("pvc-clone", src.ID))
@@ -327,7 +327,7 @@ func TestUnpublishWhileASnapshotCopyReadsTheVolume(t *testing.T) {
 	if err := m.UnpublishVolume(ctx, vol.ID, node); err != nil {
 		t.Fatalf("unpublish while a copy reads the volume: %v", err)
 	}
-	if v, err := m.GetVolume(ctx, vol.ID); err != nil || v.Published {
+	if v, err := m.GetVolume(ctx, lvm.Fresh, vol.ID); err != nil || v.Published {
 		t.Errorf("volume after the unpublish: %+v, %v; want it unpublished", v, err)
 	}
 	release()
@@ -425,7 +425,7 @@ func TestFailedSnapshotCopyIsReportedThenRetried(t *testing.T) {
 	if err == nil || snap.Ready {
 		t.Fatalf("a snapshot whose copy failed: %+v, %v; want its error, not ready", snap, err)
 	}
-	if snaps, _ := m.ListSnapshots(ctx); len(snaps) != 1 || snaps[0].Ready {
+	if snaps, _ := m.ListSnapshots(ctx, lvm.Fresh); len(snaps) != 1 || snaps[0].Ready {
 		t.Fatalf("snapshots after the failed copy: %+v; want one, not ready", snaps)
 	}
 	snap, err = m.CreateSnapshot(ctx, "snap-1", src.ID)

@@ -60,7 +60,7 @@ func (m *Manager) SnapshotAllocated(ctx context.Context, id volume.ID, from int6
 		return err
 	}
 	defer done()
-	lv, err := m.blocksOf(ctx, id)
+	lv, err := m.blocksOf(ctx, lvm.Fresh, id)
 	if err != nil {
 		return err
 	}
@@ -88,11 +88,11 @@ func (m *Manager) SnapshotDelta(ctx context.Context, base, target volume.ID, fro
 		return err
 	}
 	defer done()
-	b, err := m.blocksOf(ctx, base)
+	b, err := m.blocksOf(ctx, lvm.Fresh, base)
 	if err != nil {
 		return err
 	}
-	t, err := m.blocksOf(ctx, target)
+	t, err := m.blocksOf(ctx, lvm.Fresh, target)
 	if err != nil {
 		return err
 	}
@@ -131,8 +131,8 @@ func deltaPair(base, target volume.ID, b, t lvm.LV) error {
 
 // blocksOf finds snapshot id for a read of its block metadata, refusing
 // those whose metadata is not served.
-func (m *Manager) blocksOf(ctx context.Context, id volume.ID) (lvm.LV, error) {
-	lv, err := m.lookupSnapshot(ctx, id)
+func (m *Manager) blocksOf(ctx context.Context, r lvm.Reads, id volume.ID) (lvm.LV, error) {
+	lv, err := m.lookupSnapshot(ctx, r, id)
 	if err != nil {
 		return lvm.LV{}, err
 	}

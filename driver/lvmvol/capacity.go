@@ -1,6 +1,7 @@
 package lvmvol
 
 import (
+	"carve.dev/carve/lvm"
 	"context"
 	"fmt"
 
@@ -11,9 +12,9 @@ import (
 
 // Capacity reports what volumes of type t can still get from vg on node:
 // none on any node but this one, which is the only node this manager can
-// carve on. The rules are CapacityOf's. It is a query: see query.
+// carve on. The rules are CapacityOf's. It is a query (lvm.Cached).
 func (m *Manager) Capacity(ctx context.Context, node, vg string, t volume.Type) (volume.Capacity, error) {
-	ctx = query(ctx)
+	r := lvm.Cached
 	if node != "" && node != m.node {
 		return volume.Capacity{}, nil
 	}
@@ -23,11 +24,11 @@ func (m *Manager) Capacity(ctx context.Context, node, vg string, t volume.Type) 
 	if t.IsThin() {
 		// Refuses unsafe pools, and activates an inactive one so that its
 		// usage can be read.
-		if _, err := m.thinPool(ctx, vg, t); err != nil {
+		if _, err := m.thinPool(ctx, r, vg, t); err != nil {
 			return volume.Capacity{}, err
 		}
 	}
-	space, err := m.vgSpace(ctx, vg)
+	space, err := m.vgSpace(ctx, r, vg)
 	if err != nil {
 		return volume.Capacity{}, fmt.Errorf("capacity of %s: %w", vg, err)
 	}

@@ -20,11 +20,11 @@ func (m *Manager) CreateVolume(ctx context.Context, req volume.CreateRequest) (v
 	}
 	// Its reads (a source, a thin pool, the name after a refusal) share
 	// one fresh report of the VG until a change (see sharedReads).
-	ctx = sharedReads(ctx)
+	r := sharedReads()
 	var src lvm.LV
 	if req.Source != nil {
 		var err error
-		if src, err = m.resolveSource(ctx, &req); err != nil {
+		if src, err = m.resolveSource(ctx, r, &req); err != nil {
 			return volume.Volume{}, err
 		}
 	}
@@ -39,14 +39,14 @@ func (m *Manager) CreateVolume(ctx context.Context, req volume.CreateRequest) (v
 	// of a create that succeeded must still get its volume when the VG has
 	// filled up since. So a first CreateVolume, by far the most common
 	// call, runs no lvs that fails, and a retry one lvcreate that fails.
-	vol, created, err := m.carve(ctx, req, src, name)
+	vol, created, err := m.carve(ctx, r, req, src, name)
 	if err == nil || created {
 		return vol, err
 	}
-	lv, lerr := m.lvm.GetLV(ctx, req.VG, name)
+	lv, lerr := m.lvm.GetLV(ctx, r, req.VG, name)
 	switch {
 	case lerr == nil:
-		return m.adopt(ctx, lv, req)
+		return m.adopt(ctx, r, lv, req)
 	case errors.Is(lerr, lvm.ErrNotFound):
 		return volume.Volume{}, err
 	}
@@ -56,7 +56,7 @@ func (m *Manager) CreateVolume(ctx context.Context, req volume.CreateRequest) (v
 // carve creates the LV of a new volume named name. created tells whether
 // its lvcreate succeeded: until then a failure may mean that the name is
 // taken (see CreateVolume).
-func (m *Manager) carve(ctx context.Context, req volume.CreateRequest, src lvm.LV, name string) (vol volume.Volume, created bool, err error) {
+func (m *Manager) carve(ctx context.Context, r lvm.Reads, req volume.CreateRequest, src lvm.LV, name string) (vol volume.Volume, created bool, err error) {
 	// Nothing of a VG with a PV missing is changed (see changeableVG),
 	// so each path reads a report that tells it before its lvcreate. A
 	// thin volume needs its pool's report, which tells it (lvs reports
@@ -66,10 +66,10 @@ func (m *Manager) carve(ctx context.Context, req volume.CreateRequest, src lvm.L
 	var pool lvm.LV
 	var vg lvm.VG
 	if req.Type.IsThin() {
-		if pool, err = m.thinPool(ctx, req.VG, req.Type); err != nil {
+		if pool, err = m.thinPool(ctx, r, req.VG, req.Type); err != nil {
 			if errors.Is(err, lvm.ErrNotFound) {
 				// No pool, or no VG lvm2 can read (see lookupLV).
-				if _, vgErr := m.readVG(ctx, req.VG); vgErr != nil {
+				if _, vgErr := m.readVG(ctx, r, req.VG); vgErr != nil {
 					return volume.Volume{}, false, fmt.Errorf("volume group %s: %w", req.VG, vgErr)
 				}
 			}
@@ -81,7 +81,7 @@ func (m *Manager) carve(ctx context.Context, req volume.CreateRequest, src lvm.L
 		vg = lvm.VG{Name: req.VG, ExtentSize: pool.ExtentSize}
 	}
 	if vg.ExtentSize == 0 {
-		if vg, err = m.changeableVG(ctx, req.VG); err != nil {
+		if vg, err = m.changeableVG(ctx, r, req.VG); err != nil {
 			return volume.Volume{}, false, fmt.Errorf("volume group %s: %w", req.VG, err)
 		}
 	}
@@ -90,13 +90,13 @@ func (m *Manager) carve(ctx context.Context, req volume.CreateRequest, src lvm.L
 		return volume.Volume{}, false, err
 	}
 	if req.Source != nil {
-		return m.createFromSource(ctx, req, src, name, size, vg, pool)
+		return m.createFromSource(ctx, r, req, src, name, size, vg, pool)
 	}
 	if req.Type.IsThin() {
 		return m.createThin(ctx, req, vg, pool, name, size)
 	}
 	opts := lvOptions(req.Type, vg, name, size, createTags(req))
-	if err := m.checkRoom(ctx, vg, opts, req.Type); err != nil {
+	if err := m.checkRoom(ctx, r, vg, opts, req.Type); err != nil {
 		return volume.Volume{}, false, fmt.Errorf("volume %q: %w", req.Name, err)
 	}
 	// The read-back is skipped: finishCreate needs the LV's name, tags and
@@ -132,7 +132,7 @@ func (m *Manager) createThin(ctx context.Context, req volume.CreateRequest, vg l
 }
 
 // adopt decides whether an existing LV is the volume req asks for.
-func (m *Manager) adopt(ctx context.Context, lv lvm.LV, req volume.CreateRequest) (volume.Volume, error) {
+func (m *Manager) adopt(ctx context.Context, r lvm.Reads, lv lvm.LV, req volume.CreateRequest) (volume.Volume, error) {
 	ref := lv.VGName + "/" + lv.Name
 	if !isManaged(lv) {
 		return volume.Volume{}, fmt.Errorf("logical volume %s exists and is not Carve's: %w", ref, volume.ErrNameConflict)
@@ -147,7 +147,7 @@ func (m *Manager) adopt(ctx context.Context, lv lvm.LV, req volume.CreateRequest
 	if lv.HasTag(tagDeleting) {
 		// A deletion was interrupted: finish it, then carve afresh, so that
 		// half-wiped data is never handed out.
-		if err := m.removeData(ctx, lv, false); err != nil {
+		if err := m.removeData(ctx, r, lv, false); err != nil {
 			return volume.Volume{}, err
 		}
 		return m.CreateVolume(ctx, req)
@@ -172,14 +172,14 @@ func (m *Manager) adopt(ctx context.Context, lv lvm.LV, req volume.CreateRequest
 		if err := m.lvm.ExtendLV(ctx, lv.VGName, lv.Name, uint64(req.RequiredBytes)); err != nil {
 			return volume.Volume{}, fmt.Errorf("grow volume %q: %w", req.Name, err)
 		}
-		return m.settleNew(ctx, lv.VGName, lv.Name)
+		return m.settleNew(ctx, r, lv.VGName, lv.Name)
 	}
 	if size < req.RequiredBytes || (req.LimitBytes > 0 && size > req.LimitBytes) {
 		return volume.Volume{}, fmt.Errorf("volume %q exists with %d bytes, outside [%d, %d]: %w",
 			req.Name, size, req.RequiredBytes, req.LimitBytes, volume.ErrNameConflict)
 	}
 	if lv.HasTag(tagCopying) {
-		return m.resumeCopy(ctx, lv)
+		return m.resumeCopy(ctx, r, lv)
 	}
 	if lv.HasTag(tagPending) {
 		return m.finishCreate(ctx, lv)

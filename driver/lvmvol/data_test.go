@@ -112,13 +112,13 @@ func TestThinSnapshotAndRestore(t *testing.T) {
 	if _, err := m.CreateSnapshot(ctx, "snapshot-1", other.ID); !errors.Is(err, volume.ErrNameConflict) {
 		t.Errorf("same snapshot name, other source: %v, want ErrNameConflict", err)
 	}
-	if vols, _ := m.ListVolumes(ctx); len(vols) != 2 {
+	if vols, _ := m.ListVolumes(ctx, lvm.Fresh); len(vols) != 2 {
 		t.Errorf("snapshots listed as volumes: %+v", vols)
 	}
 	if err := m.DeleteVolume(ctx, vol.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.GetSnapshot(ctx, snap.ID); err != nil {
+	if _, err := m.GetSnapshot(ctx, lvm.Fresh, snap.ID); err != nil {
 		t.Errorf("snapshot gone with its source: %v", err)
 	}
 	r := thinReq("pvc-restored", 16*mib)
@@ -198,7 +198,7 @@ func TestHeldSourceIsNotPublished(t *testing.T) {
 	if !lv.Active {
 		t.Fatal("source of a COW freeze not active: lvm2 needs the origin active")
 	}
-	got, err := m.GetVolume(ctx, vol.ID)
+	got, err := m.GetVolume(ctx, lvm.Fresh, vol.ID)
 	if err != nil || got.Published {
 		t.Errorf("volume held for a copy reads as published: %+v, %v", got, err)
 	}
@@ -220,7 +220,7 @@ func TestHeldSourceIsNotPublished(t *testing.T) {
 }
 
 func snapID(m *lvmvol.Manager, t *testing.T) volume.ID {
-	snaps, err := m.ListSnapshots(ctx)
+	snaps, err := m.ListSnapshots(ctx, lvm.Fresh)
 	if err != nil || len(snaps) != 1 {
 		t.Fatalf("snapshots %+v, %v", snaps, err)
 	}
@@ -238,7 +238,7 @@ func TestPoolAndRAIDHealth(t *testing.T) {
 	f.Put(lvm.LV{Name: "r-ok", VGName: vg, Size: 8 * mib, Layout: "raid,raid1", Active: true, SyncPercent: 100,
 		Tags: []string{lvmvol.TagVolume}})
 	want := map[string]string{"t-full": "ThinPoolFull", "t-busy": "ThinPoolNearlyFull", "r-sync": "RAIDSyncing", "r-ok": ""}
-	vols, err := m.ListVolumes(ctx)
+	vols, err := m.ListVolumes(ctx, lvm.Fresh)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestPoolAndRAIDHealth(t *testing.T) {
 		if got != want[v.ID.LV] {
 			t.Errorf("%s: health %+v, want reason %q", v.ID.LV, v.Health, want[v.ID.LV])
 		}
-		one, err := m.GetVolume(ctx, v.ID)
+		one, err := m.GetVolume(ctx, lvm.Fresh, v.ID)
 		if err != nil || len(one.Health) != len(v.Health) {
 			t.Errorf("%s: GetVolume health %+v differs from ListVolumes %+v", v.ID.LV, one.Health, v.Health)
 		}
@@ -339,7 +339,7 @@ func TestThinPoolMetadataLimit(t *testing.T) {
 				}
 			}
 		}
-		if snaps, _ := m.ListSnapshots(ctx); len(snaps) > 1 {
+		if snaps, _ := m.ListSnapshots(ctx, lvm.Fresh); len(snaps) > 1 {
 			for _, s := range snaps {
 				if s.ID != snap.ID {
 					if err := m.DeleteSnapshot(ctx, s.ID); err != nil {

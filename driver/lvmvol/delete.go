@@ -16,7 +16,7 @@ import (
 // DeleteVolume wipes and removes the volume. A volume that does not exist is
 // deleted already (CSI idempotency). A published volume is refused.
 func (m *Manager) DeleteVolume(ctx context.Context, id volume.ID) error {
-	lv, err := m.lookup(ctx, id)
+	lv, err := m.lookup(ctx, lvm.Fresh, id)
 	if errors.Is(err, volume.ErrVolumeNotFound) {
 		return nil
 	}
@@ -34,7 +34,7 @@ func (m *Manager) DeleteVolume(ctx context.Context, id volume.ID) error {
 		// it), then look again. Its frozen point goes with the wipe
 		// (finishDelete).
 		m.jobs.stop(jobKey(jobCopyIn, lv.VGName, lv.Name))
-		if lv, err = m.lookup(ctx, id); errors.Is(err, volume.ErrVolumeNotFound) {
+		if lv, err = m.lookup(ctx, lvm.Fresh, id); errors.Is(err, volume.ErrVolumeNotFound) {
 			return nil
 		} else if err != nil {
 			return err
@@ -58,7 +58,7 @@ func (m *Manager) DeleteVolume(ctx context.Context, id volume.ID) error {
 	if err != nil {
 		return fmt.Errorf("mark %s for deletion: %w", id, err)
 	}
-	return m.removeData(ctx, lv, activated)
+	return m.removeData(ctx, lvm.Fresh, lv, activated)
 }
 
 // markDeleting puts the deleting tag on lv where its removal takes more
@@ -99,10 +99,10 @@ func (m *Manager) markDeleting(ctx context.Context, lv lvm.LV) (_ lvm.LV, activa
 // per-volume lock) until this one is done; in the agent they join the job.
 //
 // activated tells that the caller has just activated lv itself (see wipe).
-func (m *Manager) removeData(ctx context.Context, lv lvm.LV, activated bool) error {
+func (m *Manager) removeData(ctx context.Context, r lvm.Reads, lv lvm.LV, activated bool) error {
 	key := jobKey(jobWipe, lv.VGName, lv.Name)
 	j, started := m.jobs.start(key, wipeBytes(lv), runner.DataBudget(int64(lv.Size)), func(ctx context.Context, mt *meter) error {
-		return m.finishDelete(ctx, lv, activated, mt)
+		return m.finishDelete(ctx, lvm.Fresh, lv, activated, mt) // a job: its own context, fresh reads
 	})
 	return m.awaitData(ctx, key, jobWipe, lv, j, started)
 }
@@ -121,14 +121,14 @@ func wipeBytes(lv lvm.LV) int64 {
 // zeroing a thin LV would first allocate all of it. The whole delete is
 // bounded by a deadline sized for the LV (each zeroed chunk also by its
 // own); a wipe cut short resumes from its recorded progress next time.
-func (m *Manager) finishDelete(ctx context.Context, lv lvm.LV, activated bool, mt *meter) error {
+func (m *Manager) finishDelete(ctx context.Context, r lvm.Reads, lv lvm.LV, activated bool, mt *meter) error {
 	ref := lv.VGName + "/" + lv.Name
 	ctx, cancel := context.WithTimeout(ctx, runner.DataBudget(int64(lv.Size)))
 	defer cancel()
 	if lv.HasTag(tagCopying) {
 		// Its copy was cut short: the frozen point it copied from holds
 		// the source (held active, not deletable) until dropped.
-		if err := m.dropFrozen(ctx, lv.VGName, lv.Name); err != nil {
+		if err := m.dropFrozen(ctx, r, lv.VGName, lv.Name); err != nil {
 			return err
 		}
 	}
@@ -136,7 +136,7 @@ func (m *Manager) finishDelete(ctx context.Context, lv lvm.LV, activated bool, m
 		// A write cache goes first, written back (writecache.go): the
 		// wipe must reach the volume's own PVs, and the cachevol's
 		// copies of its data must be wiped too.
-		if err := m.dropCache(ctx, lv); err != nil {
+		if err := m.dropCache(ctx, r, lv); err != nil {
 			return err
 		}
 		if err := m.wipe(ctx, lv, activated, mt); err != nil {

@@ -23,7 +23,7 @@ func isPublished(lv lvm.LV) bool { return lv.Active && !lv.HasTag(tagHeld) }
 // The caller's report may predate a publish (lockActivation): an inactive
 // volume is read again under the lock, or it would be marked held while
 // published, and the copy's release would deactivate it.
-func (m *Manager) hold(ctx context.Context, lv lvm.LV) error {
+func (m *Manager) hold(ctx context.Context, r lvm.Reads, lv lvm.LV) error {
 	if lv.Live() {
 		return nil // published, or held already
 	}
@@ -32,7 +32,7 @@ func (m *Manager) hold(ctx context.Context, lv lvm.LV) error {
 		return err
 	}
 	defer unlock()
-	now, err := m.lvm.GetLV(ctx, lv.VGName, lv.Name)
+	now, err := m.lvm.GetLV(ctx, r, lv.VGName, lv.Name)
 	if err != nil {
 		return fmt.Errorf("hold %s/%s for a copy: %w", lv.VGName, lv.Name, err)
 	}
@@ -68,13 +68,13 @@ func (m *Manager) hold(ctx context.Context, lv lvm.LV) error {
 // leaves a held, inactive volume, which hold and release both accept).
 // A volume published meanwhile has lost its mark and stays active. One that
 // still has a frozen point stays held: a copy still needs it.
-func (m *Manager) release(ctx context.Context, vg, name string) error {
+func (m *Manager) release(ctx context.Context, r lvm.Reads, vg, name string) error {
 	unlock, err := m.lockActivation(ctx, vg, name)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	lv, err := m.lvm.GetLV(ctx, vg, name)
+	lv, err := m.lvm.GetLV(ctx, r, vg, name)
 	if errors.Is(err, lvm.ErrNotFound) {
 		return nil
 	}
@@ -122,19 +122,19 @@ const frozenChunk = 64 << 10
 // used, once adoptFrozen has found it whole. Holding src first is harmless
 // then: it is what that earlier call did too, and release undoes it after
 // the copy.
-func (m *Manager) freeze(ctx context.Context, src lvm.LV, dst string) error {
+func (m *Manager) freeze(ctx context.Context, r lvm.Reads, src lvm.LV, dst string) error {
 	name := frozenName(dst)
 	o := lvm.SnapshotOptions{Tags: []string{tagFrozen}, SkipReadBack: true}
 	var err error
 	if src.PoolLV == "" {
 		o.COWSize, o.ChunkSize = cowSizeFor(src.Size), frozenChunk
-		err = m.hold(ctx, src)
+		err = m.hold(ctx, r, src)
 	}
 	if err == nil {
 		_, err = m.snapshotLV(ctx, src, name, o)
 	}
 	if errors.Is(err, lvm.ErrAlreadyExists) {
-		err = m.adoptFrozen(ctx, src, name, o)
+		err = m.adoptFrozen(ctx, r, src, name, o)
 	}
 	if err != nil {
 		return fmt.Errorf("freeze %s/%s: %w", src.VGName, src.Name, err)
@@ -156,8 +156,8 @@ func (m *Manager) freeze(ctx context.Context, src lvm.LV, dst string) error {
 // (lvm.LV.Live): measured, an lvcreate -s of a raid1 volume killed 0.335 s
 // in left the volume suspended with the snapshot's tables loaded but not
 // live, and a copy from it read EOF at 0 in the soak.
-func (m *Manager) adoptFrozen(ctx context.Context, src lvm.LV, name string, o lvm.SnapshotOptions) error {
-	lv, err := m.lvm.GetLV(ctx, src.VGName, name)
+func (m *Manager) adoptFrozen(ctx context.Context, r lvm.Reads, src lvm.LV, name string, o lvm.SnapshotOptions) error {
+	lv, err := m.lvm.GetLV(ctx, r, src.VGName, name)
 	if err != nil {
 		return err
 	}
@@ -191,7 +191,7 @@ func (m *Manager) adoptFrozen(ctx context.Context, src lvm.LV, name string, o lv
 // copy began or before: its progress records are written by that job
 // alone (one job per target, see jobs.go), and an active target needs no
 // activation.
-func (m *Manager) copyLV(ctx context.Context, src, target lvm.LV, size uint64, mt *meter) error {
+func (m *Manager) copyLV(ctx context.Context, r lvm.Reads, src, target lvm.LV, size uint64, mt *meter) error {
 	vg, dst := target.VGName, target.Name
 	switch {
 	case isSnapshot(src):
@@ -213,11 +213,11 @@ func (m *Manager) copyLV(ctx context.Context, src, target lvm.LV, size uint64, m
 		// existed. lvm2 activates a COW snapshot only with its origin
 		// (and refuses to without --yes), so hold the origin again, which
 		// activates both; the copy's release lets it go.
-		origin, err := m.lvm.GetLV(ctx, vg, src.Origin)
+		origin, err := m.lvm.GetLV(ctx, r, vg, src.Origin)
 		if err != nil {
 			return fmt.Errorf("copy source %s/%s: its origin: %w", vg, src.Name, err)
 		}
-		if err := m.hold(ctx, origin); err != nil {
+		if err := m.hold(ctx, r, origin); err != nil {
 			return fmt.Errorf("activate copy source %s/%s: %w", vg, src.Name, err)
 		}
 	default:
@@ -255,12 +255,12 @@ func (m *Manager) copyLV(ctx context.Context, src, target lvm.LV, size uint64, m
 // for target's report), then drops the frozen point. An overflowed COW
 // store means the copy is not a consistent image: the frozen point is
 // dropped and errFrozenOverflow returned.
-func (m *Manager) copyFrozen(ctx context.Context, target lvm.LV, origin string, size uint64, mt *meter) error {
-	frozen, err := m.lvm.GetLV(ctx, target.VGName, frozenName(target.Name))
+func (m *Manager) copyFrozen(ctx context.Context, r lvm.Reads, target lvm.LV, origin string, size uint64, mt *meter) error {
+	frozen, err := m.lvm.GetLV(ctx, r, target.VGName, frozenName(target.Name))
 	if err != nil {
 		return fmt.Errorf("frozen point of %s/%s: %w", target.VGName, target.Name, err)
 	}
-	return m.copyFrozenLV(ctx, frozen, target, origin, size, mt)
+	return m.copyFrozenLV(ctx, r, frozen, target, origin, size, mt)
 }
 
 // copyFrozenLV is copyFrozen of the frozen point the caller has read;
@@ -272,23 +272,23 @@ func (m *Manager) copyFrozen(ctx context.Context, target lvm.LV, origin string, 
 // frozen point of a raid1 volume reported as a plain LV after kills
 // during its copy: copied, it made a "ready" snapshot holding the COW
 // store's header (DM_snapshot_cow) instead of the volume's data.
-func (m *Manager) copyFrozenLV(ctx context.Context, frozen, target lvm.LV, origin string, size uint64, mt *meter) error {
+func (m *Manager) copyFrozenLV(ctx context.Context, r lvm.Reads, frozen, target lvm.LV, origin string, size uint64, mt *meter) error {
 	if frozen.Origin != origin || frozen.Active && !frozen.Live() {
-		if err := m.dropFrozenLV(ctx, frozen, origin); err != nil {
+		if err := m.dropFrozenLV(ctx, r, frozen, origin); err != nil {
 			return err
 		}
 		return fmt.Errorf("copy into %s/%s: %s (attr %s, origin %q, want %q): %w", target.VGName, target.Name,
 			frozen.Name, frozen.Attr, frozen.Origin, origin, errFrozenTorn)
 	}
-	if err := m.copyLV(ctx, frozen, target, size, mt); err != nil {
+	if err := m.copyLV(ctx, r, frozen, target, size, mt); err != nil {
 		return err
 	}
 	// Read again: whether its COW store overflowed during the copy.
-	after, err := m.lvm.GetLV(ctx, frozen.VGName, frozen.Name)
+	after, err := m.lvm.GetLV(ctx, r, frozen.VGName, frozen.Name)
 	if err != nil {
 		return fmt.Errorf("frozen point of %s/%s: %w", target.VGName, target.Name, err)
 	}
-	if err := m.dropFrozenLV(ctx, after, after.Origin); err != nil {
+	if err := m.dropFrozenLV(ctx, r, after, after.Origin); err != nil {
 		return err
 	}
 	if after.SnapshotInvalid {

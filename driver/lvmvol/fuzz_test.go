@@ -45,7 +45,7 @@ func (c checkedLVM) CreateCOWSnapshot(ctx context.Context, vg, origin, name stri
 // state is the fake's LVs of vg0: names, sizes, tags and activation.
 func state(t *testing.T, f *lvmfake.LVM) []string {
 	t.Helper()
-	lvs, err := f.ListLVs(context.Background(), vg)
+	lvs, err := f.ListLVs(context.Background(), lvm.Fresh, vg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,10 +91,10 @@ func (m *Manager) CreateGroupSnapshot(ctx context.Context, name string, sources 
 	if err != nil {
 		return volume.GroupSnapshot{}, err
 	}
-	ctx = sharedReads(ctx)
+	r := sharedReads() // one fresh report of the VG until a change
 	srcs := make([]lvm.LV, len(sources))
 	for i, s := range sources {
-		if srcs[i], err = m.lookupSettled(ctx, s); err != nil {
+		if srcs[i], err = m.lookupSettled(ctx, r, s); err != nil {
 			return volume.GroupSnapshot{}, err
 		}
 		if err := changeableLV(srcs[i]); err != nil {
@@ -102,7 +102,7 @@ func (m *Manager) CreateGroupSnapshot(ctx context.Context, name string, sources 
 		}
 	}
 	g := group{name: name, key: volume.GroupKey(name), srcs: srcs}
-	found, err := m.groupLVs(ctx, vg, g.key)
+	found, err := m.groupLVs(ctx, r, vg, g.key)
 	if err != nil {
 		return volume.GroupSnapshot{}, err
 	}
@@ -111,14 +111,14 @@ func (m *Manager) CreateGroupSnapshot(ctx context.Context, name string, sources 
 		return volume.GroupSnapshot{}, err
 	}
 	if !cut {
-		if err := m.cutGroup(ctx, g, found); err != nil {
+		if err := m.cutGroup(ctx, r, g, found); err != nil {
 			return volume.GroupSnapshot{}, err
 		}
-		if found, err = m.groupLVs(ctx, vg, g.key); err != nil {
+		if found, err = m.groupLVs(ctx, r, vg, g.key); err != nil {
 			return volume.GroupSnapshot{}, err
 		}
 	}
-	return m.finishGroup(ctx, g, found)
+	return m.finishGroup(ctx, r, g, found)
 }
 
 // group is a CreateGroupSnapshot's request: its name, key and sources.
@@ -165,8 +165,8 @@ func (g group) judge(found []lvm.LV) (cut bool, err error) {
 
 // groupLVs are the LVs of vg carrying group key's tag: members and frozen
 // points.
-func (m *Manager) groupLVs(ctx context.Context, vg, key string) ([]lvm.LV, error) {
-	lvs, err := m.lvm.ListLVs(ctx, vg)
+func (m *Manager) groupLVs(ctx context.Context, r lvm.Reads, vg, key string) ([]lvm.LV, error) {
+	lvs, err := m.lvm.ListLVs(ctx, r, vg)
 	if err != nil {
 		return nil, fmt.Errorf("list group snapshot LVs in %s: %w", vg, err)
 	}
@@ -181,21 +181,21 @@ func (m *Manager) groupLVs(ctx context.Context, vg, key string) ([]lvm.LV, error
 // a held source with no instant yet is let go at once, since a CO may
 // delete the group instead of retrying (one with its frozen point stays
 // held until the frozen point is dropped: dropFrozenLV releases it).
-func (m *Manager) cutGroup(ctx context.Context, g group, found []lvm.LV) (err error) {
-	if err := m.dropGroupLVs(ctx, found); err != nil {
+func (m *Manager) cutGroup(ctx context.Context, r lvm.Reads, g group, found []lvm.LV) (err error) {
+	if err := m.dropGroupLVs(ctx, r, found); err != nil {
 		return err
 	}
-	if err := m.groupRoom(ctx, g); err != nil {
+	if err := m.groupRoom(ctx, r, g); err != nil {
 		return err
 	}
 	defer func() {
 		if err != nil {
-			m.releaseHeld(context.WithoutCancel(ctx), g)
+			m.releaseHeld(context.WithoutCancel(ctx), r, g)
 		}
 	}()
 	for _, s := range g.srcs {
 		if s.PoolLV == "" {
-			if err := m.hold(ctx, s); err != nil {
+			if err := m.hold(ctx, r, s); err != nil {
 				return err
 			}
 		}
@@ -228,12 +228,12 @@ func (m *Manager) window(ctx context.Context, g group) error {
 // keeps those with a frozen point, and leaves published ones alone). A
 // failure is only logged: the window's error is the call's, and a later
 // publish or snapshot of the volume takes the activation over.
-func (m *Manager) releaseHeld(ctx context.Context, g group) {
+func (m *Manager) releaseHeld(ctx context.Context, r lvm.Reads, g group) {
 	for _, s := range g.srcs {
 		if s.PoolLV != "" {
 			continue
 		}
-		if err := m.release(ctx, s.VGName, s.Name); err != nil {
+		if err := m.release(ctx, r, s.VGName, s.Name); err != nil {
 			klog.ErrorS(err, "Could not let go of a volume held for a failed group snapshot window", "lv", s.VGName+"/"+s.Name)
 		}
 	}
@@ -292,9 +292,9 @@ func memberTags(g group, s lvm.LV) []string {
 
 // groupRoom checks the VG has room for the thick members: their copies and
 // frozen points (RESOURCE_EXHAUSTED otherwise).
-func (m *Manager) groupRoom(ctx context.Context, g group) error {
+func (m *Manager) groupRoom(ctx context.Context, r lvm.Reads, g group) error {
 	var need uint64
-	vg, err := m.changeableVG(ctx, g.srcs[0].VGName)
+	vg, err := m.changeableVG(ctx, r, g.srcs[0].VGName)
 	if err != nil {
 		return err
 	}
@@ -312,18 +312,18 @@ func (m *Manager) groupRoom(ctx context.Context, g group) error {
 
 // dropGroupLVs removes a group's LVs: frozen points (releasing their
 // volumes), then members as snapshots are deleted.
-func (m *Manager) dropGroupLVs(ctx context.Context, lvs []lvm.LV) error {
+func (m *Manager) dropGroupLVs(ctx context.Context, r lvm.Reads, lvs []lvm.LV) error {
 	for _, lv := range lvs {
 		if isFrozen(lv) {
 			klog.InfoS("Dropping the instant of a group snapshot's window cut short", "lv", lv.VGName+"/"+lv.Name)
-			if err := m.dropFrozenLV(ctx, lv, lv.Origin); err != nil {
+			if err := m.dropFrozenLV(ctx, r, lv, lv.Origin); err != nil {
 				return err
 			}
 		}
 	}
 	for _, lv := range lvs {
 		if !isFrozen(lv) {
-			if err := m.deleteSnapshotLV(ctx, lv); err != nil {
+			if err := m.deleteSnapshotLV(ctx, r, lv); err != nil {
 				return err
 			}
 		}
@@ -333,7 +333,7 @@ func (m *Manager) dropGroupLVs(ctx context.Context, lvs []lvm.LV) error {
 
 // finishGroup makes the thick members' snapshot LVs the window left to
 // make, starts or joins their copies, and reports the group.
-func (m *Manager) finishGroup(ctx context.Context, g group, found []lvm.LV) (volume.GroupSnapshot, error) {
+func (m *Manager) finishGroup(ctx context.Context, r lvm.Reads, g group, found []lvm.LV) (volume.GroupSnapshot, error) {
 	byName := map[string]lvm.LV{}
 	for _, lv := range found {
 		byName[lv.Name] = lv
@@ -347,7 +347,7 @@ func (m *Manager) finishGroup(ctx context.Context, g group, found []lvm.LV) (vol
 		if !ok {
 			var err error
 			if vg.Name == "" {
-				if vg, err = m.changeableVG(ctx, s.VGName); err != nil {
+				if vg, err = m.changeableVG(ctx, r, s.VGName); err != nil {
 					return volume.GroupSnapshot{}, err
 				}
 			}
@@ -404,12 +404,12 @@ func (m *Manager) awaitCopies(ctx context.Context, lvs []lvm.LV) error {
 
 // GetGroupSnapshot reports group snapshot id: NOT_FOUND when none of its
 // LVs is left.
-func (m *Manager) GetGroupSnapshot(ctx context.Context, id volume.ID) (volume.GroupSnapshot, error) {
+func (m *Manager) GetGroupSnapshot(ctx context.Context, r lvm.Reads, id volume.ID) (volume.GroupSnapshot, error) {
 	vg, key, err := m.groupOf(id)
 	if err != nil {
 		return volume.GroupSnapshot{}, err
 	}
-	lvs, err := m.groupLVs(ctx, vg, key)
+	lvs, err := m.groupLVs(ctx, r, vg, key)
 	if err != nil {
 		return volume.GroupSnapshot{}, err
 	}
@@ -438,11 +438,11 @@ func (m *Manager) DeleteGroupSnapshot(ctx context.Context, id volume.ID) error {
 	if err != nil {
 		return err
 	}
-	lvs, err := m.groupLVs(ctx, vg, key)
+	lvs, err := m.groupLVs(ctx, lvm.Fresh, vg, key)
 	if err != nil {
 		return err
 	}
-	return m.dropGroupLVs(ctx, lvs)
+	return m.dropGroupLVs(ctx, lvm.Fresh, lvs)
 }
 
 // isFrozen: lv is a frozen point.

@@ -105,7 +105,7 @@ func TestGroupSnapshotOneWindow(t *testing.T) {
 	if len(*log) != 0 || again.ID != g.ID || again.Snapshots[0].ID != g.Snapshots[0].ID {
 		t.Fatalf("repeated call: %q, %+v", *log, again)
 	}
-	if got, err := m.GetGroupSnapshot(ctx, g.ID); err != nil || len(got.Snapshots) != 2 || !got.Ready {
+	if got, err := m.GetGroupSnapshot(ctx, lvm.Fresh, g.ID); err != nil || len(got.Snapshots) != 2 || !got.Ready {
 		t.Fatalf("GetGroupSnapshot = %+v, %v", got, err)
 	}
 	if err := m.DeleteSnapshot(ctx, g.Snapshots[0].ID); !errors.Is(err, volume.ErrInvalidArgument) {
@@ -119,10 +119,10 @@ func TestGroupSnapshotOneWindow(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := m.GetGroupSnapshot(ctx, g.ID); !errors.Is(err, volume.ErrSnapshotNotFound) {
+	if _, err := m.GetGroupSnapshot(ctx, lvm.Fresh, g.ID); !errors.Is(err, volume.ErrSnapshotNotFound) {
 		t.Fatalf("GetGroupSnapshot after delete: %v", err)
 	}
-	if lvs, _ := f.ListLVs(ctx, vg); len(lvs) != 3 { // the pool and the two volumes
+	if lvs, _ := f.ListLVs(ctx, lvm.Fresh, vg); len(lvs) != 3 { // the pool and the two volumes
 		t.Fatalf("LVs left: %v", lvs)
 	}
 }
@@ -143,7 +143,7 @@ func TestGroupSnapshotWindowCutShortIsCutAgain(t *testing.T) {
 	if len(snaps) != 2 {
 		t.Fatalf("retry took %d instants (%q), want both again", len(snaps), *log)
 	}
-	lvs, _ := f.ListLVs(ctx, vg)
+	lvs, _ := f.ListLVs(ctx, lvm.Fresh, vg)
 	if len(lvs) != 5 || len(g.Snapshots) != 2 {
 		t.Fatalf("after the retry: %d LVs (%v), group %+v", len(lvs), lvs, g)
 	}
@@ -251,7 +251,7 @@ func TestGroupSnapshotFailedWindowLeavesNoHold(t *testing.T) {
 			if thick.Active || thick.HasTag("carve.dev/held") {
 				t.Errorf("after the group's deletion: thick source active %v, tags %v", thick.Active, thick.Tags)
 			}
-			if lvs, _ := f.ListLVs(ctx, vg); len(lvs) != 3 {
+			if lvs, _ := f.ListLVs(ctx, lvm.Fresh, vg); len(lvs) != 3 {
 				t.Errorf("LVs left: %v, want the pool and the two volumes", lvs)
 			}
 		})

@@ -49,14 +49,14 @@ func volumesReport(n int) []byte {
 func BenchmarkListVolumes1000Cached(b *testing.B) {
 	c := lvm.NewCache(lvm.New(reportRunner{volumesReport(1000)}), time.Hour)
 	m := lvmvol.NewManager(lvmvol.Config{LVM: c, Cache: c, Wiper: nil, Node: node, VolumeGroups: []string{vg}})
-	ctx := lvm.WithCachedReads(context.Background())
-	vols, err := m.ListVolumes(ctx)
+	ctx := context.Background()
+	vols, err := m.ListVolumes(ctx, lvm.Cached)
 	if err != nil || len(vols) != 1000 {
 		b.Fatalf("%d volumes, %v", len(vols), err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := m.ListVolumes(ctx); err != nil {
+		if _, err := m.ListVolumes(ctx, lvm.Cached); err != nil {
 			b.Fatal(err)
 		}
 	}

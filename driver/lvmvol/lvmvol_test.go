@@ -46,7 +46,7 @@ func mustCreate(t *testing.T, m *lvmvol.Manager, name string, size int64) volume
 	return v
 }
 
-func vgFree(f *lvmfake.LVM) uint64 { g, _ := f.GetVG(ctx, vg); return g.Free }
+func vgFree(f *lvmfake.LVM) uint64 { g, _ := f.GetVG(ctx, lvm.Fresh, vg); return g.Free }
 
 func req(name string, size int64) volume.CreateRequest {
 	return volume.CreateRequest{Name: name, VG: vg, RequiredBytes: size, ParamsDigest: "p1"}
@@ -157,7 +157,7 @@ func TestCreateResumesAfterCrash(t *testing.T) {
 	if _, err := m.CreateVolume(ctx, req("pvc-1", 8*mib)); err == nil {
 		t.Fatal("create succeeded through a failed deactivation")
 	}
-	if _, err := m.GetVolume(ctx, volume.ID{Node: node, VG: vg, LV: "pvc-1"}); !errors.Is(err, volume.ErrVolumeNotFound) {
+	if _, err := m.GetVolume(ctx, lvm.Fresh, volume.ID{Node: node, VG: vg, LV: "pvc-1"}); !errors.Is(err, volume.ErrVolumeNotFound) {
 		t.Errorf("half-created volume visible: %v", err)
 	}
 	f.Fail = nil
@@ -247,7 +247,7 @@ func TestDeleteResumesAfterCrashInWipe(t *testing.T) {
 	if err := m.DeleteVolume(ctx, vol.ID); err == nil {
 		t.Fatal("delete succeeded through a failed wipe")
 	}
-	if vols, _ := m.ListVolumes(ctx); len(vols) != 0 {
+	if vols, _ := m.ListVolumes(ctx, lvm.Fresh); len(vols) != 0 {
 		t.Errorf("volume being deleted is listed: %+v", vols)
 	}
 	f.Fail = nil
@@ -305,7 +305,7 @@ func TestListAndCapacity(t *testing.T) {
 	}
 	f.Put(lvm.LV{Name: "admins", VGName: vg, Size: 4 * mib})
 	f.Put(lvm.LV{Name: "half", VGName: vg, Size: 4 * mib, Tags: []string{lvmvol.TagVolume, "carve.dev/pending"}})
-	vols, err := m.ListVolumes(ctx)
+	vols, err := m.ListVolumes(ctx, lvm.Fresh)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +335,7 @@ func TestHealthFromAttributes(t *testing.T) {
 		Tags: []string{lvmvol.TagVolume}})
 	want := map[string][]volume.ProblemKind{"p": {volume.Inaccessible}, "r": {volume.Degraded}, "ok": nil, "leg": {volume.Degraded}}
 	for name, kinds := range want {
-		vol, err := m.GetVolume(ctx, volume.ID{Node: node, VG: vg, LV: name})
+		vol, err := m.GetVolume(ctx, lvm.Fresh, volume.ID{Node: node, VG: vg, LV: name})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -392,7 +392,7 @@ func TestUnreadableVGIsNoAnswer(t *testing.T) {
 		}
 		return nil
 	}
-	if _, err := m.GetVolume(ctx, vol.ID); !errors.Is(err, volume.ErrVGUnreadable) || volume.CodeOf(err) != codes.Unavailable {
+	if _, err := m.GetVolume(ctx, lvm.Fresh, vol.ID); !errors.Is(err, volume.ErrVGUnreadable) || volume.CodeOf(err) != codes.Unavailable {
 		t.Errorf("GetVolume on an unreadable VG: %v (code %v), want ErrVGUnreadable, UNAVAILABLE", err, volume.CodeOf(err))
 	}
 	if err := m.DeleteVolume(ctx, vol.ID); err == nil {
@@ -522,7 +522,7 @@ func TestThinSnapshotCreationTimeIsStable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	listed, err := m.ListSnapshots(ctx)
+	listed, err := m.ListSnapshots(ctx, lvm.Fresh)
 	if err != nil || len(listed) != 1 {
 		t.Fatalf("listed %+v, %v", listed, err)
 	}

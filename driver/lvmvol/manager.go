@@ -31,16 +31,18 @@ type LVM interface {
 	Repairs
 }
 
-// Reports read lvm2's reports of a VG.
+// Reports read lvm2's reports of a VG, each as fresh as its caller says
+// (lvm.Reads: lvm.Fresh, lvm.Cached for a query, or one operation's
+// lvm.Shared; see lvm.Cache).
 type Reports interface {
-	GetVG(ctx context.Context, vg string) (lvm.VG, error)
-	GetLV(ctx context.Context, vg, name string) (lvm.LV, error)
+	GetVG(ctx context.Context, r lvm.Reads, vg string) (lvm.VG, error)
+	GetLV(ctx context.Context, r lvm.Reads, vg, name string) (lvm.LV, error)
 	// ListLVs leaves out the internal LVs (lvm.LV.Hidden) that
 	// ListAllLVs lists too: every user but one wants volumes only, and an
 	// lvm.Cache answers both from one report.
-	ListLVs(ctx context.Context, vg string) ([]lvm.LV, error)
-	ListAllLVs(ctx context.Context, vg string) ([]lvm.LV, error)
-	ListVGPVs(ctx context.Context, vg string) ([]lvm.PV, error)
+	ListLVs(ctx context.Context, r lvm.Reads, vg string) ([]lvm.LV, error)
+	ListAllLVs(ctx context.Context, r lvm.Reads, vg string) ([]lvm.LV, error)
+	ListVGPVs(ctx context.Context, r lvm.Reads, vg string) ([]lvm.PV, error)
 }
 
 // LVChanges create, change and remove LVs. AddTags, RemoveTags and
@@ -107,7 +109,7 @@ type Repairs interface {
 type ReportCache interface {
 	// DerivedFromLVs is lvm.Cache.DerivedFromLVs: what build makes of a
 	// VG's LVs, built once per report.
-	DerivedFromLVs(ctx context.Context, vg, key string, build func([]lvm.LV) (any, error)) (any, error)
+	DerivedFromLVs(ctx context.Context, r lvm.Reads, vg, key string, build func([]lvm.LV) (any, error)) (any, error)
 	// Alive is lvm.Cache.Alive: whether a command of vg succeeded within
 	// the last within.
 	Alive(vg string, within time.Duration) bool
@@ -232,8 +234,8 @@ func (m *Manager) VolumeGroups() []string { return slices.Clone(m.vgs) }
 // readVG reads a served VG. lvm2 cannot find a VG whose PVs are all
 // missing or failing: for a VG this node serves that means unreadable
 // (UNAVAILABLE: come back later), not "not found".
-func (m *Manager) readVG(ctx context.Context, name string) (lvm.VG, error) {
-	vg, err := m.lvm.GetVG(ctx, name)
+func (m *Manager) readVG(ctx context.Context, r lvm.Reads, name string) (lvm.VG, error) {
+	vg, err := m.lvm.GetVG(ctx, r, name)
 	if errors.Is(err, lvm.ErrNotFound) {
 		// %v: lvm's "not found" must not reach callers that test for it.
 		return lvm.VG{}, fmt.Errorf("volume group %s cannot be read, its disks may be missing or failing (%v): %w", name, err, volume.ErrVGUnreadable) //nolint:errorlint // see above
@@ -248,8 +250,8 @@ func (m *Manager) readVG(ctx context.Context, name string) (lvm.VG, error) {
 // until an administrator runs `vgextend --restoremissing` (found on real
 // disks by test/faults). So Carve changes nothing of such a VG: the call is
 // UNAVAILABLE, and its retry goes through once the disk is back.
-func (m *Manager) changeableVG(ctx context.Context, name string) (lvm.VG, error) {
-	vg, err := m.readVG(ctx, name)
+func (m *Manager) changeableVG(ctx context.Context, r lvm.Reads, name string) (lvm.VG, error) {
+	vg, err := m.readVG(ctx, r, name)
 	if err != nil {
 		return lvm.VG{}, err
 	}
@@ -285,18 +287,18 @@ func (m *Manager) checkVG(vg string) error {
 
 // lookupLV finds the LV behind id on this node; a missing one is
 // ErrVolumeNotFound (callers looking for snapshots translate).
-func (m *Manager) lookupLV(ctx context.Context, id volume.ID) (lvm.LV, error) {
+func (m *Manager) lookupLV(ctx context.Context, r lvm.Reads, id volume.ID) (lvm.LV, error) {
 	if id.Node != m.node {
 		return lvm.LV{}, fmt.Errorf("%s lives on node %q, this is %q: %w", id, id.Node, m.node, volume.ErrVolumeNotFound)
 	}
 	if err := m.checkVG(id.VG); err != nil {
 		return lvm.LV{}, fmt.Errorf("%s: %w", id, volume.ErrVolumeNotFound)
 	}
-	lv, err := m.lvm.GetLV(ctx, id.VG, id.LV)
+	lv, err := m.lvm.GetLV(ctx, r, id.VG, id.LV)
 	if errors.Is(err, lvm.ErrNotFound) {
 		// lvm2 says "not found" of an LV in a VG it cannot read at all
 		// (every PV missing or failing): that is no answer.
-		if _, vgErr := m.readVG(ctx, id.VG); vgErr != nil {
+		if _, vgErr := m.readVG(ctx, r, id.VG); vgErr != nil {
 			return lvm.LV{}, fmt.Errorf("%s: %w", id, vgErr)
 		}
 	}
@@ -313,8 +315,8 @@ func (m *Manager) lookupLV(ctx context.Context, id volume.ID) (lvm.LV, error) {
 
 // lookup finds the managed volume LV behind id on this node. A snapshot's
 // ID is no volume.
-func (m *Manager) lookup(ctx context.Context, id volume.ID) (lvm.LV, error) {
-	lv, err := m.lookupLV(ctx, id)
+func (m *Manager) lookup(ctx context.Context, r lvm.Reads, id volume.ID) (lvm.LV, error) {
+	lv, err := m.lookupLV(ctx, r, id)
 	if err != nil {
 		return lvm.LV{}, err
 	}
@@ -331,8 +333,8 @@ func (m *Manager) lookup(ctx context.Context, id volume.ID) (lvm.LV, error) {
 // being deleted: what every operation on an existing volume needs. Such a
 // volume is not found, as far as callers can tell: a create's retry
 // finishes it, a delete's retry removes it.
-func (m *Manager) lookupSettled(ctx context.Context, id volume.ID) (lvm.LV, error) {
-	lv, err := m.lookup(ctx, id)
+func (m *Manager) lookupSettled(ctx context.Context, r lvm.Reads, id volume.ID) (lvm.LV, error) {
+	lv, err := m.lookup(ctx, r, id)
 	if err != nil {
 		return lvm.LV{}, err
 	}
@@ -342,32 +344,32 @@ func (m *Manager) lookupSettled(ctx context.Context, id volume.ID) (lvm.LV, erro
 	return lv, nil
 }
 
-// GetVolume returns a settled volume. Its caller decides whether it is a
-// query (lvm.WithCachedReads): NodeGetVolumeStats and ControllerGetVolume
-// are, and so are the node's publish, unpublish and unstage, with a fresh
-// read when the cached one refuses (csi's resolveStaged); the node's stage
-// reads afresh, once for the volume and its pool (lvm.WithSharedReads);
-// the health RPCs read afresh.
-func (m *Manager) GetVolume(ctx context.Context, id volume.ID) (volume.Volume, error) {
-	lv, err := m.lookupSettled(ctx, id)
+// GetVolume returns a settled volume, read as r says: its caller decides
+// whether it is a query (lvm.Cached): NodeGetVolumeStats and
+// ControllerGetVolume are, and so are the node's publish, unpublish and
+// unstage, with a fresh read when the cached one refuses (csi's
+// resolveStaged); the node's stage reads afresh, once for the volume and
+// its pool (lvm.Shared); the health RPCs read afresh (lvm.Fresh).
+func (m *Manager) GetVolume(ctx context.Context, r lvm.Reads, id volume.ID) (volume.Volume, error) {
+	lv, err := m.lookupSettled(ctx, r, id)
 	if err != nil {
 		return volume.Volume{}, err
 	}
 	vol := m.volumeOf(lv)
 	if lv.PoolLV != "" {
-		if pool, err := m.lvm.GetLV(ctx, id.VG, lv.PoolLV); err == nil {
+		if pool, err := m.lvm.GetLV(ctx, r, id.VG, lv.PoolLV); err == nil {
 			vol.Health = append(vol.Health, poolHealth(pool)...)
 		}
 	}
 	return vol, nil
 }
 
-// ListVolumes returns every settled volume on this node, sorted by ID. Its
-// caller decides whether it is a query (see GetVolume).
-func (m *Manager) ListVolumes(ctx context.Context) ([]volume.Volume, error) {
+// ListVolumes returns every settled volume on this node, sorted by ID,
+// read as r says (see GetVolume).
+func (m *Manager) ListVolumes(ctx context.Context, r lvm.Reads) ([]volume.Volume, error) {
 	var out []volume.Volume
 	for _, vg := range m.vgs {
-		vols, err := m.volumesIn(ctx, vg)
+		vols, err := m.volumesIn(ctx, r, vg)
 		if err != nil {
 			return nil, fmt.Errorf("list volumes in %s: %w", vg, err)
 		}
@@ -383,16 +385,16 @@ func (m *Manager) ListVolumes(ctx context.Context) ([]volume.Volume, error) {
 // comes from the cache's report, and is built once per report
 // (Config.Cache): at a thousand volumes, building them was
 // what each ListVolumes page cost. The caller gets its own copy.
-func (m *Manager) volumesIn(ctx context.Context, vg string) ([]volume.Volume, error) {
+func (m *Manager) volumesIn(ctx context.Context, r lvm.Reads, vg string) ([]volume.Volume, error) {
 	build := func(lvs []lvm.LV) (any, error) { return buildVolumes(m, lvs), nil }
-	if m.cache != nil && lvm.CachedReads(ctx) {
-		v, err := m.cache.DerivedFromLVs(ctx, vg, "volumes", build)
+	if m.cache != nil && r.IsCached() {
+		v, err := m.cache.DerivedFromLVs(ctx, r, vg, "volumes", build)
 		if err != nil {
 			return nil, err
 		}
 		return slices.Clone(v.([]volume.Volume)), nil
 	}
-	lvs, err := m.lvm.ListLVs(ctx, vg)
+	lvs, err := m.lvm.ListLVs(ctx, r, vg)
 	if err != nil {
 		return nil, err
 	}
@@ -424,9 +426,9 @@ func buildVolumes(m *Manager, lvs []lvm.LV) []volume.Volume {
 }
 
 // Probe checks that every served volume group can be read. It is a
-// query (see query): liveness probes come every few seconds, and a VG
-// whose report has expired is read again, so an lvm2 that hangs still
-// fails the probe, within the cache's max age.
+// query (lvm.Cached; see query.go): liveness probes come every few
+// seconds, and a VG whose report has expired is read again, so an lvm2
+// that hangs still fails the probe, within the cache's max age.
 //
 // A VG one of whose commands succeeded within livenessProof is not read
 // at all (lvm.Cache.Alive): lvm2 is demonstrably reading and changing it.
@@ -437,12 +439,11 @@ func buildVolumes(m *Manager, lvs []lvm.LV) []volume.Volume {
 // the middle of that work. A hung lvm2 completes nothing, so the probe
 // then reads, and fails, as before.
 func (m *Manager) Probe(ctx context.Context) error {
-	ctx = query(ctx)
 	for _, vg := range m.vgs {
 		if m.cache != nil && m.cache.Alive(vg, livenessProof) {
 			continue
 		}
-		if _, err := m.lvm.GetVG(ctx, vg); err != nil {
+		if _, err := m.lvm.GetVG(ctx, lvm.Cached, vg); err != nil {
 			return fmt.Errorf("volume group %s: %w", vg, err)
 		}
 	}
@@ -461,7 +462,7 @@ const livenessProof = 30 * time.Second
 func (m *Manager) StorageHealth(ctx context.Context) []volume.Problem {
 	var out []volume.Problem
 	for _, name := range m.vgs {
-		vg, err := m.lvm.GetVG(ctx, name)
+		vg, err := m.lvm.GetVG(ctx, lvm.Fresh, name)
 		if err != nil {
 			out = append(out, vgUnreadable(fmt.Sprintf("volume group %s: %v", name, err)))
 			continue
@@ -526,8 +527,8 @@ func (m *Manager) ReleaseMetadataSnapshots(ctx context.Context) {
 
 // findLV reads LV name of vg, which may well not exist: found is false
 // with a nil error then, and with the error of a failed read.
-func (m *Manager) findLV(ctx context.Context, vg, name string) (lv lvm.LV, found bool, err error) {
-	lv, err = m.lvm.GetLV(ctx, vg, name)
+func (m *Manager) findLV(ctx context.Context, r lvm.Reads, vg, name string) (lv lvm.LV, found bool, err error) {
+	lv, err = m.lvm.GetLV(ctx, r, vg, name)
 	if errors.Is(err, lvm.ErrNotFound) {
 		return lv, false, nil
 	}

@@ -68,20 +68,20 @@ import (
 // a raid1 needs, and lvm2 itself refuses an extension that does not fit
 // whatever the tag said.
 func (m *Manager) ModifyVolume(ctx context.Context, id volume.ID, want volume.Mutable) (volume.Volume, error) {
-	lv, err := m.lookupSettled(ctx, id)
+	lv, err := m.lookupSettled(ctx, lvm.Fresh, id)
 	if err != nil {
 		return volume.Volume{}, err
 	}
 	if want.ChangesLimits() {
-		if lv, err = m.changeLimits(ctx, lv, want); err != nil {
+		if lv, err = m.changeLimits(ctx, lvm.Fresh, lv, want); err != nil {
 			return volume.Volume{}, fmt.Errorf("modify %s: %w", id, err)
 		}
 	}
 	// A cached volume's legs cannot change (lvm2 refuses): a cache going
 	// away goes first, a cache coming comes onto the new layout.
 	steps := []func() error{
-		func() error { return m.modifyMirrors(ctx, &lv, want.Mirrors) },
-		func() error { return m.modifyWriteCache(ctx, &lv, want.WriteCache) },
+		func() error { return m.modifyMirrors(ctx, lvm.Fresh, &lv, want.Mirrors) },
+		func() error { return m.modifyWriteCache(ctx, lvm.Fresh, &lv, want.WriteCache) },
 	}
 	if want.WriteCache != nil && want.WriteCache.Size == 0 {
 		steps[0], steps[1] = steps[1], steps[0]
@@ -96,16 +96,16 @@ func (m *Manager) ModifyVolume(ctx context.Context, id volume.ID, want volume.Mu
 
 // modifyMirrors and modifyWriteCache are ModifyVolume's steps: each
 // changes *lv as want asks, nothing for nil.
-func (m *Manager) modifyMirrors(ctx context.Context, lv *lvm.LV, want *int) (err error) {
+func (m *Manager) modifyMirrors(ctx context.Context, r lvm.Reads, lv *lvm.LV, want *int) (err error) {
 	if want != nil {
-		*lv, err = m.changeMirrors(ctx, *lv, *want)
+		*lv, err = m.changeMirrors(ctx, r, *lv, *want)
 	}
 	return err
 }
 
-func (m *Manager) modifyWriteCache(ctx context.Context, lv *lvm.LV, want *volume.WriteCache) (err error) {
+func (m *Manager) modifyWriteCache(ctx context.Context, r lvm.Reads, lv *lvm.LV, want *volume.WriteCache) (err error) {
 	if want != nil {
-		*lv, err = m.changeWriteCache(ctx, *lv, *want)
+		*lv, err = m.changeWriteCache(ctx, r, *lv, *want)
 	}
 	return err
 }
@@ -130,7 +130,7 @@ type LimitsApplier func(ctx context.Context, id volume.ID) error
 // limits recorded, and the retry, finding the tags right, applies them
 // all the same. Applying is idempotent (io.max takes the same line
 // again), so it runs on every call that names a limit.
-func (m *Manager) changeLimits(ctx context.Context, lv lvm.LV, want volume.Mutable) (lvm.LV, error) {
+func (m *Manager) changeLimits(ctx context.Context, r lvm.Reads, lv lvm.LV, want volume.Mutable) (lvm.LV, error) {
 	limits := want.Limits(limitsOf(lv))
 	have, next := limitTags(limitsOf(lv)), limitTags(limits)
 	add, remove := missingFrom(next, have), missingFrom(have, next)
@@ -138,7 +138,7 @@ func (m *Manager) changeLimits(ctx context.Context, lv lvm.LV, want volume.Mutab
 		if err := m.lvm.ChangeTags(ctx, lv.VGName, lv.Name, add, remove); err != nil {
 			return lv, fmt.Errorf("record IO limits: %w", err)
 		}
-		fresh, err := m.lvm.GetLV(ctx, lv.VGName, lv.Name)
+		fresh, err := m.lvm.GetLV(ctx, r, lv.VGName, lv.Name)
 		if err != nil {
 			return lv, err
 		}
@@ -166,7 +166,7 @@ func missingFrom(a, b []string) []string {
 
 // changeMirrors gives lv want extra raid1 legs (see ModifyVolume) and
 // returns it as it is then.
-func (m *Manager) changeMirrors(ctx context.Context, lv lvm.LV, want int) (lvm.LV, error) {
+func (m *Manager) changeMirrors(ctx context.Context, r lvm.Reads, lv lvm.LV, want int) (lvm.LV, error) {
 	t := typeOf(lv)
 	if t.IsThin() || t.Stripes > 1 {
 		if want == 0 {
@@ -189,7 +189,7 @@ func (m *Manager) changeMirrors(ctx context.Context, lv lvm.LV, want int) (lvm.L
 	if lv.HasCOWSnapshots() {
 		return lv, fmt.Errorf("a copy reads it through a frozen point, change it when that is done: %w", volume.ErrOperationPending)
 	}
-	all, err := m.lvm.ListAllLVs(ctx, lv.VGName)
+	all, err := m.lvm.ListAllLVs(ctx, r, lv.VGName)
 	if err != nil {
 		return lv, err
 	}
@@ -198,11 +198,11 @@ func (m *Manager) changeMirrors(ctx context.Context, lv lvm.LV, want int) (lvm.L
 	held := lv.HasTag(tagHeld) // by a conversion cut short: released at the end
 	if converted && t.Mirrors == want && !held {
 		if want > 0 && lv.Active {
-			return m.waitSync(ctx, lv, true)
+			return m.waitSync(ctx, r, lv, true)
 		}
 		return lv, nil
 	}
-	vg, err := m.changeableVG(ctx, lv.VGName)
+	vg, err := m.changeableVG(ctx, r, lv.VGName)
 	if err != nil {
 		return lv, err
 	}
@@ -241,17 +241,17 @@ func (m *Manager) changeMirrors(ctx context.Context, lv lvm.LV, want int) (lvm.L
 		klog.InfoS("Converted logical volume", "lv", lv.VGName+"/"+lv.Name, "mirrors", want, "from", have)
 	}
 	if want > 0 {
-		if lv, err = m.waitSync(ctx, lv, false); err != nil {
+		if lv, err = m.waitSync(ctx, r, lv, false); err != nil {
 			return lv, err
 		}
 	}
 	if held {
-		if err := m.release(ctx, lv.VGName, lv.Name); err != nil {
+		if err := m.release(ctx, r, lv.VGName, lv.Name); err != nil {
 			return lv, err
 		}
 	}
 	if held || want == 0 {
-		return m.lvm.GetLV(ctx, lv.VGName, lv.Name)
+		return m.lvm.GetLV(ctx, r, lv.VGName, lv.Name)
 	}
 	return lv, nil
 }
@@ -274,7 +274,7 @@ const syncPoll = time.Second
 // (the node agent) its grace, it says how far they are (ErrDataPending:
 // the retry waits on); a sync that outlasts the data budget of the LV's
 // size is an error.
-func (m *Manager) waitSync(ctx context.Context, lv lvm.LV, fresh bool) (lvm.LV, error) {
+func (m *Manager) waitSync(ctx context.Context, r lvm.Reads, lv lvm.LV, fresh bool) (lvm.LV, error) {
 	budget := runner.DataBudget(int64(lv.Size))
 	deadline := time.Now().Add(budget)
 	var graceUp <-chan time.Time
@@ -285,7 +285,7 @@ func (m *Manager) waitSync(ctx context.Context, lv lvm.LV, fresh bool) (lvm.LV, 
 	for {
 		if !fresh {
 			var err error
-			if cur, err = m.lvm.GetLV(ctx, lv.VGName, lv.Name); err != nil {
+			if cur, err = m.lvm.GetLV(ctx, r, lv.VGName, lv.Name); err != nil {
 				return lv, fmt.Errorf("raid1 sync of %s/%s: %w", lv.VGName, lv.Name, err)
 			}
 		}

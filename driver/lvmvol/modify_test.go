@@ -35,7 +35,7 @@ func TestModifyMirrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	free := func() uint64 { g, _ := f.GetVG(ctx, vg); return g.Free }
+	free := func() uint64 { g, _ := f.GetVG(ctx, lvm.Fresh, vg); return g.Free }
 	before := free()
 	n := len(f.Calls)
 	if _, err := m.ModifyVolume(ctx, v.ID, mirrors(1)); err != nil {
@@ -45,7 +45,7 @@ func TestModifyMirrors(t *testing.T) {
 		t.Errorf("changes %v, want %v", got, want)
 	}
 	lv, _ := f.LV(vg, "pvc-1")
-	all, _ := f.ListAllLVs(ctx, vg)
+	all, _ := f.ListAllLVs(ctx, lvm.Fresh, vg)
 	if lvm.Mirrors(all, "pvc-1") != 1 || !lv.HasTag("carve.dev/mirrors=1") || lv.Active || lv.HasTag("carve.dev/held") {
 		t.Errorf("after modify: mirrors %d, LV %+v; want raid1, tagged, inactive, not held", lvm.Mirrors(all, "pvc-1"), lv)
 	}
@@ -166,7 +166,7 @@ func TestModifyConvergesAfterCrash(t *testing.T) {
 				t.Fatalf("retry: %v", err)
 			}
 			lv, _ := f.LV(vg, "pvc-1")
-			all, _ := f.ListAllLVs(ctx, vg)
+			all, _ := f.ListAllLVs(ctx, lvm.Fresh, vg)
 			if lvm.Mirrors(all, "pvc-1") != 1 || !lv.HasTag("carve.dev/mirrors=1") || lv.Active || lv.HasTag("carve.dev/held") {
 				t.Errorf("after the retry: mirrors %d, LV %+v", lvm.Mirrors(all, "pvc-1"), lv)
 			}

@@ -21,7 +21,7 @@ type busyLVM struct {
 	aliveOf []string
 }
 
-func (b *busyLVM) GetVG(ctx context.Context, _ string) (lvm.VG, error) {
+func (b *busyLVM) GetVG(ctx context.Context, _ lvm.Reads, _ string) (lvm.VG, error) {
 	b.waited++
 	<-ctx.Done()
 	return lvm.VG{}, ctx.Err()
@@ -29,8 +29,8 @@ func (b *busyLVM) GetVG(ctx context.Context, _ string) (lvm.VG, error) {
 
 // DerivedFromLVs builds from the fake's LVs: busyLVM is a
 // lvmvol.ReportCache for Alive's sake.
-func (b *busyLVM) DerivedFromLVs(ctx context.Context, vg, _ string, build func([]lvm.LV) (any, error)) (any, error) {
-	lvs, err := b.ListAllLVs(ctx, vg)
+func (b *busyLVM) DerivedFromLVs(ctx context.Context, r lvm.Reads, vg, _ string, build func([]lvm.LV) (any, error)) (any, error) {
+	lvs, err := b.ListAllLVs(ctx, r, vg)
 	if err != nil {
 		return nil, err
 	}

@@ -24,7 +24,7 @@ func (m *Manager) PublishVolume(ctx context.Context, id volume.ID, node string) 
 		return "", err
 	}
 	defer unlock()
-	lv, err := m.lookupSettled(ctx, id)
+	lv, err := m.lookupSettled(ctx, lvm.Fresh, id)
 	if err != nil {
 		return "", err
 	}
@@ -61,7 +61,7 @@ func (m *Manager) checkPublishLimit(ctx context.Context) error {
 	if m.maxPublished <= 0 {
 		return nil
 	}
-	vols, err := m.ListVolumes(query(ctx))
+	vols, err := m.ListVolumes(ctx, lvm.Cached)
 	if err != nil {
 		return err
 	}
@@ -97,9 +97,9 @@ func (m *Manager) UnpublishVolume(ctx context.Context, id volume.ID, node string
 	// no-op. It may not decide that there is nothing to do: that takes a
 	// fresh read, or a volume activated by hand would stay active while
 	// the CO counts it detached.
-	lv, err := m.lookup(query(ctx), id)
+	lv, err := m.lookup(ctx, lvm.Cached, id)
 	if err != nil || !isPublished(lv) {
-		lv, err = m.lookup(ctx, id)
+		lv, err = m.lookup(ctx, lvm.Fresh, id)
 	}
 	if errors.Is(err, volume.ErrVolumeNotFound) {
 		return nil

@@ -26,7 +26,7 @@ import (
 // lvm's own tests pin every method's command lines (create_test.go,
 // snapshot_test.go, client_test.go); runs mirrors them.
 //
-// Reads under one operation's shared scope (lvm.WithSharedReads) count as
+// Reads under one operation's shared scope (lvm.Shared) count as
 // an lvm.Cache runs them: one report of each kind per VG, again after a
 // change of the VG. Other reads run lvm2 each time (the fake has no cache
 // for queries, and the Manager's operations use none).
@@ -47,11 +47,11 @@ func (r *runCounter) ran(subs ...string) {
 }
 
 // report counts a report of kind ("lvs", "vgs", "pvs") of vg, unless
-// ctx's scope has read it since vg's last change.
-func (r *runCounter) report(ctx context.Context, kind, vg string) {
+// reads' scope has read it since vg's last change.
+func (r *runCounter) report(reads lvm.Reads, kind, vg string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	scope := lvm.SharedScope(ctx)
+	scope := reads.Scope()
 	if scope != nil && r.read[scope][kind+vg] == 1+r.gen[vg] {
 		return
 	}
@@ -81,24 +81,24 @@ func (r *runCounter) take() map[string]int {
 	return out
 }
 
-func (r *runCounter) GetVG(ctx context.Context, vg string) (lvm.VG, error) {
-	r.report(ctx, "vgs", vg)
-	return r.LVM.GetVG(ctx, vg)
+func (r *runCounter) GetVG(ctx context.Context, reads lvm.Reads, vg string) (lvm.VG, error) {
+	r.report(reads, "vgs", vg)
+	return r.LVM.GetVG(ctx, reads, vg)
 }
 
-func (r *runCounter) ListLVs(ctx context.Context, vg string) ([]lvm.LV, error) {
-	r.report(ctx, "lvs", vg)
-	return r.LVM.ListLVs(ctx, vg)
+func (r *runCounter) ListLVs(ctx context.Context, reads lvm.Reads, vg string) ([]lvm.LV, error) {
+	r.report(reads, "lvs", vg)
+	return r.LVM.ListLVs(ctx, reads, vg)
 }
 
-func (r *runCounter) GetLV(ctx context.Context, vg, name string) (lvm.LV, error) {
-	r.report(ctx, "lvs", vg)
-	return r.LVM.GetLV(ctx, vg, name)
+func (r *runCounter) GetLV(ctx context.Context, reads lvm.Reads, vg, name string) (lvm.LV, error) {
+	r.report(reads, "lvs", vg)
+	return r.LVM.GetLV(ctx, reads, vg, name)
 }
 
-func (r *runCounter) ListVGPVs(ctx context.Context, vg string) ([]lvm.PV, error) {
-	r.report(ctx, "pvs", vg)
-	return r.LVM.ListVGPVs(ctx, vg)
+func (r *runCounter) ListVGPVs(ctx context.Context, reads lvm.Reads, vg string) ([]lvm.PV, error) {
+	r.report(reads, "pvs", vg)
+	return r.LVM.ListVGPVs(ctx, reads, vg)
 }
 
 // CreateLV: a vgs without the extent size, lvcreate, an lvs to read back.
@@ -254,9 +254,9 @@ func TestLVMRunsPerOperation(t *testing.T) {
 			"lvcreate=1 lvs=1 vgs=1", "lvs=1"},
 		{"ControllerPublish", func() error { _, err := m.PublishVolume(ctx, thickVol.ID, node); return err },
 			"lvchange=1 lvs=1", "lvchange=1 lvs=1"},
-		{"node's GetVolume, thick", func() error { _, err := m.GetVolume(ctx, thickVol.ID); return err },
+		{"node's GetVolume, thick", func() error { _, err := m.GetVolume(ctx, lvm.Fresh, thickVol.ID); return err },
 			"lvs=1", "lvs=1"},
-		{"node's GetVolume, thin (and its pool)", func() error { _, err := m.GetVolume(ctx, thinVol.ID); return err },
+		{"node's GetVolume, thin (and its pool)", func() error { _, err := m.GetVolume(ctx, lvm.Fresh, thinVol.ID); return err },
 			"lvs=2", "lvs=2"},
 		{"ControllerUnpublish", func() error { return m.UnpublishVolume(ctx, thickVol.ID, node) },
 			"lvchange=1 lvs=1", "lvchange=1 lvs=1"},

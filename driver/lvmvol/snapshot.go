@@ -78,8 +78,8 @@ func (m *Manager) CreateSnapshot(ctx context.Context, name string, source volume
 	// The source and the snapshot's name are looked up in one fresh
 	// report of the VG (see sharedReads): a CO repeats the call each
 	// second until a thick snapshot is ready.
-	ctx = sharedReads(ctx)
-	src, err := m.lookupSettled(ctx, source)
+	r := sharedReads()
+	src, err := m.lookupSettled(ctx, r, source)
 	if err != nil {
 		return volume.Snapshot{}, err
 	}
@@ -92,21 +92,21 @@ func (m *Manager) CreateSnapshot(ctx context.Context, name string, source volume
 		tags = append(tags, tagEncrypted)
 	}
 	if src.PoolLV == "" {
-		lv, err := m.lvm.GetLV(ctx, source.VG, lvName)
+		lv, err := m.lvm.GetLV(ctx, r, source.VG, lvName)
 		switch {
 		case err == nil:
-			return m.adoptSnapshot(ctx, lv, name, src)
+			return m.adoptSnapshot(ctx, r, lv, name, src)
 		case !errors.Is(err, lvm.ErrNotFound):
 			return volume.Snapshot{}, fmt.Errorf("look up snapshot %s/%s: %w", source.VG, lvName, err)
 		}
 		// The VG's report gives the room of the copy and the frozen
 		// point, and tells a PV missing: Carve changes nothing of such
 		// a VG (changeableVG).
-		vg, err := m.changeableVG(ctx, source.VG)
+		vg, err := m.changeableVG(ctx, r, source.VG)
 		if err != nil {
 			return volume.Snapshot{}, err
 		}
-		return m.createThickSnapshot(ctx, name, src, vg, lvName, tags)
+		return m.createThickSnapshot(ctx, r, name, src, vg, lvName, tags)
 	}
 	// Nothing of a VG with a PV missing is changed (see changeableVG),
 	// and a thin snapshot's lvcreate is its name's lookup (below), so
@@ -117,7 +117,7 @@ func (m *Manager) CreateSnapshot(ctx context.Context, name string, source volume
 	}
 	// The pool is in the report src was read from (shared reads). An
 	// inactive pool reports no usage, and lvm2 checks none then.
-	pool, err := m.lvm.GetLV(ctx, source.VG, src.PoolLV)
+	pool, err := m.lvm.GetLV(ctx, r, source.VG, src.PoolLV)
 	if err != nil {
 		return volume.Snapshot{}, fmt.Errorf("thin pool of %s: %w", source, err)
 	}
@@ -135,11 +135,11 @@ func (m *Manager) CreateSnapshot(ctx context.Context, name string, source volume
 	tags = append(tags, tagCreatedPrefix+strconv.FormatInt(time.Now().Unix(), 10))
 	lv, err := m.snapshotLV(ctx, src, lvName, lvm.SnapshotOptions{Tags: tags, Inactive: true, SkipReadBack: true})
 	if errors.Is(err, lvm.ErrAlreadyExists) {
-		existing, lerr := m.lvm.GetLV(ctx, source.VG, lvName)
+		existing, lerr := m.lvm.GetLV(ctx, r, source.VG, lvName)
 		if lerr != nil {
 			return volume.Snapshot{}, fmt.Errorf("look up snapshot %s/%s: %w", source.VG, lvName, lerr)
 		}
-		return m.adoptSnapshot(ctx, existing, name, src)
+		return m.adoptSnapshot(ctx, r, existing, name, src)
 	}
 	if err != nil {
 		return volume.Snapshot{}, fmt.Errorf("snapshot %q of %s: %w", name, source, err)
@@ -149,12 +149,12 @@ func (m *Manager) CreateSnapshot(ctx context.Context, name string, source volume
 }
 
 // createThickSnapshot runs steps 1-3 of the thick path (see above).
-func (m *Manager) createThickSnapshot(ctx context.Context, name string, src lvm.LV, vg lvm.VG, lvName string, tags []string) (volume.Snapshot, error) {
+func (m *Manager) createThickSnapshot(ctx context.Context, r lvm.Reads, name string, src lvm.LV, vg lvm.VG, lvName string, tags []string) (volume.Snapshot, error) {
 	if need := lvm.RoundUp(src.Size, vg.ExtentSize) + lvm.RoundUp(cowSizeFor(src.Size), vg.ExtentSize); need > vg.Free {
 		return volume.Snapshot{}, fmt.Errorf("thick snapshot of %s needs %s (copy and frozen point), volume group %s has %s free: %w",
 			src.Name, lvm.FormatSize(need), vg.Name, lvm.FormatSize(vg.Free), lvm.ErrNoSpace)
 	}
-	if err := m.freeze(ctx, src, lvName); err != nil {
+	if err := m.freeze(ctx, r, src, lvName); err != nil {
 		return volume.Snapshot{}, err
 	}
 	// A thick snapshot is a plain linear LV (the zero Type) of the source's size.
@@ -197,7 +197,7 @@ func copied(lv lvm.LV) lvm.LV {
 
 // adoptSnapshot judges an existing snapshot LV for a CreateSnapshot retry,
 // and resumes its copy when no copy runs.
-func (m *Manager) adoptSnapshot(ctx context.Context, lv lvm.LV, name string, src lvm.LV) (volume.Snapshot, error) {
+func (m *Manager) adoptSnapshot(ctx context.Context, r lvm.Reads, lv lvm.LV, name string, src lvm.LV) (volume.Snapshot, error) {
 	if !isSnapshot(lv) || tagValue(lv, tagSourcePrefix) != src.Name {
 		return volume.Snapshot{}, fmt.Errorf("snapshot %q exists with another source: %w", name, volume.ErrNameConflict)
 	}
@@ -209,7 +209,7 @@ func (m *Manager) adoptSnapshot(ctx context.Context, lv lvm.LV, name string, src
 		}
 	}
 	if lv.HasTag(tagDeleting) {
-		if err := m.removeData(ctx, lv, false); err != nil {
+		if err := m.removeData(ctx, r, lv, false); err != nil {
 			return volume.Snapshot{}, err
 		}
 		return m.CreateSnapshot(ctx, name, volume.ID{Node: m.node, VG: src.VGName, LV: src.Name})
@@ -224,21 +224,21 @@ func (m *Manager) adoptSnapshot(ctx context.Context, lv lvm.LV, name string, src
 func (m *Manager) startSnapshotCopy(lv lvm.LV) (string, *job) {
 	key := jobKey(jobSnapshotCopy, lv.VGName, lv.Name)
 	j, _ := m.jobs.start(key, int64(lv.Size), runner.DataBudget(int64(lv.Size)), func(ctx context.Context, mt *meter) error {
-		return m.finishSnapshotCopy(ctx, lv, mt)
+		return m.finishSnapshotCopy(ctx, lvm.Fresh, lv, mt) // a job: its own context, fresh reads
 	})
 	return key, j
 }
 
-func (m *Manager) finishSnapshotCopy(ctx context.Context, lv lvm.LV, mt *meter) error {
-	frozen, err := m.lvm.GetLV(ctx, lv.VGName, frozenName(lv.Name))
+func (m *Manager) finishSnapshotCopy(ctx context.Context, r lvm.Reads, lv lvm.LV, mt *meter) error {
+	frozen, err := m.lvm.GetLV(ctx, r, lv.VGName, frozenName(lv.Name))
 	switch {
 	case err == nil:
 		// lv is the report the job was started with (see copyLV); the
 		// copy releases the source when it drops the frozen point.
-		err = m.copyFrozenLV(ctx, frozen, lv, tagValue(lv, tagSourcePrefix), lv.Size, mt)
+		err = m.copyFrozenLV(ctx, r, frozen, lv, tagValue(lv, tagSourcePrefix), lv.Size, mt)
 		if tornImage(err) {
 			// The image is torn: drop it; the CO's next call starts over.
-			return errors.Join(err, m.finishDelete(ctx, lv, false, nil))
+			return errors.Join(err, m.finishDelete(ctx, r, lv, false, nil))
 		}
 		if err != nil {
 			return err
@@ -246,7 +246,7 @@ func (m *Manager) finishSnapshotCopy(ctx context.Context, lv lvm.LV, mt *meter) 
 	case errors.Is(err, lvm.ErrNotFound):
 		// No frozen point left: the copy completed (step 4). A crash right
 		// after dropping the frozen point may have left the source held.
-		if err := m.release(ctx, lv.VGName, tagValue(lv, tagSourcePrefix)); err != nil {
+		if err := m.release(ctx, r, lv.VGName, tagValue(lv, tagSourcePrefix)); err != nil {
 			return err
 		}
 	default:
@@ -270,8 +270,8 @@ func (m *Manager) finishSnapshotCopy(ctx context.Context, lv lvm.LV, mt *meter) 
 }
 
 // lookupSnapshot finds the settled snapshot LV behind id.
-func (m *Manager) lookupSnapshot(ctx context.Context, id volume.ID) (lvm.LV, error) {
-	lv, err := m.lookupLV(ctx, id)
+func (m *Manager) lookupSnapshot(ctx context.Context, r lvm.Reads, id volume.ID) (lvm.LV, error) {
+	lv, err := m.lookupLV(ctx, r, id)
 	if errors.Is(err, volume.ErrVolumeNotFound) {
 		return lvm.LV{}, fmt.Errorf("snapshot %s: %w", id, volume.ErrSnapshotNotFound)
 	}
@@ -285,8 +285,8 @@ func (m *Manager) lookupSnapshot(ctx context.Context, id volume.ID) (lvm.LV, err
 }
 
 // GetSnapshot returns a snapshot, ready or not.
-func (m *Manager) GetSnapshot(ctx context.Context, id volume.ID) (volume.Snapshot, error) {
-	lv, err := m.lookupSnapshot(ctx, id)
+func (m *Manager) GetSnapshot(ctx context.Context, r lvm.Reads, id volume.ID) (volume.Snapshot, error) {
+	lv, err := m.lookupSnapshot(ctx, r, id)
 	if err != nil {
 		return volume.Snapshot{}, err
 	}
@@ -298,10 +298,10 @@ func (m *Manager) GetSnapshot(ctx context.Context, id volume.ID) (volume.Snapsho
 
 // ListSnapshots returns every snapshot on this node, sorted by ID. Its
 // caller decides whether it is a query (see GetVolume).
-func (m *Manager) ListSnapshots(ctx context.Context) ([]volume.Snapshot, error) {
+func (m *Manager) ListSnapshots(ctx context.Context, r lvm.Reads) ([]volume.Snapshot, error) {
 	var out []volume.Snapshot
 	for _, vg := range m.vgs {
-		lvs, err := m.lvm.ListLVs(ctx, vg)
+		lvs, err := m.lvm.ListLVs(ctx, r, vg)
 		if err != nil {
 			return nil, fmt.Errorf("list snapshots in %s: %w", vg, err)
 		}
@@ -319,7 +319,7 @@ func (m *Manager) ListSnapshots(ctx context.Context) ([]volume.Snapshot, error) 
 // the snapshot LV like a volume (thick data is wiped first). A snapshot that
 // does not exist is deleted already.
 func (m *Manager) DeleteSnapshot(ctx context.Context, id volume.ID) error {
-	lv, err := m.lookupSnapshot(ctx, id)
+	lv, err := m.lookupSnapshot(ctx, lvm.Fresh, id)
 	if errors.Is(err, volume.ErrSnapshotNotFound) {
 		return nil
 	}
@@ -330,11 +330,11 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, id volume.ID) error {
 		return fmt.Errorf("%w: snapshot %s is a member of group snapshot %s: delete the group (see group.go)",
 			volume.ErrInvalidArgument, id, m.groupID(id.VG, key))
 	}
-	return m.deleteSnapshotLV(ctx, lv)
+	return m.deleteSnapshotLV(ctx, lvm.Fresh, lv)
 }
 
 // deleteSnapshotLV is DeleteSnapshot of snapshot LV lv, read by the caller.
-func (m *Manager) deleteSnapshotLV(ctx context.Context, lv lvm.LV) error {
+func (m *Manager) deleteSnapshotLV(ctx context.Context, r lvm.Reads, lv lvm.LV) error {
 	id := volume.ID{Node: m.node, VG: lv.VGName, LV: lv.Name}
 	// lvm2 takes lvchange and lvremove with a PV missing, and then keeps
 	// the PV marked missing: Carve changes nothing of such a VG (see
@@ -355,7 +355,7 @@ func (m *Manager) deleteSnapshotLV(ctx context.Context, lv lvm.LV) error {
 		if err != nil {
 			return fmt.Errorf("mark %s for deletion: %w", id, err)
 		}
-		return m.removeData(ctx, lv, activated)
+		return m.removeData(ctx, r, lv, activated)
 	}
 	m.jobs.stop(jobKey(jobSnapshotCopy, id.VG, id.LV))
 	if !lv.HasTag(tagDeleting) {
@@ -363,20 +363,20 @@ func (m *Manager) deleteSnapshotLV(ctx context.Context, lv lvm.LV) error {
 			return fmt.Errorf("mark %s for deletion: %w", id, err)
 		}
 	}
-	if err := m.dropFrozen(ctx, id.VG, id.LV); err != nil {
+	if err := m.dropFrozen(ctx, r, id.VG, id.LV); err != nil {
 		return err
 	}
-	return m.removeData(ctx, lv, false)
+	return m.removeData(ctx, r, lv, false)
 }
 
 // dropFrozen removes the frozen point of target, if there is one, and
 // releases the volume it froze.
-func (m *Manager) dropFrozen(ctx context.Context, vg, target string) error {
-	frozen, found, err := m.findLV(ctx, vg, frozenName(target))
+func (m *Manager) dropFrozen(ctx context.Context, r lvm.Reads, vg, target string) error {
+	frozen, found, err := m.findLV(ctx, r, vg, frozenName(target))
 	if !found {
 		return err
 	}
-	return m.dropFrozenLV(ctx, frozen, frozen.Origin)
+	return m.dropFrozenLV(ctx, r, frozen, frozen.Origin)
 }
 
 // dropFrozenLV is dropFrozen of the frozen point the caller has read: a
@@ -384,9 +384,9 @@ func (m *Manager) dropFrozen(ctx context.Context, vg, target string) error {
 // enough for lvremove (lvm.RemoveLVOf). origin is the volume to release:
 // the frozen point's own, or, for one that is no snapshot of it any
 // more (copyFrozenLV), the volume it was made of.
-func (m *Manager) dropFrozenLV(ctx context.Context, frozen lvm.LV, origin string) error {
+func (m *Manager) dropFrozenLV(ctx context.Context, r lvm.Reads, frozen lvm.LV, origin string) error {
 	if err := m.lvm.RemoveLVOf(ctx, frozen); err != nil && !errors.Is(err, lvm.ErrNotFound) {
 		return fmt.Errorf("drop frozen point %s/%s: %w", frozen.VGName, frozen.Name, err)
 	}
-	return m.release(ctx, frozen.VGName, origin)
+	return m.release(ctx, r, frozen.VGName, origin)
 }

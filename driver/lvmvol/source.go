@@ -37,14 +37,14 @@ func (m *Manager) contentSourceOf(lv lvm.LV) *volume.ContentSource {
 
 // resolveSource finds the source LV and fixes the request to it: the new
 // volume lives in the source's VG and is at least as large as the source.
-func (m *Manager) resolveSource(ctx context.Context, req *volume.CreateRequest) (lvm.LV, error) {
+func (m *Manager) resolveSource(ctx context.Context, r lvm.Reads, req *volume.CreateRequest) (lvm.LV, error) {
 	src := req.Source
 	var lv lvm.LV
 	var err error
 	if src.Kind == volume.SourceSnapshot {
-		lv, err = m.lookupSnapshot(ctx, src.ID)
+		lv, err = m.lookupSnapshot(ctx, r, src.ID)
 	} else {
-		lv, err = m.lookup(ctx, src.ID)
+		lv, err = m.lookup(ctx, r, src.ID)
 	}
 	if err != nil {
 		return lvm.LV{}, fmt.Errorf("source %s %s: %w", src.Kind, src.ID, err)
@@ -86,7 +86,7 @@ func settleEncryption(req *volume.CreateRequest, src lvm.LV) error {
 // createFromSource carves the new LV named name from src (see above); pool
 // is the thin pool's report for a thin volume. created tells whether the
 // new LV's lvcreate succeeded (see CreateVolume).
-func (m *Manager) createFromSource(ctx context.Context, req volume.CreateRequest, src lvm.LV, name string, size uint64, vg lvm.VG, pool lvm.LV) (volume.Volume, bool, error) {
+func (m *Manager) createFromSource(ctx context.Context, r lvm.Reads, req volume.CreateRequest, src lvm.LV, name string, size uint64, vg lvm.VG, pool lvm.LV) (volume.Volume, bool, error) {
 	tags := append(settledTags(req), sourceTag(req.Source))
 	if src.PoolLV != "" && src.PoolLV == req.Type.ThinPool {
 		// It takes no room of the pool (it shares the snapshot's
@@ -117,7 +117,7 @@ func (m *Manager) createFromSource(ctx context.Context, req volume.CreateRequest
 		if err := m.lvm.ExtendLV(ctx, vg.Name, name, size); err != nil {
 			return volume.Volume{}, true, fmt.Errorf("grow volume %q to %s: %w", req.Name, lvm.FormatSize(size), err)
 		}
-		vol, err := m.settleNew(ctx, vg.Name, name)
+		vol, err := m.settleNew(ctx, r, vg.Name, name)
 		return vol, true, err
 	}
 	// A copy takes the room of a new volume (a thin snapshot in the
@@ -127,7 +127,7 @@ func (m *Manager) createFromSource(ctx context.Context, req volume.CreateRequest
 	if req.Type.IsThin() {
 		roomErr = m.thinRoom(pool, size, req.Type)
 	} else {
-		roomErr = m.checkRoom(ctx, vg, opts, req.Type)
+		roomErr = m.checkRoom(ctx, r, vg, opts, req.Type)
 	}
 	if roomErr != nil {
 		return volume.Volume{}, false, fmt.Errorf("volume %q: %w", req.Name, roomErr)
@@ -136,33 +136,33 @@ func (m *Manager) createFromSource(ctx context.Context, req volume.CreateRequest
 	if err != nil {
 		return volume.Volume{}, false, fmt.Errorf("create volume %q: %w", req.Name, err)
 	}
-	vol, err := m.copyIn(ctx, lv, src, req.Source)
+	vol, err := m.copyIn(ctx, r, lv, src, req.Source)
 	return vol, true, err
 }
 
 // copyIn fills new LV lv from src in a job (see jobs.go), then settles lv.
-func (m *Manager) copyIn(ctx context.Context, lv, src lvm.LV, from *volume.ContentSource) (volume.Volume, error) {
+func (m *Manager) copyIn(ctx context.Context, r lvm.Reads, lv, src lvm.LV, from *volume.ContentSource) (volume.Volume, error) {
 	key := jobKey(jobCopyIn, lv.VGName, lv.Name)
 	j, started := m.jobs.start(key, int64(src.Size), runner.DataBudget(int64(src.Size)), func(ctx context.Context, mt *meter) error {
-		return m.copyData(ctx, lv, src, from, mt)
+		return m.copyData(ctx, lvm.Fresh, lv, src, from, mt) // a job: its own context, fresh reads
 	})
 	if err := m.awaitData(ctx, key, jobCopyIn, lv, j, started); err != nil {
 		return volume.Volume{}, err
 	}
-	return m.settleNew(ctx, lv.VGName, lv.Name)
+	return m.settleNew(ctx, r, lv.VGName, lv.Name)
 }
 
 // copyData copies src into lv, then drops lv's copying tag.
-func (m *Manager) copyData(ctx context.Context, lv, src lvm.LV, from *volume.ContentSource, mt *meter) error {
+func (m *Manager) copyData(ctx context.Context, r lvm.Reads, lv, src lvm.LV, from *volume.ContentSource, mt *meter) error {
 	var err error
 	switch from.Kind {
 	case volume.SourceSnapshot:
 		if err = m.waitSnapshotReady(ctx, src); err == nil {
-			err = m.copyLV(ctx, src, lv, src.Size, mt)
+			err = m.copyLV(ctx, r, src, lv, src.Size, mt)
 		}
 	default:
-		if err = m.freeze(ctx, src, lv.Name); err == nil {
-			err = m.copyFrozen(ctx, lv, src.Name, src.Size, mt)
+		if err = m.freeze(ctx, r, src, lv.Name); err == nil {
+			err = m.copyFrozen(ctx, r, lv, src.Name, src.Size, mt)
 		}
 	}
 	if err != nil {
@@ -188,8 +188,8 @@ func (m *Manager) waitSnapshotReady(ctx context.Context, snap lvm.LV) error {
 }
 
 // settleNew re-reads a new LV and finishes its creation.
-func (m *Manager) settleNew(ctx context.Context, vg, name string) (volume.Volume, error) {
-	lv, err := m.lvm.GetLV(ctx, vg, name)
+func (m *Manager) settleNew(ctx context.Context, r lvm.Reads, vg, name string) (volume.Volume, error) {
+	lv, err := m.lvm.GetLV(ctx, r, vg, name)
 	if err != nil {
 		return volume.Volume{}, err
 	}
@@ -198,17 +198,17 @@ func (m *Manager) settleNew(ctx context.Context, vg, name string) (volume.Volume
 
 // resumeCopy redoes the copy of a volume whose creation from a source was
 // interrupted (it still carries the copying tag).
-func (m *Manager) resumeCopy(ctx context.Context, lv lvm.LV) (volume.Volume, error) {
+func (m *Manager) resumeCopy(ctx context.Context, r lvm.Reads, lv lvm.LV) (volume.Volume, error) {
 	from := m.contentSourceOf(lv)
 	if from == nil {
 		return volume.Volume{}, fmt.Errorf("%s/%s: copying without a recorded source", lv.VGName, lv.Name)
 	}
 	req := volume.CreateRequest{Source: from}
-	src, err := m.resolveSource(ctx, &req)
+	src, err := m.resolveSource(ctx, r, &req)
 	if err != nil {
 		return volume.Volume{}, err
 	}
-	return m.copyIn(ctx, lv, src, from)
+	return m.copyIn(ctx, r, lv, src, from)
 }
 
 // sourceMatches tells whether an existing LV was made from the asked source.

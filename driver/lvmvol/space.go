@@ -9,17 +9,18 @@ import (
 	"carve.dev/carve/lvm"
 )
 
-// Space reads every served VG. It is a query: see query. A VG that cannot
-// be read at all (lvm2 finds none of its disks) is reported with no space
-// and its VolumeGroupUnreadable problem, so that the other VGs are still
-// reported and the controller sees no capacity there. Any other failure (a
-// timeout, a cancelled context) tells nothing of the VG: it fails the
-// whole reading, and the caller keeps its last one.
+// Space reads every served VG. It is a query (lvm.Cached; see query.go).
+// A VG that cannot be read at all (lvm2 finds none of its disks) is
+// reported with no space and its VolumeGroupUnreadable problem, so that
+// the other VGs are still reported and the controller sees no capacity
+// there. Any other failure (a timeout, a cancelled context) tells nothing
+// of the VG: it fails the whole reading, and the caller keeps its last
+// one.
 func (m *Manager) Space(ctx context.Context) ([]volume.VGSpace, error) {
-	ctx = query(ctx)
+	r := lvm.Cached // a query
 	out := make([]volume.VGSpace, 0, len(m.vgs))
 	for _, vg := range m.vgs {
-		s, err := m.vgSpace(ctx, vg)
+		s, err := m.vgSpace(ctx, r, vg)
 		if errors.Is(err, volume.ErrVGUnreadable) {
 			s = volume.VGSpace{Name: vg, Health: []volume.Problem{vgUnreadable(err.Error())}}
 		} else if err != nil {
@@ -32,14 +33,14 @@ func (m *Manager) Space(ctx context.Context) ([]volume.VGSpace, error) {
 
 // vgSpace reads one VG, its allocatable PVs and its thin pools, and its
 // health as its report tells it.
-func (m *Manager) vgSpace(ctx context.Context, name string) (volume.VGSpace, error) {
-	vg, err := m.readVG(ctx, name)
+func (m *Manager) vgSpace(ctx context.Context, r lvm.Reads, name string) (volume.VGSpace, error) {
+	vg, err := m.readVG(ctx, r, name)
 	if err != nil {
 		return volume.VGSpace{}, err
 	}
 	s := volume.VGSpace{Name: name, Size: vg.Size, Free: vg.Free, ExtentSize: vg.ExtentSize,
 		MetadataSize: vg.MetadataSize, MetadataFree: vg.MetadataFree, Health: vgHealth(name, vg)}
-	pvs, err := m.lvm.ListVGPVs(ctx, name)
+	pvs, err := m.lvm.ListVGPVs(ctx, r, name)
 	if err != nil {
 		return volume.VGSpace{}, err
 	}
@@ -48,7 +49,7 @@ func (m *Manager) vgSpace(ctx context.Context, name string) (volume.VGSpace, err
 			s.PVFree = append(s.PVFree, pv.Free)
 		}
 	}
-	lvs, err := m.lvm.ListLVs(ctx, name)
+	lvs, err := m.lvm.ListLVs(ctx, r, name)
 	if err != nil {
 		return volume.VGSpace{}, err
 	}

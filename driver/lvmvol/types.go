@@ -16,8 +16,8 @@ func lvOptions(t volume.Type, vg lvm.VG, name string, size uint64, tags []string
 
 // thinPool returns the pool a thin volume of t goes to, refusing pools
 // that would hand out a former thin volume's blocks unzeroed.
-func (m *Manager) thinPool(ctx context.Context, vg string, t volume.Type) (lvm.LV, error) {
-	pool, err := m.lvm.GetLV(ctx, vg, t.ThinPool)
+func (m *Manager) thinPool(ctx context.Context, r lvm.Reads, vg string, t volume.Type) (lvm.LV, error) {
+	pool, err := m.lvm.GetLV(ctx, r, vg, t.ThinPool)
 	if err != nil {
 		return lvm.LV{}, fmt.Errorf("thin pool %s/%s: %w", vg, t.ThinPool, err)
 	}
@@ -32,7 +32,7 @@ func (m *Manager) thinPool(ctx context.Context, vg string, t volume.Type) (lvm.L
 		if err := m.lvm.Activate(ctx, vg, t.ThinPool); err != nil {
 			return lvm.LV{}, fmt.Errorf("activate thin pool %s/%s to read its usage: %w", vg, t.ThinPool, err)
 		}
-		if pool, err = m.lvm.GetLV(ctx, vg, t.ThinPool); err != nil {
+		if pool, err = m.lvm.GetLV(ctx, r, vg, t.ThinPool); err != nil {
 			return lvm.LV{}, fmt.Errorf("thin pool %s/%s: %w", vg, t.ThinPool, err)
 		}
 	}
@@ -62,9 +62,9 @@ func zeroesNewBlocks(pool lvm.LV) bool { return len(pool.Attr) > 7 && pool.Attr[
 // checkRoom refuses, before any lvcreate, a volume of size that cannot be
 // carved: thin beyond the pool's room, thick beyond the VG's free extents
 // or the PVs raid1 and stripes need.
-func (m *Manager) checkRoom(ctx context.Context, vg lvm.VG, opts lvm.CreateLVOptions, t volume.Type) error {
+func (m *Manager) checkRoom(ctx context.Context, r lvm.Reads, vg lvm.VG, opts lvm.CreateLVOptions, t volume.Type) error {
 	if t.IsThin() {
-		pool, err := m.thinPool(ctx, vg.Name, t)
+		pool, err := m.thinPool(ctx, r, vg.Name, t)
 		if err != nil {
 			return err
 		}

@@ -69,7 +69,7 @@ func writeCacheTag(c volume.WriteCache) string {
 
 // changeWriteCache gives lv the write cache want (Size 0: none) and
 // returns lv as it then is. See the comment at the top of this file.
-func (m *Manager) changeWriteCache(ctx context.Context, lv lvm.LV, want volume.WriteCache) (lvm.LV, error) {
+func (m *Manager) changeWriteCache(ctx context.Context, r lvm.Reads, lv lvm.LV, want volume.WriteCache) (lvm.LV, error) {
 	if err := m.canCache(lv, want); err != nil {
 		return lv, err
 	}
@@ -81,7 +81,7 @@ func (m *Manager) changeWriteCache(ctx context.Context, lv lvm.LV, want volume.W
 	if attached && haveTag == wantTag || !attached && haveTag == "" && want.Size == 0 {
 		return lv, nil
 	}
-	if err := m.dropCache(ctx, lv); err != nil {
+	if err := m.dropCache(ctx, r, lv); err != nil {
 		return lv, err
 	}
 	if want.Size > 0 {
@@ -93,7 +93,7 @@ func (m *Manager) changeWriteCache(ctx context.Context, lv lvm.LV, want volume.W
 			return lv, fmt.Errorf("record no write cache: %w", err)
 		}
 	}
-	return m.lvm.GetLV(ctx, lv.VGName, lv.Name)
+	return m.lvm.GetLV(ctx, r, lv.VGName, lv.Name)
 }
 
 // canCache refuses, before any change, a cache the volume cannot take:
@@ -144,7 +144,7 @@ func (m *Manager) attachCache(ctx context.Context, lv lvm.LV, want volume.WriteC
 // file). lvconvert runs as data work, detached from the caller: the flush
 // takes as long as the dirty blocks take to write, and cut short it would
 // leave lvm2 mid-way.
-func (m *Manager) dropCache(ctx context.Context, lv lvm.LV) error {
+func (m *Manager) dropCache(ctx context.Context, r lvm.Reads, lv lvm.LV) error {
 	if !lv.HasWriteCache() && tagValue(lv, tagWriteCachePrefix) == "" {
 		return nil
 	}
@@ -157,14 +157,14 @@ func (m *Manager) dropCache(ctx context.Context, lv lvm.LV) error {
 		}
 		klog.InfoS("Detached write cache, its blocks written back", "lv", lv.VGName+"/"+lv.Name)
 	}
-	return m.dropLeftover(ctx, lv.VGName, lv.Name)
+	return m.dropLeftover(ctx, r, lv.VGName, lv.Name)
 }
 
 // dropLeftover wipes and removes the cachevol of LV name left visible
 // (see the top of this file), if there is one: an LV of that name is
 // only removed when it carries Carve's mark for this volume.
-func (m *Manager) dropLeftover(ctx context.Context, vg, name string) error {
-	cv, found, err := m.findLV(ctx, vg, cacheVolName(name))
+func (m *Manager) dropLeftover(ctx context.Context, r lvm.Reads, vg, name string) error {
+	cv, found, err := m.findLV(ctx, r, vg, cacheVolName(name))
 	if !found {
 		return err
 	}

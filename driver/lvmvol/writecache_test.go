@@ -21,7 +21,7 @@ func writeCache(size uint64, on ...string) volume.Mutable {
 // what size), its tag, and whether a cachevol is left visible.
 func cacheState(t *testing.T, f *lvmfake.LVM, name string) (attached uint64, tagged, leftover bool) {
 	t.Helper()
-	all, err := f.ListAllLVs(ctx, vg)
+	all, err := f.ListAllLVs(ctx, lvm.Fresh, vg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestWriteCacheRefusals(t *testing.T) {
 	if _, err := m.ModifyVolume(ctx, plain.ID, zero); err != nil {
 		t.Fatalf("no cache and a leg at once: %v", err)
 	}
-	all, _ := f.ListAllLVs(ctx, vg)
+	all, _ := f.ListAllLVs(ctx, lvm.Fresh, vg)
 	if size, _, _ := cacheState(t, f, "pvc-1"); size != 0 || lvm.Mirrors(all, "pvc-1") != 1 {
 		t.Errorf("after no cache and a leg: cache %d, mirrors %d", size, lvm.Mirrors(all, "pvc-1"))
 	}
@@ -187,7 +187,7 @@ func TestWriteCacheConvergesAfterCrash(t *testing.T) {
 // volume's own PVs before lvremove dropped them) and wipes the cachevol.
 func TestDeleteWritesBackAndWipesTheCache(t *testing.T) {
 	m, f := newManager(t)
-	free := func() uint64 { g, _ := f.GetVG(ctx, vg); return g.Free }
+	free := func() uint64 { g, _ := f.GetVG(ctx, lvm.Fresh, vg); return g.Free }
 	before := free()
 	v, _ := m.CreateVolume(ctx, req("pvc-1", 16*mib))
 	if _, err := m.ModifyVolume(ctx, v.ID, writeCache(4*mib, "@fast")); err != nil {

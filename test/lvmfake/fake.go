@@ -144,7 +144,9 @@ func (f *LVM) SetOpen(vg, name string, open bool) {
 	f.lvs[vg][name].Open = open
 }
 
-func (f *LVM) GetVG(_ context.Context, vg string) (lvm.VG, error) {
+// The fake has no cache: its reads answer from its state whatever
+// lvm.Reads they are given.
+func (f *LVM) GetVG(_ context.Context, _ lvm.Reads, vg string) (lvm.VG, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.call("GetVG"); err != nil {
@@ -157,7 +159,7 @@ func (f *LVM) GetVG(_ context.Context, vg string) (lvm.VG, error) {
 	return *v, nil
 }
 
-func (f *LVM) ListLVs(_ context.Context, vg string) ([]lvm.LV, error) {
+func (f *LVM) ListLVs(_ context.Context, _ lvm.Reads, vg string) ([]lvm.LV, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.call("ListLVs"); err != nil {
@@ -179,7 +181,7 @@ func (f *LVM) reported(lv *lvm.LV) lvm.LV {
 	return out
 }
 
-func (f *LVM) GetLV(_ context.Context, vg, name string) (lvm.LV, error) {
+func (f *LVM) GetLV(_ context.Context, _ lvm.Reads, vg, name string) (lvm.LV, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.call("GetLV"); err != nil {

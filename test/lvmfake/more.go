@@ -59,7 +59,7 @@ func (f *LVM) ExtendLV(_ context.Context, vg, name string, size uint64) error {
 }
 
 // ListVGPVs reports one PV per VG holding all of its space.
-func (f *LVM) ListVGPVs(_ context.Context, vg string) ([]lvm.PV, error) {
+func (f *LVM) ListVGPVs(_ context.Context, _ lvm.Reads, vg string) ([]lvm.PV, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.call("ListVGPVs"); err != nil {
@@ -175,8 +175,8 @@ func (f *LVM) pvCount(vg string) int {
 
 // ListAllLVs is ListLVs with the hidden raid images of raid1 LVs, as lvm2
 // names them (lvm.Mirrors counts them).
-func (f *LVM) ListAllLVs(ctx context.Context, vg string) ([]lvm.LV, error) {
-	lvs, err := f.ListLVs(ctx, vg)
+func (f *LVM) ListAllLVs(ctx context.Context, r lvm.Reads, vg string) ([]lvm.LV, error) {
+	lvs, err := f.ListLVs(ctx, r, vg)
 	if err != nil {
 		return nil, err
 	}
