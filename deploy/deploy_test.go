@@ -218,6 +218,30 @@ func TestExamples(t *testing.T) {
 			t.Errorf("%s carve: driver %q, deletionPolicy %q, parameters %v; want %s, Delete, none", kind, c.Driver, c.DeletionPolicy, c.Parameters, driverName)
 		}
 	}
+	checkEncryptedExample(t, objs)
+	if slices.ContainsFunc(objs, func(o object) bool { return o.Kind == "VolumeAttributesClass" }) {
+		t.Errorf("kubernetes/examples holds a VolumeAttributesClass: the classes are opt-in, in %s", optInClasses)
+	}
+	for _, r := range readKustomization(t, "kubernetes/examples").Resources {
+		if filepath.Clean(filepath.Join("kubernetes/examples", r)) == optInClasses {
+			t.Errorf("the examples' kustomization applies %s, the opt-in VolumeAttributesClasses", r)
+		}
+	}
+}
+
+// optInClasses: the example VolumeAttributesClasses, which let a claim's
+// owner add raid1 legs, lift IO limits or take a write cache, and are
+// therefore applied only on request.
+const optInClasses = "kubernetes/examples/volumeattributesclasses"
+
+func TestOptInAttributesClasses(t *testing.T) {
+	objs := loadDir(t, optInClasses)
+	decodeAll(t, objs)
+	for _, o := range objs {
+		if o.Kind != "VolumeAttributesClass" {
+			t.Errorf("%v: %s holds only VolumeAttributesClasses", o, optInClasses)
+		}
+	}
 	for name, mirrors := range map[string]string{"carve-raid1": "1", "carve-linear": "0"} {
 		var c storagev1.VolumeAttributesClass
 		strict(t, mustFind(t, objs, "VolumeAttributesClass", name), &c)
@@ -239,7 +263,6 @@ func TestExamples(t *testing.T) {
 			t.Errorf("VolumeAttributesClass %s: %v, want writeCache %q (and, for a cache, its PVs @carve-fast)", name, c.Parameters, size)
 		}
 	}
-	checkEncryptedExample(t, objs)
 }
 
 // checkEncryptedExample: carve-encrypted asks for LUKS2 and names, for

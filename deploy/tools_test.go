@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"bytes"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -70,8 +72,49 @@ func TestKustomizeBuild(t *testing.T) {
 		})
 	}
 	t.Run("examples", func(t *testing.T) {
-		decodeAll(t, parseDocs(t, "examples", run(t, kubectl, "kustomize", "kubernetes/examples")))
+		objs := parseDocs(t, "examples", run(t, kubectl, "kustomize", "kubernetes/examples"))
+		decodeAll(t, objs)
+		if got := attributesClasses(t, objs); len(got) != 0 {
+			t.Errorf("the examples apply VolumeAttributesClasses %v; they are opt-in (%s)", slices.Sorted(maps.Keys(got)), optInClasses)
+		}
 	})
+	t.Run("opt-in classes", func(t *testing.T) {
+		objs := parseDocs(t, optInClasses, run(t, kubectl, "kustomize", optInClasses))
+		decodeAll(t, objs)
+		sameClasses(t, optInClasses, attributesClasses(t, objs), attributesClasses(t, loadDir(t, optInClasses)))
+	})
+	// The e2e's scenarios and the upstream volume-modify suite switch
+	// claims between the example classes: its overlay opts in.
+	t.Run("e2e overlay", func(t *testing.T) {
+		objs := parseDocs(t, "e2e overlay", run(t, kubectl, "kustomize", "../test/e2e/overlay"))
+		sameClasses(t, "test/e2e/overlay", attributesClasses(t, objs), attributesClasses(t, loadDir(t, optInClasses)))
+	})
+}
+
+// attributesClasses: the parameters of each VolumeAttributesClass in objs.
+func attributesClasses(t *testing.T, objs []object) map[string]map[string]string {
+	t.Helper()
+	out := map[string]map[string]string{}
+	for _, o := range objs {
+		if o.Kind == "VolumeAttributesClass" {
+			var c storagev1.VolumeAttributesClass
+			strict(t, o, &c)
+			out[c.Name] = c.Parameters
+		}
+	}
+	return out
+}
+
+// sameClasses: what gives the classes got (a render) gives exactly the
+// example classes want, with the same parameters.
+func sameClasses(t *testing.T, what string, got, want map[string]map[string]string) {
+	t.Helper()
+	if len(want) == 0 {
+		t.Fatalf("no example VolumeAttributesClasses in %s", optInClasses)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("%s: VolumeAttributesClasses %v, want %s's %v", what, got, optInClasses, want)
+	}
 }
 
 func helmTemplate(t *testing.T, helm string, args ...string) []object {
@@ -93,6 +136,9 @@ func TestHelmChart(t *testing.T) {
 			if _, ok := find(objs, o.Kind, o.Name); !ok {
 				t.Errorf("the chart has no %s %s (deploy/kubernetes/examples has)", o.Kind, o.Name)
 			}
+		}
+		if got := attributesClasses(t, objs); len(got) != 0 {
+			t.Errorf("the chart's defaults render VolumeAttributesClasses %v; they are opt-in", slices.Sorted(maps.Keys(got)))
 		}
 		// The chart mirrors the base: same RBAC rules, and the same
 		// admission policy, in the same namespace.
@@ -126,6 +172,17 @@ func TestHelmChart(t *testing.T) {
 		if ds.Spec.Template.Spec.NodeSelector["lvm.carve.dev/storage-node"] != "true" {
 			t.Errorf("nodeSelector not applied: %v", ds.Spec.Template.Spec.NodeSelector)
 		}
+	})
+
+	// Opted in, the chart's classes are the kustomize ones; the e2e's
+	// values (TestHelmTakesOver, and every scenario after it) opt in.
+	t.Run("attributes classes", func(t *testing.T) {
+		want := attributesClasses(t, loadDir(t, optInClasses))
+		objs := helmTemplate(t, helm, "--set", "volumeAttributesClasses.enabled=true")
+		decodeAll(t, objs)
+		sameClasses(t, "volumeAttributesClasses.enabled=true", attributesClasses(t, objs), want)
+		objs = helmTemplate(t, helm, "--values", "../test/e2e/helm-values.yaml")
+		sameClasses(t, "test/e2e/helm-values.yaml", attributesClasses(t, objs), want)
 	})
 
 	// Another namespace: the policy matches the ServiceAccount there.
