@@ -152,6 +152,9 @@ func TestBase(t *testing.T) {
 	if _, ok := find(objs, "Namespace", namespace); !ok {
 		t.Errorf("the base does not create namespace %s", namespace)
 	}
+	if !checkControllerPDB(t, objs) {
+		t.Errorf("the base has no PodDisruptionBudget for %s", controller)
+	}
 	k := readKustomization(t, "kubernetes/base")
 	if k.Namespace != namespace {
 		t.Errorf("base kustomization namespace %q", k.Namespace)

@@ -60,9 +60,12 @@ func TestKustomizeBuild(t *testing.T) {
 					t.Errorf("no %s in the output", kind)
 				}
 			}
+			if !checkControllerPDB(t, objs) {
+				t.Errorf("no PodDisruptionBudget for %s in the output", controller)
+			}
 			for _, o := range objs {
 				if o.Kind != "ServiceAccount" && o.Kind != "Deployment" && o.Kind != "DaemonSet" &&
-					o.Kind != "Role" && o.Kind != "RoleBinding" && o.Kind != "ConfigMap" {
+					o.Kind != "Role" && o.Kind != "RoleBinding" && o.Kind != "ConfigMap" && o.Kind != "PodDisruptionBudget" {
 					continue
 				}
 				if o.Namespace != namespace {
@@ -140,6 +143,9 @@ func TestHelmChart(t *testing.T) {
 		if got := attributesClasses(t, objs); len(got) != 0 {
 			t.Errorf("the chart's defaults render VolumeAttributesClasses %v; they are opt-in", slices.Sorted(maps.Keys(got)))
 		}
+		if checkControllerPDB(t, objs) {
+			t.Error("the chart renders a PodDisruptionBudget for its one controller replica, where it guards nothing")
+		}
 		// The chart mirrors the base: same RBAC rules, and the same
 		// admission policy, in the same namespace.
 		base := baseObjects(t)
@@ -183,6 +189,20 @@ func TestHelmChart(t *testing.T) {
 		sameClasses(t, "volumeAttributesClasses.enabled=true", attributesClasses(t, objs), want)
 		objs = helmTemplate(t, helm, "--values", "../test/e2e/helm-values.yaml")
 		sameClasses(t, "test/e2e/helm-values.yaml", attributesClasses(t, objs), want)
+	})
+
+	// More than one replica: the budget takes them one at a time; the
+	// value turns it off.
+	t.Run("disruption budget", func(t *testing.T) {
+		objs := helmTemplate(t, helm, "--set", "controller.replicas=2")
+		decodeAll(t, objs)
+		if !checkControllerPDB(t, objs) {
+			t.Errorf("no PodDisruptionBudget for %s with controller.replicas=2", controller)
+		}
+		objs = helmTemplate(t, helm, "--set", "controller.replicas=2", "--set", "controller.podDisruptionBudget.enabled=false")
+		if checkControllerPDB(t, objs) {
+			t.Error("a PodDisruptionBudget with controller.podDisruptionBudget.enabled=false")
+		}
 	})
 
 	// Another namespace: the policy matches the ServiceAccount there.
