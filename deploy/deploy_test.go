@@ -155,6 +155,7 @@ func TestBase(t *testing.T) {
 	if !checkControllerPDB(t, objs) {
 		t.Errorf("the base has no PodDisruptionBudget for %s", controller)
 	}
+	mustFind(t, objs, "ValidatingAdmissionPolicy", nodePolicy) // the name deploy/README.md gives
 	k := readKustomization(t, "kubernetes/base")
 	if k.Namespace != namespace {
 		t.Errorf("base kustomization namespace %q", k.Namespace)

@@ -205,6 +205,41 @@ func TestHelmChart(t *testing.T) {
 		}
 	})
 
+	// Releases side by side, each in a namespace of its own: the
+	// cluster-scoped objects that nobody names by hand (RBAC, the node
+	// policy) are each release's own, named after it (the base's names for
+	// the release "carve"), and whole: bindings to the release's roles
+	// and policy. Shared by name: the classes users name, from the values,
+	// and the CSIDriver, whose name is the driver's.
+	t.Run("release names", func(t *testing.T) {
+		own := []string{"ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+		shared := []string{"CSIDriver", "StorageClass", "VolumeAttributesClass", "VolumeSnapshotClass",
+			"VolumeGroupSnapshotClass", "CustomResourceDefinition"}
+		owner := map[string]string{} // kind/name -> release
+		for _, r := range []struct{ release, ns string }{{"carve", namespace}, {"carve-b", "carve-b"}, {"storage", "storage"}} {
+			objs := parseDocs(t, "helm template "+r.release, run(t, helm, "template", r.release, "helm/carve",
+				"--namespace", r.ns, "--include-crds", "--set", "volumeAttributesClasses.enabled=true"))
+			checkRBAC(t, objs, r.ns)
+			checkNodePolicy(t, objs, r.ns)
+			for _, o := range objs {
+				switch {
+				case o.Namespace != "" || slices.Contains(shared, o.Kind):
+					continue
+				case !slices.Contains(own, o.Kind):
+					t.Errorf("release %s: %v is cluster-scoped: name it after the release (carve.clusterName) or add its kind to the shared ones", r.release, o)
+					continue
+				case r.release != "carve" && !strings.HasPrefix(o.Name, r.release+"-carve-"):
+					t.Errorf("release %s: %v is not named after the release", r.release, o)
+				}
+				key := o.Kind + " " + o.Name
+				if other, ok := owner[key]; ok {
+					t.Errorf("%s is both release %s's and release %s's", key, other, r.release)
+				}
+				owner[key] = r.release
+			}
+		}
+	})
+
 	// Another namespace: the policy matches the ServiceAccount there.
 	t.Run("namespace", func(t *testing.T) {
 		objs := parseDocs(t, "helm template", run(t, helm, "template", "carve", "helm/carve", "--namespace", "storage"))
