@@ -240,6 +240,28 @@ func TestHelmChart(t *testing.T) {
 		}
 	})
 
+	// logFormat reaches carve controller, carve node and every sidecar
+	// (checkAll checks each of them has the flag).
+	t.Run("log format", func(t *testing.T) {
+		for _, format := range []string{"", "json"} {
+			var args []string
+			want := "text" // the default, klog's
+			if format != "" {
+				args, want = []string{"--set", "logFormat=" + format}, format
+			}
+			objs := helmTemplate(t, helm, args...)
+			checkAll(t, objs, namespace, kubeletDir)
+			for _, o := range []object{mustFind(t, objs, "Deployment", controller), mustFind(t, objs, "DaemonSet", node)} {
+				spec, _ := podSpec(t, o)
+				for _, c := range spec.Containers {
+					if f, _ := flagArgs(c.Args); f["logging-format"] != want {
+						t.Errorf("%v: container %s --logging-format=%q, want %s", o, c.Name, f["logging-format"], want)
+					}
+				}
+			}
+		}
+	})
+
 	// Another namespace: the policy matches the ServiceAccount there.
 	t.Run("namespace", func(t *testing.T) {
 		objs := parseDocs(t, "helm template", run(t, helm, "template", "carve", "helm/carve", "--namespace", "storage"))
@@ -293,7 +315,7 @@ func TestHelmChart(t *testing.T) {
 	})
 
 	t.Run("refused values", func(t *testing.T) {
-		for _, set := range []string{"volumeGroups=null", "controller.replicas=2,controller.leaderElection=false"} {
+		for _, set := range []string{"volumeGroups=null", "controller.replicas=2,controller.leaderElection=false", "logFormat=xml"} {
 			cmd := exec.Command(helm, "template", "carve", "helm/carve", "--set", set)
 			if out, err := cmd.CombinedOutput(); err == nil {
 				t.Errorf("helm template --set %s rendered; want a failure\n%s", set, out)

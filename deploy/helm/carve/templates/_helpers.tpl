@@ -54,3 +54,11 @@ CSIDriver is the driver's name, lvm.carve.dev.
 {{ printf "%s-carve-%s" $root.Release.Name $name }}
 {{- end -}}
 {{- end -}}
+
+{{/* --logging-format, validated: text or json. */}}
+{{- define "carve.logFormat" -}}
+{{- if not (has .Values.logFormat (list "text" "json")) -}}
+{{- fail (printf "logFormat %q: text or json" (toString .Values.logFormat)) -}}
+{{- end -}}
+{{- .Values.logFormat -}}
+{{- end -}}
