@@ -6,8 +6,10 @@
 // `carve node -h` of ./cmd/carve), every sidecar flag exists in the pinned
 // sidecar version, RBAC grants what the code and the sidecars use, the
 // node admission policy covers what RBAC lets the node write, the
-// controller pod's containers run restricted, and the CRD copies match
-// deploy/crds. When kubectl (kustomize) and helm are on
+// controller pod's containers run restricted, the controller's disruption
+// budget never blocks a drain, the example VolumeAttributesClasses are
+// opt-in, and the CRD copies match deploy/crds. When kubectl (kustomize)
+// and helm are on
 // PATH (or named by CARVE_KUBECTL / CARVE_HELM), the rendered output is
 // checked the same way; otherwise those tests skip.
 package deploy
