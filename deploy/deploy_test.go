@@ -6,8 +6,10 @@
 // `carve node -h` of ./cmd/carve), every sidecar flag exists in the pinned
 // sidecar version, RBAC grants what the code and the sidecars use, the
 // node admission policy covers what RBAC lets the node write, the
-// controller pod's containers run restricted, and the CRD copies match
-// deploy/crds. When kubectl (kustomize) and helm are on
+// controller pod's containers run restricted, the controller's disruption
+// budget never blocks a drain, the example VolumeAttributesClasses are
+// opt-in, and the CRD copies match deploy/crds. When kubectl (kustomize)
+// and helm are on
 // PATH (or named by CARVE_KUBECTL / CARVE_HELM), the rendered output is
 // checked the same way; otherwise those tests skip.
 package deploy
@@ -152,6 +154,10 @@ func TestBase(t *testing.T) {
 	if _, ok := find(objs, "Namespace", namespace); !ok {
 		t.Errorf("the base does not create namespace %s", namespace)
 	}
+	if !checkControllerPDB(t, objs) {
+		t.Errorf("the base has no PodDisruptionBudget for %s", controller)
+	}
+	mustFind(t, objs, "ValidatingAdmissionPolicy", nodePolicy) // the name deploy/README.md gives
 	k := readKustomization(t, "kubernetes/base")
 	if k.Namespace != namespace {
 		t.Errorf("base kustomization namespace %q", k.Namespace)
@@ -218,6 +224,30 @@ func TestExamples(t *testing.T) {
 			t.Errorf("%s carve: driver %q, deletionPolicy %q, parameters %v; want %s, Delete, none", kind, c.Driver, c.DeletionPolicy, c.Parameters, driverName)
 		}
 	}
+	checkEncryptedExample(t, objs)
+	if slices.ContainsFunc(objs, func(o object) bool { return o.Kind == "VolumeAttributesClass" }) {
+		t.Errorf("kubernetes/examples holds a VolumeAttributesClass: the classes are opt-in, in %s", optInClasses)
+	}
+	for _, r := range readKustomization(t, "kubernetes/examples").Resources {
+		if filepath.Clean(filepath.Join("kubernetes/examples", r)) == optInClasses {
+			t.Errorf("the examples' kustomization applies %s, the opt-in VolumeAttributesClasses", r)
+		}
+	}
+}
+
+// optInClasses: the example VolumeAttributesClasses, which let a claim's
+// owner add raid1 legs, lift IO limits or take a write cache, and are
+// therefore applied only on request.
+const optInClasses = "kubernetes/examples/volumeattributesclasses"
+
+func TestOptInAttributesClasses(t *testing.T) {
+	objs := loadDir(t, optInClasses)
+	decodeAll(t, objs)
+	for _, o := range objs {
+		if o.Kind != "VolumeAttributesClass" {
+			t.Errorf("%v: %s holds only VolumeAttributesClasses", o, optInClasses)
+		}
+	}
 	for name, mirrors := range map[string]string{"carve-raid1": "1", "carve-linear": "0"} {
 		var c storagev1.VolumeAttributesClass
 		strict(t, mustFind(t, objs, "VolumeAttributesClass", name), &c)
@@ -239,7 +269,6 @@ func TestExamples(t *testing.T) {
 			t.Errorf("VolumeAttributesClass %s: %v, want writeCache %q (and, for a cache, its PVs @carve-fast)", name, c.Parameters, size)
 		}
 	}
-	checkEncryptedExample(t, objs)
 }
 
 // checkEncryptedExample: carve-encrypted asks for LUKS2 and names, for

@@ -12,6 +12,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"sigs.k8s.io/yaml"
@@ -270,6 +271,8 @@ func decodeAll(t *testing.T, objs []object) {
 			strict(t, o, &appsv1.Deployment{})
 		case "apps/v1 DaemonSet":
 			strict(t, o, &appsv1.DaemonSet{})
+		case "policy/v1 PodDisruptionBudget":
+			strict(t, o, &policyv1.PodDisruptionBudget{})
 		case "storage.k8s.io/v1 CSIDriver":
 			strict(t, o, &storagev1.CSIDriver{})
 		case "storage.k8s.io/v1 StorageClass":

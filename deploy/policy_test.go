@@ -12,26 +12,37 @@ import (
 // refuses is tested on a real API server (test/apiserver); here, that it
 // is shipped whole: bound with Deny, failing closed, matching the node's
 // ServiceAccount in the namespace it is deployed in, on every Carve
-// resource that ServiceAccount may write.
+// resource that ServiceAccount may write. Its name is the base's
+// nodePolicy; a Helm release other than "carve" prefixes it with its own.
 const nodePolicy = "carve-node-own-node"
 
 func checkNodePolicy(t *testing.T, objs []object, ns string) {
 	t.Helper()
+	var policies []object
+	for _, o := range objs {
+		if o.Kind == "ValidatingAdmissionPolicy" {
+			policies = append(policies, o)
+		}
+	}
+	if len(policies) != 1 {
+		t.Fatalf("ValidatingAdmissionPolicies %v, want one (%s)", policies, nodePolicy)
+	}
 	var p admissionregistrationv1.ValidatingAdmissionPolicy
-	strict(t, mustFind(t, objs, "ValidatingAdmissionPolicy", nodePolicy), &p)
+	strict(t, policies[0], &p)
+	name := p.Name
 	if p.Spec.FailurePolicy == nil || *p.Spec.FailurePolicy != admissionregistrationv1.Fail {
-		t.Errorf("policy %s: failurePolicy must be Fail", nodePolicy)
+		t.Errorf("policy %s: failurePolicy must be Fail", name)
 	}
 	want := `request.userInfo.username == "system:serviceaccount:` + ns + `:` + node + `"`
 	if len(p.Spec.MatchConditions) != 1 || p.Spec.MatchConditions[0].Expression != want {
-		t.Errorf("policy %s: matchConditions %+v, want the one condition %s", nodePolicy, p.Spec.MatchConditions, want)
+		t.Errorf("policy %s: matchConditions %+v, want the one condition %s", name, p.Spec.MatchConditions, want)
 	}
 	if len(p.Spec.Validations) == 0 {
-		t.Errorf("policy %s: no validations", nodePolicy)
+		t.Errorf("policy %s: no validations", name)
 	}
 	for _, v := range p.Spec.Validations {
 		if v.MessageExpression == "" {
-			t.Errorf("policy %s: validation %q has no messageExpression", nodePolicy, v.Expression)
+			t.Errorf("policy %s: validation %q has no messageExpression", name, v.Expression)
 		}
 	}
 
@@ -50,7 +61,7 @@ func checkNodePolicy(t *testing.T, objs []object, ns string) {
 			for _, verb := range g.rule.Verbs {
 				for _, op := range ops[verb] {
 					if !policyMatches(&p, res, op) {
-						t.Errorf("policy %s does not match %s of %s, which RBAC grants %s", nodePolicy, op, gr(res, driverName), node)
+						t.Errorf("policy %s does not match %s of %s, which RBAC grants %s", name, op, gr(res, driverName), node)
 					}
 				}
 			}
@@ -64,7 +75,7 @@ func checkNodePolicy(t *testing.T, objs []object, ns string) {
 		// The policy's node of an object is a NodeStorage's name, and any
 		// other resource's spec.nodeName, which must be there.
 		if res.plural != "nodestorages" && !res.nodeName {
-			t.Errorf("%s has no required spec.nodeName, which policy %s reads as its node", gr(res.plural, driverName), nodePolicy)
+			t.Errorf("%s has no required spec.nodeName, which policy %s reads as its node", gr(res.plural, driverName), name)
 		}
 		rs := []string{res.plural}
 		if res.status {
@@ -73,7 +84,7 @@ func checkNodePolicy(t *testing.T, objs []object, ns string) {
 		for _, r := range rs {
 			for _, op := range []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete} {
 				if !policyMatches(&p, r, op) {
-					t.Errorf("policy %s does not match %s of %s", nodePolicy, op, gr(r, driverName))
+					t.Errorf("policy %s does not match %s of %s", name, op, gr(r, driverName))
 				}
 			}
 		}
@@ -85,10 +96,10 @@ func checkNodePolicy(t *testing.T, objs []object, ns string) {
 	}
 
 	var b admissionregistrationv1.ValidatingAdmissionPolicyBinding
-	strict(t, mustFind(t, objs, "ValidatingAdmissionPolicyBinding", nodePolicy), &b)
-	if b.Spec.PolicyName != nodePolicy || !slices.Contains(b.Spec.ValidationActions, admissionregistrationv1.Deny) ||
+	strict(t, mustFind(t, objs, "ValidatingAdmissionPolicyBinding", name), &b)
+	if b.Spec.PolicyName != name || !slices.Contains(b.Spec.ValidationActions, admissionregistrationv1.Deny) ||
 		b.Spec.ParamRef != nil || b.Spec.MatchResources != nil {
-		t.Errorf("binding %s: %+v, want policy %s, action Deny, no params, no narrowing", nodePolicy, b.Spec, nodePolicy)
+		t.Errorf("binding %s: %+v, want policy %s, action Deny, no params, no narrowing", name, b.Spec, name)
 	}
 }
 

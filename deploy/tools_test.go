@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"bytes"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -58,9 +60,12 @@ func TestKustomizeBuild(t *testing.T) {
 					t.Errorf("no %s in the output", kind)
 				}
 			}
+			if !checkControllerPDB(t, objs) {
+				t.Errorf("no PodDisruptionBudget for %s in the output", controller)
+			}
 			for _, o := range objs {
 				if o.Kind != "ServiceAccount" && o.Kind != "Deployment" && o.Kind != "DaemonSet" &&
-					o.Kind != "Role" && o.Kind != "RoleBinding" && o.Kind != "ConfigMap" {
+					o.Kind != "Role" && o.Kind != "RoleBinding" && o.Kind != "ConfigMap" && o.Kind != "PodDisruptionBudget" {
 					continue
 				}
 				if o.Namespace != namespace {
@@ -70,8 +75,49 @@ func TestKustomizeBuild(t *testing.T) {
 		})
 	}
 	t.Run("examples", func(t *testing.T) {
-		decodeAll(t, parseDocs(t, "examples", run(t, kubectl, "kustomize", "kubernetes/examples")))
+		objs := parseDocs(t, "examples", run(t, kubectl, "kustomize", "kubernetes/examples"))
+		decodeAll(t, objs)
+		if got := attributesClasses(t, objs); len(got) != 0 {
+			t.Errorf("the examples apply VolumeAttributesClasses %v; they are opt-in (%s)", slices.Sorted(maps.Keys(got)), optInClasses)
+		}
 	})
+	t.Run("opt-in classes", func(t *testing.T) {
+		objs := parseDocs(t, optInClasses, run(t, kubectl, "kustomize", optInClasses))
+		decodeAll(t, objs)
+		sameClasses(t, optInClasses, attributesClasses(t, objs), attributesClasses(t, loadDir(t, optInClasses)))
+	})
+	// The e2e's scenarios and the upstream volume-modify suite switch
+	// claims between the example classes: its overlay opts in.
+	t.Run("e2e overlay", func(t *testing.T) {
+		objs := parseDocs(t, "e2e overlay", run(t, kubectl, "kustomize", "../test/e2e/overlay"))
+		sameClasses(t, "test/e2e/overlay", attributesClasses(t, objs), attributesClasses(t, loadDir(t, optInClasses)))
+	})
+}
+
+// attributesClasses: the parameters of each VolumeAttributesClass in objs.
+func attributesClasses(t *testing.T, objs []object) map[string]map[string]string {
+	t.Helper()
+	out := map[string]map[string]string{}
+	for _, o := range objs {
+		if o.Kind == "VolumeAttributesClass" {
+			var c storagev1.VolumeAttributesClass
+			strict(t, o, &c)
+			out[c.Name] = c.Parameters
+		}
+	}
+	return out
+}
+
+// sameClasses: what gives the classes got (a render) gives exactly the
+// example classes want, with the same parameters.
+func sameClasses(t *testing.T, what string, got, want map[string]map[string]string) {
+	t.Helper()
+	if len(want) == 0 {
+		t.Fatalf("no example VolumeAttributesClasses in %s", optInClasses)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("%s: VolumeAttributesClasses %v, want %s's %v", what, got, optInClasses, want)
+	}
 }
 
 func helmTemplate(t *testing.T, helm string, args ...string) []object {
@@ -93,6 +139,12 @@ func TestHelmChart(t *testing.T) {
 			if _, ok := find(objs, o.Kind, o.Name); !ok {
 				t.Errorf("the chart has no %s %s (deploy/kubernetes/examples has)", o.Kind, o.Name)
 			}
+		}
+		if got := attributesClasses(t, objs); len(got) != 0 {
+			t.Errorf("the chart's defaults render VolumeAttributesClasses %v; they are opt-in", slices.Sorted(maps.Keys(got)))
+		}
+		if checkControllerPDB(t, objs) {
+			t.Error("the chart renders a PodDisruptionBudget for its one controller replica, where it guards nothing")
 		}
 		// The chart mirrors the base: same RBAC rules, and the same
 		// admission policy, in the same namespace.
@@ -125,6 +177,88 @@ func TestHelmChart(t *testing.T) {
 		}
 		if ds.Spec.Template.Spec.NodeSelector["lvm.carve.dev/storage-node"] != "true" {
 			t.Errorf("nodeSelector not applied: %v", ds.Spec.Template.Spec.NodeSelector)
+		}
+	})
+
+	// Opted in, the chart's classes are the kustomize ones; the e2e's
+	// values (TestHelmTakesOver, and every scenario after it) opt in.
+	t.Run("attributes classes", func(t *testing.T) {
+		want := attributesClasses(t, loadDir(t, optInClasses))
+		objs := helmTemplate(t, helm, "--set", "volumeAttributesClasses.enabled=true")
+		decodeAll(t, objs)
+		sameClasses(t, "volumeAttributesClasses.enabled=true", attributesClasses(t, objs), want)
+		objs = helmTemplate(t, helm, "--values", "../test/e2e/helm-values.yaml")
+		sameClasses(t, "test/e2e/helm-values.yaml", attributesClasses(t, objs), want)
+	})
+
+	// More than one replica: the budget takes them one at a time; the
+	// value turns it off.
+	t.Run("disruption budget", func(t *testing.T) {
+		objs := helmTemplate(t, helm, "--set", "controller.replicas=2")
+		decodeAll(t, objs)
+		if !checkControllerPDB(t, objs) {
+			t.Errorf("no PodDisruptionBudget for %s with controller.replicas=2", controller)
+		}
+		objs = helmTemplate(t, helm, "--set", "controller.replicas=2", "--set", "controller.podDisruptionBudget.enabled=false")
+		if checkControllerPDB(t, objs) {
+			t.Error("a PodDisruptionBudget with controller.podDisruptionBudget.enabled=false")
+		}
+	})
+
+	// Releases side by side, each in a namespace of its own: the
+	// cluster-scoped objects that nobody names by hand (RBAC, the node
+	// policy) are each release's own, named after it (the base's names for
+	// the release "carve"), and whole: bindings to the release's roles
+	// and policy. Shared by name: the classes users name, from the values,
+	// and the CSIDriver, whose name is the driver's.
+	t.Run("release names", func(t *testing.T) {
+		own := []string{"ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+		shared := []string{"CSIDriver", "StorageClass", "VolumeAttributesClass", "VolumeSnapshotClass",
+			"VolumeGroupSnapshotClass", "CustomResourceDefinition"}
+		owner := map[string]string{} // kind/name -> release
+		for _, r := range []struct{ release, ns string }{{"carve", namespace}, {"carve-b", "carve-b"}, {"storage", "storage"}} {
+			objs := parseDocs(t, "helm template "+r.release, run(t, helm, "template", r.release, "helm/carve",
+				"--namespace", r.ns, "--include-crds", "--set", "volumeAttributesClasses.enabled=true"))
+			checkRBAC(t, objs, r.ns)
+			checkNodePolicy(t, objs, r.ns)
+			for _, o := range objs {
+				switch {
+				case o.Namespace != "" || slices.Contains(shared, o.Kind):
+					continue
+				case !slices.Contains(own, o.Kind):
+					t.Errorf("release %s: %v is cluster-scoped: name it after the release (carve.clusterName) or add its kind to the shared ones", r.release, o)
+					continue
+				case r.release != "carve" && !strings.HasPrefix(o.Name, r.release+"-carve-"):
+					t.Errorf("release %s: %v is not named after the release", r.release, o)
+				}
+				key := o.Kind + " " + o.Name
+				if other, ok := owner[key]; ok {
+					t.Errorf("%s is both release %s's and release %s's", key, other, r.release)
+				}
+				owner[key] = r.release
+			}
+		}
+	})
+
+	// logFormat reaches carve controller, carve node and every sidecar
+	// (checkAll checks each of them has the flag).
+	t.Run("log format", func(t *testing.T) {
+		for _, format := range []string{"", "json"} {
+			var args []string
+			want := "text" // the default, klog's
+			if format != "" {
+				args, want = []string{"--set", "logFormat=" + format}, format
+			}
+			objs := helmTemplate(t, helm, args...)
+			checkAll(t, objs, namespace, kubeletDir)
+			for _, o := range []object{mustFind(t, objs, "Deployment", controller), mustFind(t, objs, "DaemonSet", node)} {
+				spec, _ := podSpec(t, o)
+				for _, c := range spec.Containers {
+					if f, _ := flagArgs(c.Args); f["logging-format"] != want {
+						t.Errorf("%v: container %s --logging-format=%q, want %s", o, c.Name, f["logging-format"], want)
+					}
+				}
+			}
 		}
 	})
 
@@ -181,7 +315,7 @@ func TestHelmChart(t *testing.T) {
 	})
 
 	t.Run("refused values", func(t *testing.T) {
-		for _, set := range []string{"volumeGroups=null", "controller.replicas=2,controller.leaderElection=false"} {
+		for _, set := range []string{"volumeGroups=null", "controller.replicas=2,controller.leaderElection=false", "logFormat=xml"} {
 			cmd := exec.Command(helm, "template", "carve", "helm/carve", "--set", set)
 			if out, err := cmd.CombinedOutput(); err == nil {
 				t.Errorf("helm template --set %s rendered; want a failure\n%s", set, out)

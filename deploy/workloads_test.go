@@ -9,7 +9,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // ---------------------------------------------------------------------------
@@ -293,6 +296,53 @@ func checkControllerDeployment(t *testing.T, objs []object) {
 	if env["NAMESPACE"] != "metadata.namespace" || env["POD_NAME"] != "metadata.name" {
 		t.Errorf("%v: csi-provisioner --enable-capacity needs NAMESPACE and POD_NAME from the downward API, has %v", o, env)
 	}
+}
+
+// checkControllerPDB checks the controller's disruption budget, if objs
+// hold one, and tells whether they do. It selects the controller
+// Deployment's pods and no others; it lets one of them go at a time
+// (maxUnavailable 1, never minAvailable: with one replica that would refuse
+// every drain of its node), and a pod that is not Ready always.
+func checkControllerPDB(t *testing.T, objs []object) bool {
+	t.Helper()
+	var found []object
+	for _, o := range objs {
+		if o.Kind == "PodDisruptionBudget" {
+			found = append(found, o)
+		}
+	}
+	if len(found) == 0 {
+		return false
+	}
+	o := found[0]
+	if len(found) > 1 || o.Name != controller {
+		t.Errorf("disruption budgets %v, want the one %s", found, controller)
+	}
+	var pdb policyv1.PodDisruptionBudget
+	strict(t, o, &pdb)
+	s := pdb.Spec
+	if s.MinAvailable != nil || s.MaxUnavailable == nil || s.MaxUnavailable.String() != "1" {
+		t.Errorf("%v: minAvailable %v, maxUnavailable %v; want maxUnavailable 1 alone", o, s.MinAvailable, s.MaxUnavailable)
+	}
+	if s.UnhealthyPodEvictionPolicy == nil || *s.UnhealthyPodEvictionPolicy != policyv1.AlwaysAllow {
+		t.Errorf("%v: unhealthyPodEvictionPolicy %v, want AlwaysAllow", o, s.UnhealthyPodEvictionPolicy)
+	}
+	sel, err := metav1.LabelSelectorAsSelector(s.Selector)
+	if err != nil || sel.Empty() {
+		t.Errorf("%v: selector %v (%v)", o, s.Selector, err)
+		return true
+	}
+	var d appsv1.Deployment
+	strict(t, mustFind(t, objs, "Deployment", controller), &d)
+	if !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+		t.Errorf("%v: selector %s does not select the controller's pods %v", o, sel, d.Spec.Template.Labels)
+	}
+	var ds appsv1.DaemonSet
+	strict(t, mustFind(t, objs, "DaemonSet", node), &ds)
+	if sel.Matches(labels.Set(ds.Spec.Template.Labels)) {
+		t.Errorf("%v: selector %s selects the node plugin's pods too", o, sel)
+	}
+	return true
 }
 
 // checkRestricted: every container of the controller pod (carve controller

@@ -32,8 +32,11 @@ func runController(args []string) error {
 	fs.StringVar(&volumeGroups, "volume-groups", "", "comma-separated volume groups StorageClasses may name; the first is the default")
 	fs.BoolVar(&leaderElect, "leader-elect", false, "elect a leader among controller replicas")
 	fs.StringVar(&leaderNS, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's)")
-	klog.InitFlags(fs)
+	logging := loggingFlags(fs)
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := applyLogging(fs, logging, nil); err != nil {
 		return err
 	}
 	if _, err := csi.SocketPath(endpoint); err != nil {

@@ -36,8 +36,11 @@ func runNode(args []string) error {
 	fs.DurationVar(&reportEvery, "storage-report-interval", 30*time.Second, "how often NodeStorage is refreshed")
 	fs.IntVar(&workers, "agent-workers", agent.DefaultWorkers,
 		"LogicalVolumes (and, apart, LogicalVolumeSnapshots and group snapshots) reconciled at once; one volume is never reconciled twice at once")
-	klog.InitFlags(fs)
+	logging := loggingFlags(fs)
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := applyLogging(fs, logging, nil); err != nil {
 		return err
 	}
 	if err := lf.validate(); err != nil {

@@ -19,8 +19,11 @@ func runStandalone(args []string) error {
 	fs := flag.NewFlagSet("standalone", flag.ContinueOnError)
 	f.register(fs, "unix:///run/carve/csi.sock")
 	fs.StringVar(&healthAddr, "health-address", "", "serve GET /healthz and Prometheus /metrics on this address, e.g. 127.0.0.1:9808 (empty: off)")
-	klog.InitFlags(fs)
+	logging := loggingFlags(fs)
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := applyLogging(fs, logging, nil); err != nil {
 		return err
 	}
 	if err := f.validate(); err != nil {

@@ -32,3 +32,33 @@ readOnlyRootFilesystem: true
 capabilities:
   drop: ["ALL"]
 {{- end -}}
+
+{{/*
+The name of one of the release's cluster-scoped objects that users never
+name themselves (ClusterRoles, ClusterRoleBindings, the node
+ValidatingAdmissionPolicy and its binding): (list $ "controller") gives
+carve-controller for the release "carve", the kustomize base's names, and
+RELEASE-carve-controller for any other release. So two releases never
+share one: the second's would take over the first's, and its uninstall
+would delete them. No other release's name can give the same string: the
+part after RELEASE-carve- never holds "carve". The names users do name
+stay as set in the values (StorageClasses, snapshot classes), and the
+CSIDriver is the driver's name, lvm.carve.dev.
+*/}}
+{{- define "carve.clusterName" -}}
+{{- $root := index . 0 -}}
+{{- $name := index . 1 -}}
+{{- if eq $root.Release.Name "carve" -}}
+{{ printf "carve-%s" $name }}
+{{- else -}}
+{{ printf "%s-carve-%s" $root.Release.Name $name }}
+{{- end -}}
+{{- end -}}
+
+{{/* --logging-format, validated: text or json. */}}
+{{- define "carve.logFormat" -}}
+{{- if not (has .Values.logFormat (list "text" "json")) -}}
+{{- fail (printf "logFormat %q: text or json" (toString .Values.logFormat)) -}}
+{{- end -}}
+{{- .Values.logFormat -}}
+{{- end -}}
