@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -317,13 +318,28 @@ func (s *Shell) start(ctx context.Context, env []string) *lvmShell {
 		}
 		s.backoff = min(max(2*s.backoff, shellRetry), shellRetryMax)
 		s.retryAt = time.Now().Add(s.backoff)
-		klog.InfoS("An lvm shell did not start; lvm commands run as processes for a while", "retryIn", s.backoff, "err", err)
+		// An error, not information: every command then pays a process
+		// start, which on a busy node is most of its time.
+		klog.ErrorS(err, "An lvm shell did not start; lvm commands run as processes for a while", "retryIn", s.backoff,
+			"hint", shellStartHint(err, profile))
 		return nil
 	}
 	s.backoff = 0
 	s.track(sh)
 	klog.V(2).InfoS("Started an lvm shell", "shell", id, "pid", sh.cmd.Process.Pid)
 	return sh
+}
+
+// shellStartHint says what to do about a shell that did not start. The
+// usual cause on a node is a command profile missing from the host's
+// /etc/lvm/profile (the node plugin shares the host's /etc/lvm), which
+// lvm2's package installs.
+func shellStartHint(err error, profile string) string {
+	if strings.Contains(err.Error(), "Failed to apply command profile") {
+		return fmt.Sprintf("lvm2's command profile %s.profile is missing from the profile directory (/etc/lvm/profile): "+
+			"reinstall the host's lvm2 package, which installs it", profile)
+	}
+	return "see the error; lvm2's shell runs as `lvm` with LVM_COMMAND_PROFILE=" + profile
 }
 
 // track counts sh as live until its process has exited. Called under mu.

@@ -973,3 +973,15 @@ func TestShellDataClass(t *testing.T) {
 		t.Errorf("served %d, want 1", served(shell.Shell))
 	}
 }
+
+// A shell that failed for a missing command profile is told apart: the
+// hint names the profile and the package that installs it.
+func TestShellStartHint(t *testing.T) {
+	missing := errors.New("lvm shell exited: exit status 5: /etc/lvm/profile/lvmdbusd.profile: stat failed: No such file or directory; Failed to apply command profile lvmdbusd.")
+	if h := shellStartHint(missing, "lvmdbusd"); !strings.Contains(h, "lvmdbusd.profile") || !strings.Contains(h, "lvm2 package") {
+		t.Errorf("hint for a missing profile: %q", h)
+	}
+	if h := shellStartHint(errors.New("lvm shell: framing lost"), "lvmdbusd"); strings.Contains(h, "reinstall") {
+		t.Errorf("hint for another failure blames the profile: %q", h)
+	}
+}

@@ -127,6 +127,12 @@ activation {
 	thin_pool_autoextend_percent = 20
 }
 EOF
+  # The command profiles lvm2's package installs beside lvm.conf
+  # (/etc/lvm/profile), lvmdbusd.profile among them, which Carve's lvm2
+  # shells run with: a node has them, and without them every shell fails
+  # to start and Carve runs its commands as processes.
+  cp -r "$host/etc/lvm/profile" /etc/lvm/profile || fail "cannot copy lvm2's command profiles"
+  [[ -f /etc/lvm/profile/lvmdbusd.profile ]] || fail "lvm2's lvmdbusd.profile is missing from the host's /etc/lvm/profile"
   # The devices file lists the scratch disks, as a RHEL 9 node's lists the
   # disks its administrator gave lvm2; listed at every boot, since the
   # guest's /etc is RAM (a node rebooted on its kept disks finds them
