@@ -208,6 +208,15 @@ func lvmEnv(udevControlPath string) []string {
 	return env
 }
 
+// vgCheck is the probe of a process that serves volume groups: their
+// check (lvmvol.Manager.Probe) in the background, at most every 20 s, and a
+// check running for 2 minutes counts as hung (healthz.Background says why).
+// With kubelet's probe every 30 s and 3 failures, a hung lvm2 restarts
+// carve node within about 4 minutes; a busy disk does not.
+func vgCheck(p healthz.Prober) healthz.Prober {
+	return healthz.NewBackground(p, 20*time.Second, 2*time.Minute)
+}
+
 // serveHealth serves /healthz (and, with metrics, Prometheus /metrics) on
 // addr in the background; nil when addr is empty. A listener that fails is
 // fatal to the probe only, and logged.

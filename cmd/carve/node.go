@@ -86,7 +86,7 @@ func runNode(args []string) error {
 		}
 	}()
 	defer reg.Stop()
-	health := serveHealth(c.healthAddr, vols, false) // metrics: --metrics-address
+	health := serveHealth(c.healthAddr, vgCheck(vols), false) // metrics: --metrics-address
 	defer closeServer(health)
 	klog.InfoS("Carve node starting", "version", version, "node", lf.nodeID, "volumeGroups", lf.volumeGroups)
 	return run(mgr)

@@ -32,7 +32,7 @@ func runStandalone(args []string) error {
 	vols, node, closeLVM := f.build(false)
 	defer closeLVM()
 	srv := csi.NewServer(csi.NewIdentity(version, true, vols), csi.NewController(vols), node, csi.NewSnapshotMetadata(vols))
-	health := serveHealth(healthAddr, vols, true)
+	health := serveHealth(healthAddr, vgCheck(vols), true)
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
 	go func() {

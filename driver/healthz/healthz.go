@@ -1,7 +1,8 @@
 // Package healthz serves the liveness endpoint that livenessprobe would
 // serve elsewhere (that sidecar is not available to this project): GET
 // /healthz answers 200 when the driver can do its work, 503 with the reason
-// when not. Kubernetes probes it directly.
+// when not. Kubernetes probes it directly. A check that reads disks runs
+// in the background (Background), so that a busy disk does not fail it.
 package healthz
 
 import (
