@@ -89,7 +89,7 @@ func conversionFit(vg, name string, size, extent uint64, have, want int, pvs []P
 	if want <= have {
 		return nil
 	}
-	leg := legFootprint(CreateLVOptions{Size: size, Mirrors: 1}, extent)
+	leg := LegFootprint(CreateLVOptions{Size: size, Mirrors: 1}, extent)
 	meta := mulSat(raidMetaExtents(size, extent), extent)
 	fit, metaRoom := 0, have > 0
 	for _, pv := range pvs {
