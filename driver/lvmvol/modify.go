@@ -173,11 +173,20 @@ func (m *Manager) changeMirrors(ctx context.Context, lv lvm.LV, want int) (lvm.L
 			return lv, nil
 		}
 		kind := "thin"
-		if !t.IsThin() {
+		switch {
+		case t.RAID != "":
+			kind = t.RAID
+		case !t.IsThin():
 			kind = "striped"
 		}
 		return lv, fmt.Errorf("%w: a %s volume cannot have raid1 legs (mirrors=%d); only thick linear and raid1 volumes can",
 			volume.ErrInvalidArgument, kind, want)
+	}
+	if t.Integrity && want != t.Mirrors {
+		// lvm2 2.03.16 refuses to change the images of a raid1 LV with
+		// integrity ("Integrity must be removed to change raid images").
+		return lv, fmt.Errorf("%w: a raid1 volume with integrity (raidIntegrity) cannot change its legs (mirrors=%d)",
+			volume.ErrInvalidArgument, want)
 	}
 	if lv.HasTag(tagCopying) {
 		return lv, fmt.Errorf("its data is still being copied in, change it when that is done: %w", volume.ErrOperationPending)
