@@ -144,9 +144,9 @@ func (b *Backend) ModifyVolume(ctx context.Context, id volume.ID, m volume.Mutab
 			return fmt.Errorf("%w: volume %s is thin, striped or raid5/6/10 and cannot have raid1 legs (mirrors=%d); only thick linear and raid1 volumes can",
 				volume.ErrInvalidArgument, id, *m.Mirrors)
 		}
-		if m.Mirrors != nil && lv.Spec.Type.Integrity && *m.Mirrors != lv.Spec.Type.Mirrors {
-			return fmt.Errorf("%w: volume %s is raid1 with integrity (raidIntegrity) and cannot change its legs (mirrors=%d)",
-				volume.ErrInvalidArgument, id, *m.Mirrors)
+		if m.Mirrors != nil && lv.Spec.Type.Integrity && *m.Mirrors == 0 {
+			return fmt.Errorf("%w: volume %s is raid1 with integrity (raidIntegrity) and cannot turn linear (mirrors=0); it may change its legs from 1 up",
+				volume.ErrInvalidArgument, id)
 		}
 		return cacheFits(lv, m)
 	}

@@ -34,7 +34,7 @@ type LVM interface {
 	RemoveTags(ctx context.Context, vg, name string, tags ...string) error
 	ChangeTags(ctx context.Context, vg, name string, add, remove []string) error
 	ConvertMirrors(ctx context.Context, vg, name string, mirrors int) error
-	CheckConversion(ctx context.Context, vg lvm.VG, lv lvm.LV, have, want int) error
+	CheckConversion(ctx context.Context, vg lvm.VG, lv lvm.LV, have, want int, integrity bool) error
 	CreateCacheVol(ctx context.Context, vg, name string, size, extent uint64, refs, tags []string) error
 	AttachWriteCache(ctx context.Context, vg, name, cachevol string) error
 	SplitCache(ctx context.Context, vg, name string) error

@@ -182,11 +182,13 @@ func (m *Manager) changeMirrors(ctx context.Context, lv lvm.LV, want int) (lvm.L
 		return lv, fmt.Errorf("%w: a %s volume cannot have raid1 legs (mirrors=%d); only thick linear and raid1 volumes can",
 			volume.ErrInvalidArgument, kind, want)
 	}
-	if t.Integrity && want != t.Mirrors {
-		// lvm2 2.03.16 refuses to change the images of a raid1 LV with
-		// integrity ("Integrity must be removed to change raid images").
-		return lv, fmt.Errorf("%w: a raid1 volume with integrity (raidIntegrity) cannot change its legs (mirrors=%d)",
-			volume.ErrInvalidArgument, want)
+	if t.Integrity && want == 0 {
+		// lvm2 2.03.16 gives new legs of a raid1 LV with integrity their
+		// own, but refuses to make it linear ("Integrity must be removed
+		// before converting raid to linear"), and Carve does not remove
+		// integrity: a volume created with it keeps it.
+		return lv, fmt.Errorf("%w: a raid1 volume with integrity (raidIntegrity) cannot turn linear (mirrors=0); it may change its legs from 1 up",
+			volume.ErrInvalidArgument)
 	}
 	if lv.HasTag(tagCopying) {
 		return lv, fmt.Errorf("its data is still being copied in, change it when that is done: %w", volume.ErrOperationPending)
@@ -215,7 +217,7 @@ func (m *Manager) changeMirrors(ctx context.Context, lv lvm.LV, want int) (lvm.L
 	if err != nil {
 		return lv, err
 	}
-	if err := m.lvm.CheckConversion(ctx, vg, lv, have, want); err != nil {
+	if err := m.lvm.CheckConversion(ctx, vg, lv, have, want, t.Integrity); err != nil {
 		return lv, err
 	}
 	// One lvchange records the target and, for an unpublished volume, the

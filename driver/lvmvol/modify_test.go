@@ -146,7 +146,6 @@ func TestModifyRefusals(t *testing.T) {
 		{"thin gets legs", thin.ID, 1, codes.InvalidArgument},
 		{"striped gets legs", striped.ID, 1, codes.InvalidArgument},
 		{"raid5 gets legs", raid5.ID, 1, codes.InvalidArgument},
-		{"raid1 with integrity gets a leg more", integrity.ID, 2, codes.InvalidArgument},
 		{"raid1 with integrity turns linear", integrity.ID, 0, codes.InvalidArgument},
 		{"3 legs on 2 PVs", thick.ID, 2, codes.ResourceExhausted},
 		{"unknown volume", volume.ID{Node: node, VG: vg, LV: "nope"}, 1, codes.NotFound},

@@ -246,7 +246,7 @@ func (f *LVM) setMirrors(lv *lvm.LV, mirrors int) {
 }
 
 // CheckConversion refuses more legs than the VG has PVs (SetPVCount).
-func (f *LVM) CheckConversion(_ context.Context, vg lvm.VG, lv lvm.LV, _, want int) error {
+func (f *LVM) CheckConversion(_ context.Context, vg lvm.VG, lv lvm.LV, _, want int, _ bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.call("CheckConversion"); err != nil {
