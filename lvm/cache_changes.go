@@ -125,8 +125,8 @@ func (x *Cache) ChangeTags(ctx context.Context, vg, name string, add, remove []s
 
 // CheckConversion is Client.CheckConversion: it only reads, and always
 // afresh (it decides a change).
-func (x *Cache) CheckConversion(ctx context.Context, vg VG, lv LV, have, want int) error {
-	return x.c.CheckConversion(ctx, vg, lv, have, want)
+func (x *Cache) CheckConversion(ctx context.Context, vg VG, lv LV, have, want int, integrity bool) error {
+	return x.c.CheckConversion(ctx, vg, lv, have, want, integrity)
 }
 
 // ThinAllocated is Client.ThinAllocated. It counts as a change: it

@@ -61,14 +61,16 @@ func Mirrors(all []LV, name string) int {
 // CheckConversion tells whether lvm2 can give lv, which has have extra
 // legs now, want: each leg it lacks needs a PV of its own, holding none of
 // the LV yet, with a whole leg (the LV's size and its raid metadata)
-// free; a linear LV turning raid1 also needs its own leg's metadata
-// extent on a PV it already uses. vg is the LV's VG as just read (its
-// extent size). It returns nil, or an error wrapping ErrNoSpace that says
+// free, and with integrity (a raid1 LV with dm-integrity under its legs,
+// which lvm2 gives each new leg too: measured on lvm2 2.03.16) the leg's
+// integrity metadata; a linear LV turning raid1 also needs its own leg's
+// metadata extent on a PV it already uses. vg is the LV's VG as just read
+// (its extent size). It returns nil, or an error wrapping ErrNoSpace that says
 // what is missing. Fewer legs always fit, and it reads nothing for them.
 //
 // As CheckPlacement, the rule is the simple, safe one: lvm2 could
 // sometimes split a leg over several PVs where this refuses.
-func (c *Client) CheckConversion(ctx context.Context, vg VG, lv LV, have, want int) error {
+func (c *Client) CheckConversion(ctx context.Context, vg VG, lv LV, have, want int, integrity bool) error {
 	if want <= have {
 		return nil
 	}
@@ -80,16 +82,16 @@ func (c *Client) CheckConversion(ctx context.Context, vg VG, lv LV, have, want i
 	if err != nil {
 		return fmt.Errorf("conversion placement %s/%s: %w", vg.Name, lv.Name, err)
 	}
-	return conversionFit(vg.Name, lv.Name, lv.Size, vg.ExtentSize, have, want, pvs, used)
+	return conversionFit(vg.Name, lv.Name, lv.Size, vg.ExtentSize, have, want, integrity, pvs, used)
 }
 
 // conversionFit is CheckConversion's rule over what it read: the LV's size
 // and current mirrors, the VG's PVs and the ones holding the LV.
-func conversionFit(vg, name string, size, extent uint64, have, want int, pvs []PV, used []string) error {
+func conversionFit(vg, name string, size, extent uint64, have, want int, integrity bool, pvs []PV, used []string) error {
 	if want <= have {
 		return nil
 	}
-	leg := legFootprint(CreateLVOptions{Size: size, Mirrors: 1}, extent)
+	leg := LegFootprint(CreateLVOptions{Size: size, Mirrors: 1, Integrity: integrity}, extent)
 	meta := mulSat(raidMetaExtents(size, extent), extent)
 	fit, metaRoom := 0, have > 0
 	for _, pv := range pvs {

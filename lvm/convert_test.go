@@ -95,7 +95,7 @@ func TestConversionFit(t *testing.T) {
 		{"not allocatable", 0, 1, []PV{pv("/dev/a", ext), {Name: "/dev/b", Free: leg, Attr: "---"}}, []string{"/dev/a"}, false},
 		{"spans two PVs", 0, 1, []PV{pv("/dev/a", ext), pv("/dev/b", leg), pv("/dev/c", leg)}, []string{"/dev/a", "/dev/b"}, true},
 	} {
-		err := conversionFit("vg", "lv", 64*mib, ext, tc.have, tc.want, tc.pvs, tc.used)
+		err := conversionFit("vg", "lv", 64*mib, ext, tc.have, tc.want, false, tc.pvs, tc.used)
 		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrNoSpace)) {
 			t.Errorf("%s: conversionFit = %v, want ok=%v (or ErrNoSpace)", tc.name, err, tc.ok)
 		}

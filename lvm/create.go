@@ -16,7 +16,8 @@ type CreateLVOptions struct {
 	Size uint64
 	Tags []string
 
-	// Volume type: at most one of Stripes > 1, Mirrors > 0 and ThinPool.
+	// Volume type: at most one of Stripes > 1, Mirrors > 0, RAID and
+	// ThinPool (RAID takes Stripes as its data stripes).
 
 	// Stripes > 1 stripes the LV over that many PVs (lvcreate -i).
 	// StripeSize is the bytes written to one PV before the next (-I): a
@@ -27,6 +28,18 @@ type CreateLVOptions struct {
 	// Mirrors > 0 makes a raid1 LV (--type raid1 -m) of Mirrors+1 legs,
 	// each on its own PV.
 	Mirrors int
+	// Integrity puts dm-integrity under each leg of a raid1 LV
+	// (--raidintegrity y): a checksum per block, so that a leg returning
+	// bad data reads as an error the raid repairs from another leg,
+	// instead of being served. It needs Mirrors > 0, and takes each leg a
+	// metadata LV of its own (integrityMetaBytes).
+	Integrity bool
+	// RAID is RAID5, RAID6 or RAID10: an LV of that level with Stripes
+	// data stripes (--type raidN -i Stripes), each image on its own PV:
+	// raid5 Stripes+1 images (a stripe's worth of parity), raid6
+	// Stripes+2, raid10 2×Stripes (each stripe mirrored once, -m 1).
+	// StripeSize applies as for a striped LV. "" for the other types.
+	RAID string
 	// ThinPool names a thin pool of the same VG: the LV is a thin volume
 	// in it (-V Size --thinpool), taking space only as it is written.
 	ThinPool string
@@ -59,12 +72,49 @@ const (
 	minStripeSize = 4096
 )
 
+// The RAID levels of CreateLVOptions.RAID, named as lvm2's segment types.
+const (
+	RAID5  = "raid5"
+	RAID6  = "raid6"
+	RAID10 = "raid10"
+)
+
+// MinRAIDStripes is the fewest data stripes lvm2 2.03 creates a level
+// with: raid5 and raid10 2 (3 and 4 PVs), raid6 3 (5 PVs); 0 for a name
+// that is not a level. lvm2 refuses fewer ("Minimum of N stripes
+// required"), so Validate does, before any command.
+func MinRAIDStripes(level string) int {
+	switch level {
+	case RAID5, RAID10:
+		return 2
+	case RAID6:
+		return 3
+	}
+	return 0
+}
+
+// RAIDImages is how many images, each on its own PV, an LV of level with
+// stripes data stripes has: raid5 one parity image more, raid6 two,
+// raid10 a mirror of each stripe.
+func RAIDImages(level string, stripes int) int {
+	switch level {
+	case RAID5:
+		return stripes + 1
+	case RAID6:
+		return stripes + 2
+	case RAID10:
+		return 2 * stripes
+	}
+	return 0
+}
+
 type volumeType int
 
 const (
 	typeLinear volumeType = iota
 	typeStriped
 	typeRAID1
+	typeRAID // raid5, raid6, raid10 (RAID)
 	typeThin
 )
 
@@ -73,6 +123,8 @@ func (o CreateLVOptions) volumeType() volumeType {
 	switch {
 	case o.ThinPool != "":
 		return typeThin
+	case o.RAID != "":
+		return typeRAID
 	case o.Mirrors > 0:
 		return typeRAID1
 	case o.Stripes > 1:
@@ -104,7 +156,7 @@ func (o CreateLVOptions) Validate() error {
 
 func (o CreateLVOptions) invalidReason() string {
 	kinds := 0
-	for _, set := range []bool{o.Stripes > 1, o.Mirrors > 0, o.ThinPool != ""} {
+	for _, set := range []bool{o.Stripes > 1 && o.RAID == "", o.Mirrors > 0, o.ThinPool != "", o.RAID != ""} {
 		if set {
 			kinds++
 		}
@@ -117,7 +169,14 @@ func (o CreateLVOptions) invalidReason() string {
 	case o.Mirrors < 0 || o.Mirrors > maxMirrors:
 		return fmt.Sprintf("mirrors %d is not within 0..%d", o.Mirrors, maxMirrors)
 	case kinds > 1:
-		return "only one of stripes, mirrors and thin pool may be set"
+		return "only one of stripes, mirrors, a RAID level and thin pool may be set"
+	case o.RAID != "" && MinRAIDStripes(o.RAID) == 0:
+		return fmt.Sprintf("RAID level %q is not one of %s, %s, %s", o.RAID, RAID5, RAID6, RAID10)
+	case o.RAID != "" && o.Stripes < MinRAIDStripes(o.RAID):
+		return fmt.Sprintf("%s needs at least %d data stripes (%d PVs), not %d",
+			o.RAID, MinRAIDStripes(o.RAID), RAIDImages(o.RAID, MinRAIDStripes(o.RAID)), o.Stripes)
+	case o.Integrity && o.Mirrors == 0:
+		return "integrity needs a raid1 LV (mirrors > 0)"
 	case o.StripeSize != 0 && o.Stripes < 2:
 		return "a stripe size needs stripes > 1"
 	case o.StripeSize != 0 && (o.StripeSize < minStripeSize || o.StripeSize&(o.StripeSize-1) != 0):
@@ -129,12 +188,12 @@ func (o CreateLVOptions) invalidReason() string {
 }
 
 // CreateLV creates an LV and returns its report. A thick LV (linear,
-// striped, raid1) is active, zeroed at the start and has any old signature
+// striped, raid1, raid5/6/10) is active, zeroed at the start and has any old signature
 // wiped (--zero y --wipesignatures y), so a filesystem left by a former
 // tenant is not found by blkid on the new volume. A thin LV needs neither:
 // its unwritten blocks read as zeroes.
 //
-// lvm2 places striped and raid1 LVs itself and fails with ErrNoSpace when
+// lvm2 places striped and raid LVs itself and fails with ErrNoSpace when
 // it cannot; CheckPlacement says so beforehand, with the reason.
 func (c *Client) CreateLV(ctx context.Context, o CreateLVOptions) (LV, error) {
 	if err := o.Validate(); err != nil {
@@ -199,7 +258,24 @@ func (o CreateLVOptions) createArgs(extent uint64) ([]string, error) {
 		}
 		args = append(args, thick...)
 	case typeRAID1:
-		args = append(append(args, "--type", "raid1", "-m", strconv.Itoa(o.Mirrors)), thick...)
+		args = append(args, "--type", "raid1", "-m", strconv.Itoa(o.Mirrors))
+		if o.Integrity {
+			args = append(args, "--raidintegrity", "y")
+		}
+		args = append(args, thick...)
+	case typeRAID:
+		// One lvcreate makes the whole LV, its images and their metadata
+		// LVs, as for raid1: a crash leaves all of it or nothing.
+		args = append(args, "--type", o.RAID, "-i", strconv.Itoa(o.Stripes))
+		if o.RAID == RAID10 {
+			// lvm2's raid10 keeps two copies of each stripe; -m 1 says so
+			// rather than leaving it to lvm2's default.
+			args = append(args, "-m", "1")
+		}
+		if o.StripeSize != 0 {
+			args = append(args, "-I", bytesArg(o.StripeSize))
+		}
+		args = append(args, thick...)
 	default:
 		args = append(args, thick...)
 	}
@@ -210,9 +286,10 @@ func (o CreateLVOptions) createArgs(extent uint64) ([]string, error) {
 }
 
 // roundedSize is the LV size lvm2 will make: whole extents, and for a
-// striped LV whole rows of one extent per stripe. 0 when it overflows.
+// striped or raid5/6/10 LV whole rows of one extent per data stripe. 0
+// when it overflows.
 func (o CreateLVOptions) roundedSize(extent uint64) uint64 {
-	if o.volumeType() == typeStriped {
+	if t := o.volumeType(); t == typeStriped || t == typeRAID {
 		return RoundUp(o.Size, extent*uint64(o.Stripes))
 	}
 	return RoundUp(o.Size, extent)

@@ -21,6 +21,15 @@ func TestCreateLVTypes(t *testing.T) {
 			append([]string{"-i", "3", "-L", "12582912b"}, thick...), "@striped-lvs"},
 		{"raid1", CreateLVOptions{VG: "carve-raid1", Name: "mirror1", Size: 16*mib - 1, Mirrors: 1},
 			append([]string{"--type", "raid1", "-m", "1", "-L", "16777216b"}, thick...), "@raid1-lvs"},
+		{"raid1 with integrity", CreateLVOptions{VG: "carve-raid1", Name: "mirror1", Size: 16 * mib, Mirrors: 1, Integrity: true},
+			append([]string{"--type", "raid1", "-m", "1", "--raidintegrity", "y", "-L", "16777216b"}, thick...), "@raid1-lvs"},
+		{"raid5 rounds to whole rows of its data stripes", CreateLVOptions{VG: "carve-striped", Name: "stripe1", Size: 5 * mib,
+			RAID: RAID5, Stripes: 2}, append([]string{"--type", "raid5", "-i", "2", "-L", "8388608b"}, thick...), "@striped-lvs"},
+		{"raid6 with a stripe size", CreateLVOptions{VG: "carve-striped", Name: "stripe1", Size: 12 * mib,
+			RAID: RAID6, Stripes: 3, StripeSize: 128 << 10},
+			append([]string{"--type", "raid6", "-i", "3", "-I", "131072b", "-L", "12582912b"}, thick...), "@striped-lvs"},
+		{"raid10: two copies of each stripe", CreateLVOptions{VG: "carve-striped", Name: "stripe1", Size: 1,
+			RAID: RAID10, Stripes: 2}, append([]string{"--type", "raid10", "-i", "2", "-m", "1", "-L", "8388608b"}, thick...), "@striped-lvs"},
 		{"thin: virtual size, no zeroing flags", CreateLVOptions{VG: "carve-thinops", Name: "thin2", Size: 45 * mib,
 			ThinPool: "pool0", Tags: []string{"carve.dev/volume=pvc-t"}},
 			[]string{"-V", "50331648b", "--thinpool", "pool0", "--yes", "--addtag", "carve.dev/volume=pvc-t"}, "@thinops-lvs"},
@@ -58,6 +67,16 @@ func TestCreateLVRefusesBadTypes(t *testing.T) {
 		func(o *CreateLVOptions) { o.StripeSize = 64 << 10 }, // without stripes
 		func(o *CreateLVOptions) { o.Stripes, o.StripeSize = 2, 3000 },
 		func(o *CreateLVOptions) { o.Stripes, o.StripeSize = 2, 2048 },
+		func(o *CreateLVOptions) { o.RAID, o.Stripes = "raid4", 2 },
+		func(o *CreateLVOptions) { o.RAID, o.Stripes = "raid5; rm -rf", 2 },
+		func(o *CreateLVOptions) { o.RAID, o.Stripes = RAID5, 1 },
+		func(o *CreateLVOptions) { o.RAID, o.Stripes = RAID6, 2 },
+		func(o *CreateLVOptions) { o.RAID, o.Stripes = RAID10, 0 },
+		func(o *CreateLVOptions) { o.RAID, o.Stripes, o.Mirrors = RAID10, 2, 1 },
+		func(o *CreateLVOptions) { o.RAID, o.Stripes, o.ThinPool = RAID5, 2, "pool0" },
+		func(o *CreateLVOptions) { o.RAID, o.Stripes = RAID5, maxStripes+1 },
+		func(o *CreateLVOptions) { o.Integrity = true },
+		func(o *CreateLVOptions) { o.RAID, o.Stripes, o.Integrity = RAID5, 2, true },
 	} {
 		o := base
 		mod(&o)

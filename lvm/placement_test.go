@@ -19,6 +19,15 @@ func TestFootprint(t *testing.T) {
 		{CreateLVOptions{Size: 1, Stripes: 3, StripeSize: 64 << 10}, 12 * mib},
 		{CreateLVOptions{Size: 16 * mib, Mirrors: 1}, 2 * (16*mib + ext)},
 		{CreateLVOptions{Size: 16*mib - 1, Mirrors: 2}, 3 * (16*mib + ext)},
+		// Each image a data stripe's share plus a metadata extent.
+		{CreateLVOptions{Size: 5 * mib, RAID: RAID5, Stripes: 2}, 3 * (4*mib + ext)},
+		{CreateLVOptions{Size: 24 * mib, RAID: RAID6, Stripes: 3}, 5 * (8*mib + ext)},
+		{CreateLVOptions{Size: 16 * mib, RAID: RAID10, Stripes: 2}, 4 * (8*mib + ext)},
+		// Integrity: 4 MiB of metadata per started 500 MiB of a leg and
+		// its journal's room; what lvm2 took in the test VM for 16 MiB.
+		{CreateLVOptions{Size: 16 * mib, Mirrors: 1, Integrity: true}, 56 * mib},
+		{CreateLVOptions{Size: 500 * mib, Mirrors: 1, Integrity: true}, 2 * (500*mib + ext + 8*mib + 4*mib)},
+		{CreateLVOptions{Size: 2 * gib, Mirrors: 1, Integrity: true}, 2 * (2*gib + ext + 20*mib + 32*mib)},
 		{CreateLVOptions{Size: 100 * gib, ThinPool: "pool0"}, 0},
 		{CreateLVOptions{}, 0},
 		{CreateLVOptions{Size: ^uint64(0)}, ^uint64(0)},
@@ -88,6 +97,15 @@ func TestCheckPlacement(t *testing.T) {
 			"raid1 with 2 legs needs 2 PVs with 3.99 GiB free each; carve-striped has 0"},
 		{CreateLVOptions{Size: gib, Mirrors: 2}, "placement carve-striped/x: insufficient free space: " +
 			"raid1 with 3 legs needs 3 PVs with 1.01 GiB free each; carve-striped has 2"},
+		{CreateLVOptions{Size: 2 * (free - 4*mib), RAID: RAID5, Stripes: 2}, "placement carve-striped/x: insufficient free space: " +
+			"raid5 with 2 data stripes needs 3 PVs with 3.99 GiB free each; carve-striped has 2"},
+		{CreateLVOptions{Size: 2 * (free - 4*mib), RAID: RAID10, Stripes: 2}, "placement carve-striped/x: insufficient free space: " +
+			"raid10 with 2 data stripes needs 4 PVs with 3.99 GiB free each; carve-striped has 2"},
+		// A leg of 4004 MiB, a raid metadata extent and 9 × 4 + 32 MiB of
+		// integrity metadata fill a PV exactly.
+		{CreateLVOptions{Size: free - 72*mib, Mirrors: 1, Integrity: true}, ""},
+		{CreateLVOptions{Size: free - 68*mib, Mirrors: 1, Integrity: true}, "placement carve-striped/x: insufficient free space: " +
+			"raid1 with 2 legs needs 2 PVs with 3.99 GiB free each; carve-striped has 0"},
 		{CreateLVOptions{Size: 2 * free, Stripes: 2}, ""},
 		{CreateLVOptions{Size: 2*free + 1, Stripes: 2}, "placement carve-striped/x: insufficient free space: " +
 			"striped with 2 stripes needs 2 PVs with 3.99 GiB free each; carve-striped has 0"},

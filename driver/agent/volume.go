@@ -221,7 +221,7 @@ func createRequest(s v1alpha1.LogicalVolumeSpec) (volume.CreateRequest, error) {
 		Name: s.Name, VG: s.VolumeGroup, RequiredBytes: s.RequiredBytes, LimitBytes: s.LimitBytes,
 		ParamsDigest: s.ParamsDigest, Encrypted: s.Encrypted, Limits: s.IOLimits.Volume(),
 		Type: volume.Type{ThinPool: s.Type.ThinPool, Stripes: s.Type.Stripes,
-			StripeSize: uint64(max(s.Type.StripeSize, 0)), Mirrors: s.Type.Mirrors},
+			StripeSize: uint64(max(s.Type.StripeSize, 0)), Mirrors: s.Type.Mirrors, RAID: s.Type.RAID, Integrity: s.Type.Integrity},
 	}
 	if s.Source != nil {
 		id, err := volume.ParseID(s.Source.ID)

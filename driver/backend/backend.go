@@ -120,7 +120,7 @@ func resourceFor(req volume.CreateRequest) *v1alpha1.LogicalVolume {
 			Name: req.Name, NodeName: req.Node, VolumeGroup: req.VG,
 			RequiredBytes: req.RequiredBytes, LimitBytes: req.LimitBytes, ParamsDigest: req.ParamsDigest, Encrypted: req.Encrypted,
 			Type: v1alpha1.VolumeType{ThinPool: req.Type.ThinPool, Stripes: req.Type.Stripes,
-				StripeSize: int64(req.Type.StripeSize), Mirrors: req.Type.Mirrors},
+				StripeSize: int64(req.Type.StripeSize), Mirrors: req.Type.Mirrors, RAID: req.Type.RAID, Integrity: req.Type.Integrity},
 			IOLimits: v1alpha1.LimitsOf(req.Limits),
 		},
 	}

@@ -142,8 +142,12 @@ func (b *Backend) ModifyVolume(ctx context.Context, id volume.ID, m volume.Mutab
 	}
 	fits := func(lv *v1alpha1.LogicalVolume) error {
 		if m.Mirrors != nil && *m.Mirrors > 0 && (lv.Spec.Type.ThinPool != "" || lv.Spec.Type.Stripes > 1) {
-			return fmt.Errorf("%w: volume %s is thin or striped and cannot have raid1 legs (mirrors=%d); only thick linear and raid1 volumes can",
+			return fmt.Errorf("%w: volume %s is thin, striped or raid5/6/10 and cannot have raid1 legs (mirrors=%d); only thick linear and raid1 volumes can",
 				volume.ErrInvalidArgument, id, *m.Mirrors)
+		}
+		if m.Mirrors != nil && lv.Spec.Type.Integrity && *m.Mirrors == 0 {
+			return fmt.Errorf("%w: volume %s is raid1 with integrity (raidIntegrity) and cannot turn linear (mirrors=0); it may change its legs from 1 up",
+				volume.ErrInvalidArgument, id)
 		}
 		return cacheFits(lv, m)
 	}
@@ -169,7 +173,7 @@ func (b *Backend) ModifyVolume(ctx context.Context, id volume.ID, m volume.Mutab
 // volume's type cannot take (volume.Type.CanCache, as standalone mode),
 // with the legs m leaves it: so legs for a volume that keeps a cache too.
 func cacheFits(lv *v1alpha1.LogicalVolume, m volume.Mutable) error {
-	t, cached := volume.Type{ThinPool: lv.Spec.Type.ThinPool, Mirrors: lv.Spec.Type.Mirrors}, lv.Spec.WriteCache != nil
+	t, cached := volume.Type{ThinPool: lv.Spec.Type.ThinPool, Mirrors: lv.Spec.Type.Mirrors, RAID: lv.Spec.Type.RAID}, lv.Spec.WriteCache != nil
 	if m.Mirrors != nil {
 		t.Mirrors = *m.Mirrors
 	}

@@ -21,7 +21,11 @@ const (
 	ParamStripes     = "stripes"
 	ParamStripeSize  = "stripeSize"
 	ParamMirrors     = "mirrors"
-	ParamEncryption  = "encryption"
+	// The RAID level (raid1, raid10, raid5, raid6; see parseType) and,
+	// for raid1, dm-integrity under each leg ("true").
+	ParamRAIDLevel     = "raidLevel"
+	ParamRAIDIntegrity = "raidIntegrity"
+	ParamEncryption    = "encryption"
 	// IO limits for the pods using the volume (volume.IOLimits): bytes
 	// per second ("10Mi") and operations per second, 0 for none.
 	ParamReadBPS   = "readBytesPerSecond"
@@ -44,7 +48,8 @@ const (
 	EncryptionNone  = "none"
 )
 
-var knownParams = []string{ParamVolumeGroup, ParamFsType, ParamThinPool, ParamStripes, ParamStripeSize, ParamMirrors, ParamEncryption,
+var knownParams = []string{ParamVolumeGroup, ParamFsType, ParamThinPool, ParamStripes, ParamStripeSize, ParamMirrors,
+	ParamRAIDLevel, ParamRAIDIntegrity, ParamEncryption,
 	ParamReadBPS, ParamWriteBPS, ParamReadIOPS, ParamWriteIOPS, ParamWriteCache, ParamWriteCachePVs, ParamMkfsOptions}
 
 // mutableParams may also come as mutable parameters (CreateVolume's and
@@ -229,8 +234,19 @@ const (
 	maxStripeSize = 16 << 30
 )
 
+// Values of ParamRAIDLevel.
+const (
+	RAIDLevel1  = "raid1"
+	RAIDLevel10 = "raid10"
+	RAIDLevel5  = lvm.RAID5
+	RAIDLevel6  = lvm.RAID6
+)
+
+var raidLevels = []string{RAIDLevel1, RAIDLevel10, RAIDLevel5, RAIDLevel6}
+
 // parseType reads the volume type: thick linear unless exactly one of
-// thinPool, stripes (with stripeSize) or mirrors is given.
+// thinPool, stripes (with stripeSize), mirrors or raidLevel is given; a
+// raidLevel takes stripes, stripeSize and mirrors as its own (parseRAID).
 func parseType(params map[string]string) (volume.Type, error) {
 	var t volume.Type
 	var err error
@@ -238,6 +254,9 @@ func parseType(params map[string]string) (volume.Type, error) {
 		return t, err
 	}
 	if t.Mirrors, err = intParam(params, ParamMirrors, 1, maxMirrors); err != nil {
+		return t, err
+	}
+	if err := parseRAID(params, &t); err != nil {
 		return t, err
 	}
 	if s := params[ParamStripeSize]; s != "" {
@@ -255,15 +274,76 @@ func parseType(params map[string]string) (volume.Type, error) {
 		}
 	}
 	kinds := 0
-	for _, set := range []bool{t.ThinPool != "", t.Stripes > 0, t.Mirrors > 0} {
+	for _, set := range []bool{t.ThinPool != "", t.Stripes > 0 && t.RAID == "", t.Mirrors > 0, t.RAID != ""} {
 		if set {
 			kinds++
 		}
 	}
 	if kinds > 1 {
-		return t, invalidArgument("parameters %s, %s and %s exclude each other", ParamThinPool, ParamStripes, ParamMirrors)
+		return t, invalidArgument("parameters %s, %s, %s and %s exclude each other (a %s takes %s and %s as its own)",
+			ParamThinPool, ParamStripes, ParamMirrors, ParamRAIDLevel, ParamRAIDLevel, ParamStripes, ParamMirrors)
 	}
 	return t, nil
+}
+
+// parseRAID reads raidLevel and raidIntegrity into t, whose stripes and
+// mirrors parseType has read, checking each level's combination before
+// any command runs, as lvm2 would refuse it after:
+//   - raid1: mirrors extra legs (default 1), no stripes; the same volume
+//     as mirrors alone.
+//   - raid10: stripes data stripes (default and at least 2), each
+//     mirrored once: 2 × stripes PVs. lvm2 keeps two copies, so mirrors
+//     may only be absent or 1.
+//   - raid5: stripes data stripes (default and at least 2) and their
+//     parity: stripes + 1 PVs.
+//   - raid6: stripes data stripes (default and at least 3) and two
+//     parities: stripes + 2 PVs.
+//
+// raidIntegrity "true" puts dm-integrity under each raid1 leg: only
+// raid1 (raidLevel raid1, or mirrors alone), as lvm2 2.03 adds it to
+// raid1 and Carve tests it there only.
+func parseRAID(params map[string]string, t *volume.Type) error {
+	level, given := params[ParamRAIDLevel]
+	switch {
+	case !given:
+	case !slices.Contains(raidLevels, level):
+		return invalidArgument("parameter %s=%q: want one of %v", ParamRAIDLevel, level, raidLevels)
+	case level == RAIDLevel1:
+		if t.Stripes > 0 {
+			return invalidArgument("parameter %s=%s takes no %s: a raid1 leg is one PV (%s gives striped mirrors)",
+				ParamRAIDLevel, level, ParamStripes, RAIDLevel10)
+		}
+		t.Mirrors = max(t.Mirrors, 1)
+	default:
+		if level == RAIDLevel10 && t.Mirrors > 1 {
+			return invalidArgument("parameter %s=%s takes %s 1 or none, not %d: lvm2's raid10 keeps two copies of each stripe",
+				ParamRAIDLevel, level, ParamMirrors, t.Mirrors)
+		}
+		if level != RAIDLevel10 && t.Mirrors > 0 {
+			return invalidArgument("parameter %s=%s takes no %s: its redundancy is parity", ParamRAIDLevel, level, ParamMirrors)
+		}
+		least := lvm.MinRAIDStripes(level)
+		if t.Stripes == 0 {
+			t.Stripes = least
+		}
+		if t.Stripes < least {
+			return invalidArgument("parameter %s=%s needs %s of at least %d (%d PVs), not %d",
+				ParamRAIDLevel, level, ParamStripes, least, lvm.RAIDImages(level, least), t.Stripes)
+		}
+		t.RAID, t.Mirrors = level, 0
+	}
+	switch s := params[ParamRAIDIntegrity]; s {
+	case "", "false":
+	case "true":
+		if t.Mirrors == 0 {
+			return invalidArgument("parameter %s=true needs raid1 (%s=%s, or %s): lvm2 adds integrity to raid1 legs only here",
+				ParamRAIDIntegrity, ParamRAIDLevel, RAIDLevel1, ParamMirrors)
+		}
+		t.Integrity = true
+	default:
+		return invalidArgument("parameter %s=%q: want true or false", ParamRAIDIntegrity, s)
+	}
+	return nil
 }
 
 // intParam reads an optional integer parameter within [lo, hi].

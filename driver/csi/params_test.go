@@ -106,6 +106,19 @@ func TestParseType(t *testing.T) {
 		{map[string]string{ParamStripes: "2", ParamStripeSize: "64Ki"}, volume.Type{Stripes: 2, StripeSize: 64 << 10}},
 		{map[string]string{ParamStripes: "4", ParamStripeSize: "1Mi"}, volume.Type{Stripes: 4, StripeSize: 1 << 20}},
 		{map[string]string{ParamMirrors: "1"}, volume.Type{Mirrors: 1}},
+		// raidLevel raid1 is mirrors, one extra leg unless told.
+		{map[string]string{ParamRAIDLevel: "raid1"}, volume.Type{Mirrors: 1}},
+		{map[string]string{ParamRAIDLevel: "raid1", ParamMirrors: "2"}, volume.Type{Mirrors: 2}},
+		{map[string]string{ParamRAIDLevel: "raid1", ParamRAIDIntegrity: "true"}, volume.Type{Mirrors: 1, Integrity: true}},
+		{map[string]string{ParamMirrors: "1", ParamRAIDIntegrity: "true"}, volume.Type{Mirrors: 1, Integrity: true}},
+		{map[string]string{ParamMirrors: "1", ParamRAIDIntegrity: "false"}, volume.Type{Mirrors: 1}},
+		// The other levels: stripes are data stripes, the least by default.
+		{map[string]string{ParamRAIDLevel: "raid5"}, volume.Type{RAID: "raid5", Stripes: 2}},
+		{map[string]string{ParamRAIDLevel: "raid5", ParamStripes: "4", ParamStripeSize: "128Ki"},
+			volume.Type{RAID: "raid5", Stripes: 4, StripeSize: 128 << 10}},
+		{map[string]string{ParamRAIDLevel: "raid6"}, volume.Type{RAID: "raid6", Stripes: 3}},
+		{map[string]string{ParamRAIDLevel: "raid10"}, volume.Type{RAID: "raid10", Stripes: 2}},
+		{map[string]string{ParamRAIDLevel: "raid10", ParamStripes: "3", ParamMirrors: "1"}, volume.Type{RAID: "raid10", Stripes: 3}},
 	} {
 		got, err := parseType(tc.params)
 		if err != nil || got != tc.want {
@@ -123,6 +136,18 @@ func TestParseType(t *testing.T) {
 		{ParamThinPool: "pool", ParamMirrors: "1"},
 		{ParamStripes: "2", ParamMirrors: "1"},
 		{ParamThinPool: "-bad"},
+		// Levels lvm2 does not make, or names that are not a level's.
+		{ParamRAIDLevel: "raid4"}, {ParamRAIDLevel: "RAID5"}, {ParamRAIDLevel: ""},
+		// Combinations lvm2 would refuse, or Carve does not test.
+		{ParamRAIDLevel: "raid1", ParamStripes: "2"},
+		{ParamRAIDLevel: "raid6", ParamStripes: "2"},
+		{ParamRAIDLevel: "raid5", ParamMirrors: "1"},
+		{ParamRAIDLevel: "raid10", ParamMirrors: "2"},
+		{ParamRAIDLevel: "raid5", ParamThinPool: "pool"},
+		{ParamRAIDLevel: "raid5", ParamRAIDIntegrity: "true"},
+		{ParamRAIDIntegrity: "true"},
+		{ParamStripes: "2", ParamRAIDIntegrity: "true"},
+		{ParamMirrors: "1", ParamRAIDIntegrity: "yes"},
 	} {
 		if _, err := parseType(bad); !errors.Is(err, volume.ErrInvalidArgument) {
 			t.Errorf("parseType(%v) error %v, want INVALID_ARGUMENT", bad, err)

@@ -173,11 +173,22 @@ func (m *Manager) changeMirrors(ctx context.Context, r lvm.Reads, lv lvm.LV, wan
 			return lv, nil
 		}
 		kind := "thin"
-		if !t.IsThin() {
+		switch {
+		case t.RAID != "":
+			kind = t.RAID
+		case !t.IsThin():
 			kind = "striped"
 		}
 		return lv, fmt.Errorf("%w: a %s volume cannot have raid1 legs (mirrors=%d); only thick linear and raid1 volumes can",
 			volume.ErrInvalidArgument, kind, want)
+	}
+	if t.Integrity && want == 0 {
+		// lvm2 2.03.16 gives new legs of a raid1 LV with integrity their
+		// own, but refuses to make it linear ("Integrity must be removed
+		// before converting raid to linear"), and Carve does not remove
+		// integrity: a volume created with it keeps it.
+		return lv, fmt.Errorf("%w: a raid1 volume with integrity (raidIntegrity) cannot turn linear (mirrors=0); it may change its legs from 1 up",
+			volume.ErrInvalidArgument)
 	}
 	if lv.HasTag(tagCopying) {
 		return lv, fmt.Errorf("its data is still being copied in, change it when that is done: %w", volume.ErrOperationPending)
@@ -206,7 +217,7 @@ func (m *Manager) changeMirrors(ctx context.Context, r lvm.Reads, lv lvm.LV, wan
 	if err != nil {
 		return lv, err
 	}
-	if err := m.lvm.CheckConversion(ctx, vg, lv, have, want); err != nil {
+	if err := m.lvm.CheckConversion(ctx, vg, lv, have, want, t.Integrity); err != nil {
 		return lv, err
 	}
 	// One lvchange records the target and, for an unpublished volume, the

@@ -115,6 +115,27 @@ func TestModifyRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.SetPVCount(vg, 3)
+	raid5, err := m.CreateVolume(ctx, volume.CreateRequest{Name: "raid5", VG: vg, RequiredBytes: 8 * mib, ParamsDigest: "p",
+		Type: volume.Type{RAID: "raid5", Stripes: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	integrity, err := m.CreateVolume(ctx, volume.CreateRequest{Name: "integrity", VG: vg, RequiredBytes: 4 * mib, ParamsDigest: "p",
+		Type: volume.Type{Mirrors: 1, Integrity: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tags := range map[string][]string{"raid5": {"carve.dev/raid=raid5", "carve.dev/stripes=2"},
+		"integrity": {"carve.dev/integrity", "carve.dev/mirrors=1"}} {
+		lv, _ := f.LV(vg, volume.LVName(name))
+		for _, tag := range tags {
+			if !lv.HasTag(tag) {
+				t.Errorf("%s: tags %v lack %s", name, lv.Tags, tag)
+			}
+		}
+	}
+	f.SetPVCount(vg, 2)
 	n := len(f.Calls)
 	for _, tc := range []struct {
 		what string
@@ -124,6 +145,8 @@ func TestModifyRefusals(t *testing.T) {
 	}{
 		{"thin gets legs", thin.ID, 1, codes.InvalidArgument},
 		{"striped gets legs", striped.ID, 1, codes.InvalidArgument},
+		{"raid5 gets legs", raid5.ID, 1, codes.InvalidArgument},
+		{"raid1 with integrity turns linear", integrity.ID, 0, codes.InvalidArgument},
 		{"3 legs on 2 PVs", thick.ID, 2, codes.ResourceExhausted},
 		{"unknown volume", volume.ID{Node: node, VG: vg, LV: "nope"}, 1, codes.NotFound},
 		{"another node's", volume.ID{Node: "elsewhere", VG: vg, LV: "thick"}, 1, codes.NotFound},
@@ -132,7 +155,7 @@ func TestModifyRefusals(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tc.what, err, tc.code)
 		}
 	}
-	for _, v := range []volume.Volume{thin, striped} {
+	for _, v := range []volume.Volume{thin, striped, raid5} {
 		if _, err := m.ModifyVolume(ctx, v.ID, mirrors(0)); err != nil {
 			t.Errorf("0 mirrors of %s, what it has: %v", v.ID.LV, err)
 		}

@@ -74,6 +74,12 @@ const (
 	// for segment details.
 	tagStripesPrefix = "carve.dev/stripes="
 	tagMirrorsPrefix = "carve.dev/mirrors="
+	// tagRAIDPrefix + a level (raid5, raid6, raid10) records a volume of
+	// that level, with its data stripes in the stripes tag; tagIntegrity
+	// a raid1 volume with dm-integrity under its legs. Both are fixed at
+	// creation, and tell an extension and a modify what the LV is.
+	tagRAIDPrefix = "carve.dev/raid="
+	tagIntegrity  = "carve.dev/integrity"
 	// tagEncrypted: the LV holds LUKS2 (encryption at rest). A snapshot of
 	// such a volume carries it too, and so does a volume restored or cloned
 	// from either: their bytes are the source's, header and ciphertext, so
@@ -151,6 +157,8 @@ var schema = []tagDef{
 	{tagParamsPrefix, []string{"volume"}, []string{"settledTags"}, nil},
 	{tagStripesPrefix, []string{"volume"}, []string{"settledTags"}, nil},
 	{tagMirrorsPrefix, []string{"volume"}, []string{"settledTags", "changeMirrors"}, []string{"changeMirrors"}},
+	{tagRAIDPrefix, []string{"volume"}, []string{"settledTags"}, nil},
+	{tagIntegrity, []string{"volume"}, []string{"settledTags"}, nil},
 	{tagEncrypted, []string{"volume", "snapshot"}, []string{"settledTags", "CreateSnapshot", "memberTags"}, nil},
 	{tagReadBPSPrefix, []string{"volume"}, []string{"settledTags", "changeLimits"}, []string{"changeLimits"}},
 	{tagWriteBPSPrefix, []string{"volume"}, []string{"settledTags", "changeLimits"}, []string{"changeLimits"}},
@@ -235,6 +243,12 @@ func settledTags(req volume.CreateRequest) []string {
 	if req.Type.Mirrors > 0 {
 		tags = append(tags, tagMirrorsPrefix+strconv.Itoa(req.Type.Mirrors))
 	}
+	if req.Type.RAID != "" {
+		tags = append(tags, tagRAIDPrefix+req.Type.RAID)
+	}
+	if req.Type.Integrity {
+		tags = append(tags, tagIntegrity)
+	}
 	if req.Encrypted {
 		tags = append(tags, tagEncrypted)
 	}
@@ -245,7 +259,8 @@ func settledTags(req volume.CreateRequest) []string {
 func typeOf(lv lvm.LV) volume.Type {
 	stripes, _ := strconv.Atoi(tagValue(lv, tagStripesPrefix))
 	mirrors, _ := strconv.Atoi(tagValue(lv, tagMirrorsPrefix))
-	return volume.Type{Stripes: stripes, Mirrors: mirrors, ThinPool: lv.PoolLV}
+	return volume.Type{Stripes: stripes, Mirrors: mirrors, ThinPool: lv.PoolLV, RAID: tagValue(lv, tagRAIDPrefix),
+		Integrity: lv.HasTag(tagIntegrity)}
 }
 
 // tagValue returns the value of the first tag with prefix, or "".

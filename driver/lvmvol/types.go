@@ -11,7 +11,7 @@ import (
 // lvOptions are lvcreate's options for a volume of type t.
 func lvOptions(t volume.Type, vg lvm.VG, name string, size uint64, tags []string) lvm.CreateLVOptions {
 	return lvm.CreateLVOptions{VG: vg.Name, Name: name, Size: size, Tags: tags, ExtentSize: vg.ExtentSize,
-		Stripes: t.Stripes, StripeSize: t.StripeSize, Mirrors: t.Mirrors, ThinPool: t.ThinPool}
+		Stripes: t.Stripes, StripeSize: t.StripeSize, Mirrors: t.Mirrors, ThinPool: t.ThinPool, RAID: t.RAID, Integrity: t.Integrity}
 }
 
 // thinPool returns the pool a thin volume of t goes to, refusing pools
@@ -61,7 +61,7 @@ func zeroesNewBlocks(pool lvm.LV) bool { return len(pool.Attr) > 7 && pool.Attr[
 
 // checkRoom refuses, before any lvcreate, a volume of size that cannot be
 // carved: thin beyond the pool's room, thick beyond the VG's free extents
-// or the PVs raid1 and stripes need.
+// or the PVs raid and stripes need.
 func (m *Manager) checkRoom(ctx context.Context, r lvm.Reads, vg lvm.VG, opts lvm.CreateLVOptions, t volume.Type) error {
 	if t.IsThin() {
 		pool, err := m.thinPool(ctx, r, vg.Name, t)

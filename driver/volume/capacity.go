@@ -2,6 +2,8 @@ package volume
 
 import (
 	"slices"
+
+	"carve.dev/carve/lvm"
 )
 
 // Capacity is what a volume group (or thin pool) can still give.
@@ -16,8 +18,13 @@ type Capacity struct {
 // CapacityOf is what volumes of type t can still get from a VG's space:
 //   - linear: the VG's free space, all of it usable by one LV.
 //   - raid1 with N legs: each leg needs its own PV, so the largest volume is
-//     the N-th largest PV's free space (less a metadata extent); all legs
+//     the N-th largest PV's free space less the leg's raid metadata (an
+//     extent) and, with integrity, its integrity metadata; all legs
 //     together may take the VG's free space divided by N.
+//   - raid5, raid6, raid10 with N data stripes: K images (N+1, N+2, 2N),
+//     each on its own PV, so the largest volume is N times the K-th
+//     largest PV's free space less an image's raid metadata (an extent);
+//     all images together may take the VG's free space times N/K.
 //   - striped over N PVs: N times the N-th largest PV's free space.
 //   - thin: the pool's free data space times the over-provisioning ratio
 //     (nothing from a pool that is not reported).
@@ -40,6 +47,9 @@ func CapacityOf(vg VGSpace, t Type, overprovision float64) Capacity {
 		return Capacity{}
 	}
 	legs := max(t.Mirrors+1, t.Stripes, 1)
+	if t.RAID != "" {
+		legs = lvm.RAIDImages(t.RAID, t.Stripes)
+	}
 	if legs == 1 {
 		return Capacity{AvailableBytes: int64(vg.Free), MaximumVolumeBytes: int64(vg.Free)}
 	}
@@ -50,11 +60,46 @@ func CapacityOf(vg VGSpace, t Type, overprovision float64) Capacity {
 	slices.Sort(free)
 	slices.Reverse(free)
 	perLeg := free[legs-1]
-	if t.Mirrors > 0 {
-		perLeg -= min(perLeg, vg.ExtentSize) // each raid1 leg keeps a metadata extent
-		return Capacity{AvailableBytes: int64(vg.Free / uint64(legs)), MaximumVolumeBytes: int64(perLeg)}
+	switch {
+	case t.Mirrors > 0 || t.RAID != "":
+		// The largest size whose leg (data, raid metadata, integrity
+		// metadata) fits the legs-th largest PV: lvm's own rule for what a
+		// leg takes, which CheckPlacement applies before lvcreate, so the
+		// promise and the check cannot disagree.
+		o := lvm.CreateLVOptions{Mirrors: t.Mirrors, Integrity: t.Integrity, RAID: t.RAID, Stripes: t.Stripes}
+		if t.RAID == "" {
+			o.Stripes = 0
+		}
+		data := max(o.Stripes, 1)
+		largest := largestFitting(vg.ExtentSize*uint64(data), func(size uint64) bool {
+			o.Size = size
+			return lvm.LegFootprint(o, vg.ExtentSize) <= perLeg
+		})
+		// What the data of all legs may take: a data share of the free space.
+		return Capacity{AvailableBytes: int64(vg.Free / uint64(legs) * uint64(data)), MaximumVolumeBytes: int64(largest)}
 	}
 	return Capacity{AvailableBytes: int64(vg.Free), MaximumVolumeBytes: int64(perLeg) * int64(legs)}
+}
+
+// largestFitting is the largest multiple of unit for which fits holds, 0
+// for none; fits must hold for every size below one that it holds for.
+func largestFitting(unit uint64, fits func(uint64) bool) uint64 {
+	if unit == 0 {
+		return 0
+	}
+	lo, hi := uint64(0), uint64(1)
+	for fits(hi*unit) && hi < 1<<62/unit {
+		lo, hi = hi, hi*2
+	}
+	for hi-lo > 1 { // fits(lo*unit), not fits(hi*unit)
+		mid := lo + (hi-lo)/2
+		if fits(mid * unit) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo * unit
 }
 
 // VGSpace is a volume group's space as the capacity rules need it; the

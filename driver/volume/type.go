@@ -3,12 +3,18 @@ package volume
 import "fmt"
 
 // Type is the kind of LV a volume is: thick linear (the zero value),
-// striped, raid1, or thin in an administrator's pool.
+// striped, raid1 (Mirrors > 0, with Integrity or not), raid5, raid6 or
+// raid10 (RAID, with Stripes data stripes), or thin in an administrator's
+// pool. The fields mean what lvm.CreateLVOptions's do.
 type Type struct {
 	Stripes    int
 	StripeSize uint64
 	Mirrors    int
 	ThinPool   string
+	// RAID is lvm.RAID5, lvm.RAID6 or lvm.RAID10; "" for the other types.
+	RAID string
+	// Integrity: dm-integrity under each raid1 leg.
+	Integrity bool
 }
 
 // IsThin tells a thin volume.
@@ -25,6 +31,10 @@ func (t Type) CanCache() error {
 		return fmt.Errorf("%w: a thin volume cannot have a write cache (writeCache); only thick volumes can", ErrInvalidArgument)
 	case t.Mirrors > 0:
 		return fmt.Errorf("%w: a raid1 volume cannot have a write cache (writeCache): make it linear first (mirrors=0)", ErrInvalidArgument)
+	case t.RAID != "":
+		// lvm2 could cache one, but Carve has not tested it: refused
+		// rather than promised.
+		return fmt.Errorf("%w: a %s volume cannot have a write cache (writeCache)", ErrInvalidArgument, t.RAID)
 	}
 	return nil
 }

@@ -73,6 +73,12 @@ func TestCapacityOf(t *testing.T) {
 		{"raid1: 2nd largest PV less a metadata extent", volume.Type{Mirrors: 1}, 1, 30 * mib, 16 * mib},
 		{"raid1 needing more PVs than there are", volume.Type{Mirrors: 3}, 1, 0, 0},
 		{"striped over 3: 3 × the 3rd largest", volume.Type{Stripes: 3}, 1, 60 * mib, 30 * mib},
+		{"raid1 with integrity: less 8 MiB of integrity metadata too", volume.Type{Mirrors: 1, Integrity: true}, 1, 30 * mib, 8 * mib},
+		{"raid5 on 3: whole rows of 2 extents with their parity and metadata in the 3rd largest", volume.Type{RAID: "raid5", Stripes: 2},
+			1, 40 * mib, 8 * mib},
+		{"raid5 needing 4 PVs", volume.Type{RAID: "raid5", Stripes: 3}, 1, 0, 0},
+		{"raid10 needing 4 PVs", volume.Type{RAID: "raid10", Stripes: 2}, 1, 0, 0},
+		{"raid6 needing 5 PVs", volume.Type{RAID: "raid6", Stripes: 3}, 1, 0, 0},
 		{"thin × ratio", volume.Type{ThinPool: "pool"}, 2.5, 25 * mib, 25 * mib},
 		{"thin in an unreported pool", volume.Type{ThinPool: "other"}, 1, 0, 0},
 	} {
@@ -95,6 +101,26 @@ func TestCapacityOf(t *testing.T) {
 		sick.Health = []volume.Problem{{Kind: volume.Degraded, Reason: "MissingPhysicalVolume"}}
 		if c := volume.CapacityOf(sick, tc.t, tc.ratio); c != (volume.Capacity{}) {
 			t.Errorf("%s, a PV missing: %+v, want none", tc.name, c)
+		}
+	}
+}
+
+// raid5, raid6 and raid10 with N data stripes: K images (N+1, N+2, 2N),
+// each the K-th largest PV's free space less a metadata extent.
+func TestCapacityOfRAIDLevels(t *testing.T) {
+	vg := volume.VGSpace{Free: 168 * mib, ExtentSize: 4 * mib, PVFree: []uint64{20 * mib, 40 * mib, 32 * mib, 40 * mib, 36 * mib}}
+	for _, tc := range []struct {
+		t          volume.Type
+		avail, max int64
+	}{
+		{volume.Type{RAID: "raid5", Stripes: 2}, 168 * mib / 3 * 2, 2 * (36 - 4) * mib},
+		{volume.Type{RAID: "raid5", Stripes: 4}, 168 * mib / 5 * 4, 4 * (20 - 4) * mib},
+		{volume.Type{RAID: "raid6", Stripes: 3}, 168 * mib / 5 * 3, 3 * (20 - 4) * mib},
+		{volume.Type{RAID: "raid10", Stripes: 2}, 168 * mib / 4 * 2, 2 * (32 - 4) * mib},
+		{volume.Type{RAID: "raid6", Stripes: 4}, 0, 0}, // 6 PVs
+	} {
+		if c := volume.CapacityOf(vg, tc.t, 1); c.AvailableBytes != tc.avail || c.MaximumVolumeBytes != tc.max {
+			t.Errorf("%+v: %+v, want available %d, max %d", tc.t, c, tc.avail, tc.max)
 		}
 	}
 }

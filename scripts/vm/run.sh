@@ -175,7 +175,10 @@ done < <(compgen -e)
 vm_cwd=$cwd
 vm_argv=("$@")
 vm_moddir=$kdir/tree/lib/modules/$kver
-vm_modules=${CARVE_VM_MODULES-dm_snapshot dm_thin_pool dm_mirror raid1 dm_raid dm_crypt dm_writecache loop}
+# raid456 (raid5, raid6), raid10 and dm_integrity (raid1 integrity) are
+# loaded here rather than on first use, so that a test's first lvcreate
+# of a level does not also time a module load.
+vm_modules=${CARVE_VM_MODULES-dm_snapshot dm_thin_pool dm_mirror raid1 raid10 raid456 dm_raid dm_integrity dm_crypt dm_writecache loop}
 vm_net=0
 [[ ${#forwards[@]} -eq 0 && ${#exposes[@]} -eq 0 ]] || vm_net=1
 declare -p vm_cwd vm_argv vm_env vm_shares vm_overlays vm_moddir vm_modules vm_net vm_profile vm_udev_tree >"$job/share/config.sh"

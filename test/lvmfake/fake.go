@@ -224,6 +224,11 @@ func (f *LVM) CreateLV(_ context.Context, o lvm.CreateLVOptions) (lvm.LV, error)
 		}
 	} else {
 		take := size * uint64(o.Mirrors+1) // every raid1 leg
+		if o.RAID != "" {
+			// Every image: a share of the data each.
+			take = size / uint64(o.Stripes) * uint64(lvm.RAIDImages(o.RAID, o.Stripes))
+			lv.Layout = "raid," + o.RAID
+		}
 		if take > vg.Free {
 			return lvm.LV{}, fmt.Errorf("lvcreate %s/%s: %w", o.VG, o.Name, lvm.ErrNoSpace)
 		}

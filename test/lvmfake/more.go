@@ -69,12 +69,12 @@ func (f *LVM) ListVGPVs(_ context.Context, _ lvm.Reads, vg string) ([]lvm.PV, er
 	return []lvm.PV{{Name: "/dev/fake-" + vg, VGName: vg, Size: v.Size, Free: v.Free, Attr: "a--"}}, nil
 }
 
-// CheckPlacement needs one PV per raid1 leg or stripe; the fake has one
-// unless SetPVCount said otherwise.
+// CheckPlacement needs one PV per raid1 leg, stripe or raid image; the
+// fake has one unless SetPVCount said otherwise.
 func (f *LVM) CheckPlacement(_ context.Context, o lvm.CreateLVOptions) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if n := f.pvCount(o.VG); o.Mirrors+1 > n || o.Stripes > n {
+	if n := f.pvCount(o.VG); o.Mirrors+1 > n || o.Stripes > n || lvm.RAIDImages(o.RAID, o.Stripes) > n {
 		return fmt.Errorf("placement %s/%s: %w: %d PVs only", o.VG, o.Name, lvm.ErrNoSpace, n)
 	}
 	return nil
@@ -246,7 +246,7 @@ func (f *LVM) setMirrors(lv *lvm.LV, mirrors int) {
 }
 
 // CheckConversion refuses more legs than the VG has PVs (SetPVCount).
-func (f *LVM) CheckConversion(_ context.Context, vg lvm.VG, lv lvm.LV, _, want int) error {
+func (f *LVM) CheckConversion(_ context.Context, vg lvm.VG, lv lvm.LV, _, want int, _ bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.call("CheckConversion"); err != nil {

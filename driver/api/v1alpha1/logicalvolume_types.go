@@ -82,6 +82,15 @@ type VolumeType struct {
 	// and status.mirrors follows once that is done.
 	// +optional
 	Mirrors int `json:"mirrors,omitempty"`
+	// RAID is raid5, raid6 or raid10: an LV of that level with stripes
+	// data stripes. Fixed at creation.
+	// +optional
+	// +kubebuilder:validation:Enum=raid5;raid6;raid10
+	RAID string `json:"raid,omitempty"`
+	// Integrity puts dm-integrity under each raid1 leg. Fixed at
+	// creation.
+	// +optional
+	Integrity bool `json:"integrity,omitempty"`
 }
 
 // ContentSource names a LogicalVolumeSnapshot or a LogicalVolume.
