@@ -84,6 +84,12 @@ func (x *harness) hostMounts(dir string) error {
 		// Containers' logs, kept with the test's logs.
 		"/var/log/pods": filepath.Join(x.logs, "host-pods"),
 	}
+	// A node's /etc/lvm holds lvm2's command profiles, which its package
+	// installs (lvmdbusd.profile: carve's lvm2 shells run with it); the
+	// VM nodes copy theirs from here too (scripts/vm/guest.sh).
+	if err := copyFlatDir("/etc/lvm/profile", filepath.Join(dir, "lvm", "profile")); err != nil {
+		return fmt.Errorf("lvm2's command profiles: %w", err)
+	}
 	for dst, src := range binds {
 		if err := x.mountOver(src, dst, syscall.MS_BIND); err != nil {
 			return err
@@ -98,6 +104,30 @@ func (x *harness) hostMounts(dir string) error {
 	}
 	for _, dst := range tmpfs {
 		if err := x.mountOver("tmpfs", dst, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyFlatDir copies the regular files of directory src into dst (made).
+func copyFlatDir(src, dst string) error {
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), data, 0o644); err != nil {
 			return err
 		}
 	}
