@@ -226,18 +226,28 @@ func needMkfs(t *testing.T, fs string) {
 	}
 }
 
-// mountOptions reads the per-mount options of the mount at path.
-func mountOptions(t *testing.T, path string) []string {
+// mountAt finds the mount at path, the topmost when several are stacked
+// there; false when path is not a mount point.
+func mountAt(t *testing.T, path string) (mount.MountInfo, bool) {
 	t.Helper()
 	infos, err := mount.ParseMountInfo("/proc/self/mountinfo")
 	must(t, err)
 	for i := len(infos) - 1; i >= 0; i-- { // the topmost mount wins
 		if infos[i].MountPoint == path {
-			return infos[i].MountOptions
+			return infos[i], true
 		}
 	}
-	t.Fatalf("%s is not a mount point", path)
-	return nil
+	return mount.MountInfo{}, false
+}
+
+// mountOptions reads the per-mount options of the mount at path.
+func mountOptions(t *testing.T, path string) []string {
+	t.Helper()
+	mi, ok := mountAt(t, path)
+	if !ok {
+		t.Fatalf("%s is not a mount point", path)
+	}
+	return mi.MountOptions
 }
 
 func (e *env) checkStats(v *csiflow.Volume, target string, size int64) {

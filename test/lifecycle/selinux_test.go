@@ -11,7 +11,6 @@ import (
 
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
-	"k8s.io/mount-utils"
 
 	"carve.dev/carve/test/csiflow"
 )
@@ -69,7 +68,7 @@ func TestSELinuxMount(t *testing.T) {
 	if !strings.Contains(err.Error(), "no_such_type_t") {
 		t.Errorf("the refused stage's error %q does not name the label", err)
 	}
-	if mounted(t, staging) {
+	if _, ok := mountAt(t, staging); ok {
 		t.Errorf("the refused stage left %s mounted", staging)
 	}
 	// The mount-flag check refuses an unquoted label with categories
@@ -104,17 +103,4 @@ func fileLabel(t *testing.T, path string) string {
 	n, err := unix.Getxattr(path, "security.selinux", buf)
 	must(t, err)
 	return strings.TrimRight(string(buf[:n]), "\x00")
-}
-
-// mounted tells whether path is a mount point.
-func mounted(t *testing.T, path string) bool {
-	t.Helper()
-	infos, err := mount.ParseMountInfo("/proc/self/mountinfo")
-	must(t, err)
-	for _, mi := range infos {
-		if mi.MountPoint == path {
-			return true
-		}
-	}
-	return false
 }
