@@ -325,7 +325,7 @@ func vgStatuses(space []volume.VGSpace) []v1alpha1.VolumeGroupStatus {
 	for _, vg := range space {
 		st := v1alpha1.VolumeGroupStatus{Name: vg.Name, SizeBytes: int64(vg.Size), FreeBytes: int64(vg.Free),
 			ExtentSize: int64(vg.ExtentSize), MetadataSizeBytes: int64(vg.MetadataSize), MetadataFreeBytes: int64(vg.MetadataFree),
-			Health: healthOf(vg.Health)}
+			Health: healthOf(vg.Health), Tags: slices.Clone(vg.Tags)}
 		for _, f := range vg.PVFree {
 			st.PVFreeBytes = append(st.PVFreeBytes, int64(f))
 		}

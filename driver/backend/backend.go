@@ -65,19 +65,25 @@ func (b *Backend) CreateVolume(ctx context.Context, req volume.CreateRequest) (v
 		return volume.Volume{}, status.Error(codes.InvalidArgument,
 			"cluster mode needs a node in the accessibility requirements: use a WaitForFirstConsumer StorageClass")
 	}
+	var lv v1alpha1.LogicalVolume
+	err := b.Client.Get(ctx, types.NamespacedName{Name: volume.LVName(req.Name)}, &lv)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return volume.Volume{}, fmt.Errorf("get %s: %w", volume.LVName(req.Name), err)
+	}
+	if req.VGs != nil {
+		if req.VG, err = b.pickVG(ctx, req, lv.Spec); err != nil {
+			return volume.Volume{}, err
+		}
+	}
 	if err := req.SettleSourceVG(); err != nil {
 		return volume.Volume{}, err
 	}
 	want := resourceFor(req)
-	var lv v1alpha1.LogicalVolume
-	err := b.Client.Get(ctx, types.NamespacedName{Name: want.Name}, &lv)
 	switch {
-	case apierrors.IsNotFound(err):
+	case lv.Name == "":
 		if err := b.Client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
 			return volume.Volume{}, fmt.Errorf("create %s: %w", want.Name, err)
 		}
-	case err != nil:
-		return volume.Volume{}, fmt.Errorf("get %s: %w", want.Name, err)
 	case lv.Spec.NodeName != req.Node && lv.Status.VolumeID == "":
 		// An earlier attempt on another node never carved anything (the
 		// CO rescheduled after RESOURCE_EXHAUSTED): start over here.

@@ -246,12 +246,12 @@ func TestCapacityFromNodeStorage(t *testing.T) {
 		{"node-a", volume.Type{Mirrors: 1}, volume.Capacity{}}, // one PV: no raid1
 		{"node-b", volume.Type{}, volume.Capacity{}},
 	} {
-		got, err := b.Capacity(ctx, tc.node, "vg0", tc.t)
+		got, err := b.Capacity(ctx, tc.node, volume.OneVG("vg0"), tc.t)
 		if err != nil || got != tc.want {
 			t.Errorf("Capacity(%s, %+v) = %+v, %v; want %+v", tc.node, tc.t, got, err, tc.want)
 		}
 	}
-	if direct, err := m.Capacity(ctx, "node-a", "vg0", volume.Type{ThinPool: "pool"}); err != nil || direct.AvailableBytes != 40*mib {
+	if direct, err := m.Capacity(ctx, "node-a", volume.OneVG("vg0"), volume.Type{ThinPool: "pool"}); err != nil || direct.AvailableBytes != 40*mib {
 		t.Errorf("standalone answer %+v, %v differs from the cluster one", direct, err)
 	}
 	// A VG whose metadata area is full takes no volume of any type, with
@@ -261,10 +261,10 @@ func TestCapacityFromNodeStorage(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, typ := range []volume.Type{{}, {ThinPool: "pool"}} {
-		if got, err := b.Capacity(ctx, "node-a", "vg0", typ); err != nil || got != (volume.Capacity{}) {
+		if got, err := b.Capacity(ctx, "node-a", volume.OneVG("vg0"), typ); err != nil || got != (volume.Capacity{}) {
 			t.Errorf("metadata full: Capacity(%+v) = %+v, %v; want none", typ, got, err)
 		}
-		if got, err := m.Capacity(ctx, "node-a", "vg0", typ); err != nil || got != (volume.Capacity{}) {
+		if got, err := m.Capacity(ctx, "node-a", volume.OneVG("vg0"), typ); err != nil || got != (volume.Capacity{}) {
 			t.Errorf("metadata full, standalone: Capacity(%+v) = %+v, %v; want none", typ, got, err)
 		}
 	}
@@ -277,8 +277,8 @@ func TestCapacityFromNodeStorage(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, typ := range []volume.Type{{}, {ThinPool: "pool"}} {
-			got, err := b.Capacity(ctx, "node-a", "vg0", typ)
-			direct, derr := m.Capacity(ctx, "node-a", "vg0", typ)
+			got, err := b.Capacity(ctx, "node-a", volume.OneVG("vg0"), typ)
+			direct, derr := m.Capacity(ctx, "node-a", volume.OneVG("vg0"), typ)
 			if err != nil || derr != nil || (got == volume.Capacity{}) != (missing > 0) || got != direct {
 				t.Errorf("%d PVs missing: Capacity(%+v) = %+v, %v; standalone %+v, %v", missing, typ, got, err, direct, derr)
 			}

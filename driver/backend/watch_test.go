@@ -131,7 +131,7 @@ func TestIdleReadsCostTheAPINothing(t *testing.T) {
 	}
 	before := counter.n.Load()
 	for range 100 {
-		if _, err := b.Capacity(ctx, "node-a", "vg0", volume.Type{}); err != nil {
+		if _, err := b.Capacity(ctx, "node-a", volume.OneVG("vg0"), volume.Type{}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := b.ListVolumes(ctx, lvm.Fresh); err != nil {

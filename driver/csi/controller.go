@@ -99,10 +99,7 @@ func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	if err != nil {
 		return nil, err
 	}
-	vg := params.VG
-	if source != nil && !params.vgGiven {
-		vg = "" // the source's
-	}
+	vg, vgs := vgOf(params, source != nil)
 	if params.Encrypted {
 		required = withHeader(required, limit, fsType)
 	}
@@ -111,7 +108,7 @@ func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 			ParamEncryption, EncryptionLUKS2)
 	}
 	vol, err := c.backend.CreateVolume(ctx, volume.CreateRequest{
-		Name: req.GetName(), Node: node, VG: vg, RequiredBytes: required, LimitBytes: limit, Type: params.Type, Source: source,
+		Name: req.GetName(), Node: node, VG: vg, VGs: vgs, RequiredBytes: required, LimitBytes: limit, Type: params.Type, Source: source,
 		ParamsDigest: paramsDigest(req.GetParameters(), fsType), Encrypted: params.Encrypted, Limits: params.Limits,
 	})
 	if err != nil {
@@ -127,6 +124,20 @@ func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 		AccessibleTopology: []*csi.Topology{nodeTopology(vol.ID.Node)},
 		ContentSource:      csiContentSource(vol.Source),
 	}}, nil
+}
+
+// vgOf is a request's VG: the one its parameters name, else for a
+// volume made from a source the source's (""); or, for a class's
+// several, none yet and the choice, which the backend resolves where it
+// knows their space.
+func vgOf(p volumeParams, fromSource bool) (string, *volume.VGChoice) {
+	if one, ok := p.VGs.Single(); ok {
+		if fromSource && !p.vgGiven {
+			return "", nil
+		}
+		return one, nil
+	}
+	return "", &p.VGs
 }
 
 // withWriteCache gives a new volume the write cache its parameters ask

@@ -145,7 +145,7 @@ func (c *Controller) GetCapacity(ctx context.Context, req *csi.GetCapacityReques
 			return nil, fmt.Errorf("accessible topology: %w", err)
 		}
 	}
-	capy, err := c.backend.Capacity(ctx, node, params.VG, params.Type)
+	capy, err := c.backend.Capacity(ctx, node, params.VGs, params.Type)
 	if err != nil {
 		return nil, err
 	}

@@ -40,7 +40,9 @@ type Backend interface {
 	PublishVolume(ctx context.Context, id volume.ID, node string) (string, error)
 	UnpublishVolume(ctx context.Context, id volume.ID, node string) error
 	ExpandVolume(ctx context.Context, id volume.ID, requiredBytes, limitBytes int64) (volume.Volume, error)
-	Capacity(ctx context.Context, node, vg string, t volume.Type) (volume.Capacity, error)
+	// Capacity is what volumes of type t can get from the VGs of vgs on
+	// node (volume.CapacityOfChoice).
+	Capacity(ctx context.Context, node string, vgs volume.VGChoice, t volume.Type) (volume.Capacity, error)
 	CreateSnapshot(ctx context.Context, name string, source volume.ID) (volume.Snapshot, error)
 	DeleteSnapshot(ctx context.Context, id volume.ID) error
 	GetSnapshot(ctx context.Context, r lvm.Reads, id volume.ID) (volume.Snapshot, error)

@@ -30,6 +30,9 @@ func FuzzParseParams(f *testing.F) {
 	f.Add("bogus", "1", "fsType", "ntfs")
 	f.Add("encryption", "luks2", "fsType", "xfs")
 	f.Add("encryption", "LUKS2", "encryption", "none")
+	f.Add("volumeGroups", "vg0,vg1", "volumeGroupPolicy", "pack")
+	f.Add("volumeGroups", "@fast", "volumeGroupPolicy", "spread")
+	f.Add("volumeGroups", "vg0,,vg0", "volumeGroup", "vg1")
 	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string) {
 		params := map[string]string{k1: v1, k2: v2}
 		p, err := parseParams(params, []string{"vg0"})
@@ -39,7 +42,10 @@ func FuzzParseParams(f *testing.F) {
 			}
 			return
 		}
-		if p.VG == "" || (p.FsType != "" && !slices.Contains(volume.FSTypes, p.FsType)) {
+		// One VG is checked against the served ones later (checkVG);
+		// several here, names and tag as lvm2 takes them.
+		_, one := p.VGs.Single()
+		if (!one && p.VGs.Validate() != nil) || (p.FsType != "" && !slices.Contains(volume.FSTypes, p.FsType)) {
 			t.Fatalf("accepted %+v", p)
 		}
 		// Encryption is on exactly when asked by its one spelling.

@@ -16,11 +16,16 @@ import (
 // StorageClass parameters Carve understands.
 const (
 	ParamVolumeGroup = "volumeGroup"
-	ParamFsType      = "fsType"
-	ParamThinPool    = "thinPool"
-	ParamStripes     = "stripes"
-	ParamStripeSize  = "stripeSize"
-	ParamMirrors     = "mirrors"
+	// Several VGs (volume.VGChoice): comma-separated names, or "@tag"
+	// for the served VGs with an lvm2 tag; and how one is picked per
+	// volume (spread, the default, or pack).
+	ParamVolumeGroups      = "volumeGroups"
+	ParamVolumeGroupPolicy = "volumeGroupPolicy"
+	ParamFsType            = "fsType"
+	ParamThinPool          = "thinPool"
+	ParamStripes           = "stripes"
+	ParamStripeSize        = "stripeSize"
+	ParamMirrors           = "mirrors"
 	// The RAID level (raid1, raid10, raid5, raid6; see parseType) and,
 	// for raid1, dm-integrity under each leg ("true").
 	ParamRAIDLevel     = "raidLevel"
@@ -48,7 +53,7 @@ const (
 	EncryptionNone  = "none"
 )
 
-var knownParams = []string{ParamVolumeGroup, ParamFsType, ParamThinPool, ParamStripes, ParamStripeSize, ParamMirrors,
+var knownParams = []string{ParamVolumeGroup, ParamVolumeGroups, ParamVolumeGroupPolicy, ParamFsType, ParamThinPool, ParamStripes, ParamStripeSize, ParamMirrors,
 	ParamRAIDLevel, ParamRAIDIntegrity, ParamEncryption,
 	ParamReadBPS, ParamWriteBPS, ParamReadIOPS, ParamWriteIOPS, ParamWriteCache, ParamWriteCachePVs, ParamMkfsOptions}
 
@@ -61,7 +66,9 @@ var mutableParams = []string{ParamMirrors, ParamReadBPS, ParamWriteBPS, ParamRea
 
 // volumeParams are the parsed CreateVolume / GetCapacity parameters.
 type volumeParams struct {
-	VG     string
+	// VGs are the VGs the volume may go in: the one named or the
+	// default, or a class's several (volumeGroups).
+	VGs    volume.VGChoice
 	FsType string
 	Type   volume.Type
 	// vgGiven: the parameters named the VG (a restore may otherwise use
@@ -88,17 +95,14 @@ func parseParams(params map[string]string, vgs []string) (volumeParams, error) {
 		sort.Strings(unknown)
 		return volumeParams{}, invalidArgument("unknown parameters %v (known: %v)", unknown, knownParams)
 	}
-	p := volumeParams{VG: params[ParamVolumeGroup], FsType: params[ParamFsType], vgGiven: params[ParamVolumeGroup] != ""}
+	p := volumeParams{FsType: params[ParamFsType]}
 	t, err := parseType(params)
 	if err != nil {
 		return volumeParams{}, err
 	}
 	p.Type = t
-	if p.VG == "" && len(vgs) > 0 {
-		p.VG = vgs[0]
-	}
-	if p.VG == "" {
-		return volumeParams{}, invalidArgument("parameter %s missing and no default volume group", ParamVolumeGroup)
+	if p.VGs, p.vgGiven, err = parseVGs(params, vgs); err != nil {
+		return volumeParams{}, err
 	}
 	if p.FsType != "" && !slices.Contains(volume.FSTypes, p.FsType) {
 		return volumeParams{}, invalidArgument("parameter %s=%q not supported (supported: %v)", ParamFsType, p.FsType, volume.FSTypes)
@@ -121,6 +125,40 @@ func parseParams(params map[string]string, vgs []string) (volumeParams, error) {
 		}
 	}
 	return p, nil
+}
+
+// parseVGs reads the VGs a volume may go in: volumeGroup names one,
+// volumeGroups several or a tag ("@fast"), volumeGroupPolicy how one is
+// picked; none of them, the node's first served VG (vgs[0]). given
+// tells whether the parameters named any.
+func parseVGs(params map[string]string, vgs []string) (c volume.VGChoice, given bool, err error) {
+	one, many := params[ParamVolumeGroup], params[ParamVolumeGroups]
+	policy, hasPolicy := params[ParamVolumeGroupPolicy]
+	switch {
+	case one != "" && many != "":
+		return c, false, invalidArgument("parameters %s and %s exclude each other", ParamVolumeGroup, ParamVolumeGroups)
+	case many == "" && hasPolicy:
+		return c, false, invalidArgument("parameter %s given without %s", ParamVolumeGroupPolicy, ParamVolumeGroups)
+	case one != "":
+		return volume.OneVG(one), true, nil
+	case many == "":
+		if len(vgs) == 0 {
+			return c, false, invalidArgument("parameter %s missing and no default volume group", ParamVolumeGroup)
+		}
+		return volume.OneVG(vgs[0]), false, nil
+	}
+	c.Policy = volume.VGPolicy(policy)
+	if tag, ok := strings.CutPrefix(strings.TrimSpace(many), "@"); ok {
+		c.Tag = tag
+	} else {
+		for _, n := range strings.Split(many, ",") {
+			c.Names = append(c.Names, strings.TrimSpace(n))
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return volume.VGChoice{}, false, invalidArgument("parameters %s=%q, %s=%q: %v", ParamVolumeGroups, many, ParamVolumeGroupPolicy, policy, err)
+	}
+	return c, true, nil
 }
 
 // parseWriteCache reads the write cache parameters present in params into

@@ -2,6 +2,7 @@ package csi
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -42,11 +43,11 @@ func TestSizeRange(t *testing.T) {
 func TestParseParams(t *testing.T) {
 	vgs := []string{"vg0", "vg1"}
 	p, err := parseParams(map[string]string{"csi.storage.k8s.io/pvc/name": "x"}, vgs)
-	if err != nil || p.VG != "vg0" || p.FsType != "" {
+	if vg, _ := p.VGs.Single(); err != nil || vg != "vg0" || p.vgGiven || p.FsType != "" {
 		t.Errorf("defaults: %+v, %v; want vg0 and no fsType", p, err)
 	}
 	p, err = parseParams(map[string]string{ParamVolumeGroup: "vg1", ParamFsType: "xfs"}, vgs)
-	if err != nil || p.VG != "vg1" || p.FsType != "xfs" {
+	if vg, _ := p.VGs.Single(); err != nil || vg != "vg1" || !p.vgGiven || p.FsType != "xfs" {
 		t.Errorf("explicit: %+v, %v", p, err)
 	}
 	for name, params := range map[string]map[string]string{
@@ -231,5 +232,45 @@ func TestLimitParams(t *testing.T) {
 	got := withMutable(map[string]string{ParamWriteBPS: "1Mi", ParamReadBPS: "2Mi"}, m)
 	if _, ok := got[ParamWriteBPS]; ok || got[ParamReadBPS] != "2Mi" || got[ParamReadIOPS] != "50" {
 		t.Errorf("withMutable: %v", got)
+	}
+}
+
+// TestParseVGs: a class's several VGs, by names or a tag, with a policy;
+// every malformed or contradictory form is INVALID_ARGUMENT.
+func TestParseVGs(t *testing.T) {
+	vgs := []string{"vg0"}
+	for _, tc := range []struct {
+		params map[string]string
+		want   volume.VGChoice
+	}{
+		{map[string]string{ParamVolumeGroups: "nvme0, nvme1"}, volume.VGChoice{Names: []string{"nvme0", "nvme1"}}},
+		{map[string]string{ParamVolumeGroups: "a,b", ParamVolumeGroupPolicy: "pack"}, volume.VGChoice{Names: []string{"a", "b"}, Policy: volume.Pack}},
+		{map[string]string{ParamVolumeGroups: "@fast", ParamVolumeGroupPolicy: "spread"}, volume.VGChoice{Tag: "fast", Policy: volume.Spread}},
+		{map[string]string{ParamVolumeGroups: "only"}, volume.VGChoice{Names: []string{"only"}}},
+	} {
+		p, err := parseParams(tc.params, vgs)
+		if err != nil || !reflect.DeepEqual(p.VGs, tc.want) || !p.vgGiven {
+			t.Errorf("%v: %+v, %v; want %+v", tc.params, p.VGs, err, tc.want)
+		}
+	}
+	for name, params := range map[string]map[string]string{
+		"both":              {ParamVolumeGroup: "a", ParamVolumeGroups: "a,b"},
+		"policy alone":      {ParamVolumeGroupPolicy: "pack"},
+		"policy with one":   {ParamVolumeGroup: "a", ParamVolumeGroupPolicy: "pack"},
+		"bad policy":        {ParamVolumeGroups: "a,b", ParamVolumeGroupPolicy: "fill"},
+		"empty name":        {ParamVolumeGroups: "a,,b"},
+		"twice":             {ParamVolumeGroups: "a,b,a"},
+		"bad name":          {ParamVolumeGroups: "a,-b"},
+		"path":              {ParamVolumeGroups: "a,../b"},
+		"empty tag":         {ParamVolumeGroups: "@"},
+		"bad tag":           {ParamVolumeGroups: "@a b"},
+		"tag and names":     {ParamVolumeGroups: "@a,b"},
+		"trailing comma":    {ParamVolumeGroups: "a,"},
+		"space only":        {ParamVolumeGroups: " "},
+		"policy upper case": {ParamVolumeGroups: "a,b", ParamVolumeGroupPolicy: "Pack"},
+	} {
+		if _, err := parseParams(params, vgs); !errors.Is(err, volume.ErrInvalidArgument) {
+			t.Errorf("%s (%v): error %v, want INVALID_ARGUMENT", name, params, err)
+		}
 	}
 }

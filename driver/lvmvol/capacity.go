@@ -10,14 +10,27 @@ import (
 	"carve.dev/carve/driver/volume"
 )
 
-// Capacity reports what volumes of type t can still get from vg on node:
-// none on any node but this one, which is the only node this manager can
-// carve on. The rules are CapacityOf's. It is a query (lvm.Cached).
-func (m *Manager) Capacity(ctx context.Context, node, vg string, t volume.Type) (volume.Capacity, error) {
+// Capacity reports what volumes of type t can still get from the VGs of
+// vgs on node: none on any node but this one, which is the only node this
+// manager can carve on. The rules are CapacityOf's, added up over a
+// class's several VGs (CapacityOfChoice). It is a query (lvm.Cached).
+func (m *Manager) Capacity(ctx context.Context, node string, vgs volume.VGChoice, t volume.Type) (volume.Capacity, error) {
 	r := lvm.Cached
 	if node != "" && node != m.node {
 		return volume.Capacity{}, nil
 	}
+	if vg, ok := vgs.Single(); ok {
+		return m.vgCapacity(ctx, r, vg, t)
+	}
+	spaces, err := m.choiceSpaces(ctx, r, vgs, t)
+	if err != nil {
+		return volume.Capacity{}, err
+	}
+	return volume.CapacityOfChoice(vgs, spaces, t, m.overprovision), nil
+}
+
+// vgCapacity is Capacity of one VG, which must be served.
+func (m *Manager) vgCapacity(ctx context.Context, r lvm.Reads, vg string, t volume.Type) (volume.Capacity, error) {
 	if err := m.checkVG(vg); err != nil {
 		return volume.Capacity{}, err
 	}

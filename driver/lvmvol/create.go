@@ -21,6 +21,15 @@ func (m *Manager) CreateVolume(ctx context.Context, req volume.CreateRequest) (v
 	// Its reads (a source, a thin pool, the name after a refusal) share
 	// one fresh report of the VG until a change (see sharedReads).
 	r := sharedReads()
+	name := volume.LVName(req.Name)
+	if req.VGs != nil {
+		vg, err := m.pickVG(ctx, r, req, name)
+		if err != nil {
+			return volume.Volume{}, fmt.Errorf("volume %q: %w", req.Name, err)
+		}
+		req.VG = vg
+		klog.V(2).InfoS("Volume group picked", "name", req.Name, "vg", vg, "choice", req.VGs.String(), "policy", req.VGs.Policy)
+	}
 	var src lvm.LV
 	if req.Source != nil {
 		var err error
@@ -31,7 +40,6 @@ func (m *Manager) CreateVolume(ctx context.Context, req volume.CreateRequest) (v
 	if err := m.checkVG(req.VG); err != nil {
 		return volume.Volume{}, err
 	}
-	name := volume.LVName(req.Name)
 	// No lookup of the name first: lvcreate is that lookup. On a name
 	// already taken it fails having changed nothing, and only then is the
 	// LV read and judged (adopt). The same goes for a check that refuses

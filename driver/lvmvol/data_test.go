@@ -28,7 +28,7 @@ func TestThinVolumes(t *testing.T) {
 		t.Errorf("thin beyond pool room: %v, want ErrNoSpace", err)
 	}
 	m = managerOn(f, lvmvol.Config{Overprovision: 2}) // carve restarted with a ratio of 2
-	c, err := m.Capacity(ctx, node, vg, volume.Type{ThinPool: "pool"})
+	c, err := m.Capacity(ctx, node, volume.OneVG(vg), volume.Type{ThinPool: "pool"})
 	if err != nil || c.AvailableBytes != 40*mib {
 		t.Errorf("thin capacity = %+v, %v; want 20 MiB free × 2", c, err)
 	}
@@ -260,7 +260,7 @@ func TestPoolAndRAIDHealth(t *testing.T) {
 func TestInactivePoolIsActivatedToReadUsage(t *testing.T) {
 	m, f := newManager(t)
 	f.Put(lvm.LV{Name: "pool", VGName: vg, Size: 40 * mib, Attr: "twi---tz--", Layout: "thin,pool"})
-	c, err := m.Capacity(ctx, node, vg, volume.Type{ThinPool: "pool"})
+	c, err := m.Capacity(ctx, node, volume.OneVG(vg), volume.Type{ThinPool: "pool"})
 	if err != nil || c.AvailableBytes != 40*mib {
 		t.Errorf("capacity of an inactive empty pool = %+v, %v; want 40 MiB", c, err)
 	}

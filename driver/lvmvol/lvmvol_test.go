@@ -316,11 +316,11 @@ func TestListAndCapacity(t *testing.T) {
 	if !slices.Equal(names, []string{"pvc-1", "pvc-2", "pvc-3"}) {
 		t.Errorf("listed %v, want the three settled Carve volumes in order", names)
 	}
-	c, err := m.Capacity(ctx, node, vg, volume.Type{})
+	c, err := m.Capacity(ctx, node, volume.OneVG(vg), volume.Type{})
 	if err != nil || c.AvailableBytes != 80*mib || c.MaximumVolumeBytes != 80*mib {
 		t.Errorf("capacity = %+v, %v; want 80 MiB free", c, err)
 	}
-	if c, _ := m.Capacity(ctx, "node-b", vg, volume.Type{}); c.AvailableBytes != 0 {
+	if c, _ := m.Capacity(ctx, "node-b", volume.OneVG(vg), volume.Type{}); c.AvailableBytes != 0 {
 		t.Errorf("capacity on another node = %+v, want 0", c)
 	}
 }
@@ -401,7 +401,7 @@ func TestUnreadableVGIsNoAnswer(t *testing.T) {
 	if _, err := m.CreateVolume(ctx, req("pvc-new", 4*mib)); volume.CodeOf(err) != codes.Unavailable {
 		t.Errorf("CreateVolume on an unreadable VG: %v (code %v), want UNAVAILABLE", err, volume.CodeOf(err))
 	}
-	if _, err := m.Capacity(ctx, node, vg, volume.Type{}); volume.CodeOf(err) != codes.Unavailable {
+	if _, err := m.Capacity(ctx, node, volume.OneVG(vg), volume.Type{}); volume.CodeOf(err) != codes.Unavailable {
 		t.Errorf("Capacity of an unreadable VG: %v (code %v), want UNAVAILABLE", err, volume.CodeOf(err))
 	}
 	f.Fail = nil

@@ -39,7 +39,7 @@ func (m *Manager) vgSpace(ctx context.Context, r lvm.Reads, name string) (volume
 		return volume.VGSpace{}, err
 	}
 	s := volume.VGSpace{Name: name, Size: vg.Size, Free: vg.Free, ExtentSize: vg.ExtentSize,
-		MetadataSize: vg.MetadataSize, MetadataFree: vg.MetadataFree, Health: vgHealth(name, vg)}
+		MetadataSize: vg.MetadataSize, MetadataFree: vg.MetadataFree, Health: vgHealth(name, vg), Tags: vg.Tags}
 	pvs, err := m.lvm.ListVGPVs(ctx, r, name)
 	if err != nil {
 		return volume.VGSpace{}, err

@@ -107,6 +107,8 @@ func largestFitting(unit uint64, fits func(uint64) bool) uint64 {
 type VGSpace struct {
 	Name                   string
 	Size, Free, ExtentSize uint64
+	// Tags are the VG's lvm2 tags (a class may choose VGs by one).
+	Tags []string
 	// PVFree is each allocatable PV's free space.
 	PVFree []uint64
 	Pools  []PoolSpace

@@ -14,8 +14,13 @@ type CreateRequest struct {
 	Name string
 	// Node is where the CO wants the volume ("" : anywhere): the
 	// accessibility requirement's preferred segment.
-	Node          string
-	VG            string
+	Node string
+	// VG is the volume's VG, "" for the source's (a restore, a clone)
+	// or, with VGs, one of those.
+	VG string
+	// VGs, when set, is a class's choice of several VGs: the backend
+	// picks one (PickVG) where it knows their space, and sets VG.
+	VGs           *VGChoice
 	RequiredBytes int64
 	LimitBytes    int64
 	// Type of LV to carve.

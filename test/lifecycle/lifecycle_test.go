@@ -65,6 +65,18 @@ func newEnv(t *testing.T, disks []string, dir string, args ...string) *env {
 	return &env{t: t, lvm: l, c: dial(t, endpoint), endpoint: endpoint, dir: dir, disks: disks}
 }
 
+// secondDisk is the scratch disk beside the VG's first ($CARVE_TEST_DISK2);
+// without it the test is skipped, or fails where fixtures are required,
+// saying why it needs one.
+func secondDisk(t *testing.T, why string) string {
+	t.Helper()
+	d := os.Getenv("CARVE_TEST_DISK2")
+	if d == "" {
+		fixture.Missing(t, "CARVE_TEST_DISK2 is not set: %s", why)
+	}
+	return d
+}
+
 func start(t *testing.T) *csiflow.Client {
 	t.Helper()
 	return dial(t, testenv.StartCarve(t, "--volume-groups="+vg, "--node-id="+node))

@@ -19,7 +19,6 @@ import (
 
 	"carve.dev/carve/lvm"
 	"carve.dev/carve/test/csiflow"
-	"carve.dev/carve/test/fixture"
 )
 
 // TestModifyRedundancy changes a live volume's mutable mirrors with
@@ -31,9 +30,7 @@ import (
 // written reads back, while raid1 and after an unstage and restage, and
 // GetCapacity counts the second leg.
 func TestModifyRedundancy(t *testing.T) {
-	if os.Getenv("CARVE_TEST_DISK2") == "" {
-		fixture.Missing(t, "CARVE_TEST_DISK2 is not set: raid1 needs two PVs")
-	}
+	secondDisk(t, "raid1 needs two PVs")
 	e := setup(t)
 	ctx := context.Background()
 	const size = 64 * mib
@@ -127,9 +124,7 @@ const fastTag = "carvefast"
 // checks out at every step, GetCapacity counts the cache, and once the
 // volume is deleted the cache's extents on the fast PV hold zeroes only.
 func TestWriteCache(t *testing.T) {
-	if os.Getenv("CARVE_TEST_DISK2") == "" {
-		fixture.Missing(t, "CARVE_TEST_DISK2 is not set: the cache needs a PV of its own")
-	}
+	secondDisk(t, "the cache needs a PV of its own")
 	e := setup(t)
 	ctx := context.Background()
 	fast := e.disks[1]

@@ -5,7 +5,6 @@ package lifecycle
 import (
 	"bytes"
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,7 +13,6 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"carve.dev/carve/test/csiflow"
-	"carve.dev/carve/test/fixture"
 )
 
 // TestRAIDAndStripes carves raid1 and striped volumes over the VG's two
@@ -22,9 +20,7 @@ import (
 // that needs more PVs than there are is refused before lvcreate, and both
 // grow.
 func TestRAIDAndStripes(t *testing.T) {
-	if os.Getenv("CARVE_TEST_DISK2") == "" {
-		fixture.Missing(t, "CARVE_TEST_DISK2 is not set: raid1 and stripes need two PVs")
-	}
+	secondDisk(t, "raid1 and stripes need two PVs")
 	e := setup(t)
 	ctx := context.Background()
 

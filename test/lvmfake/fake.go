@@ -98,8 +98,7 @@ func setState(lv *lvm.LV, state byte) {
 func New(size uint64, vgs ...string) *LVM {
 	f := &LVM{vgs: map[string]*lvm.VG{}, lvs: map[string]map[string]*lvm.LV{}}
 	for _, name := range vgs {
-		f.vgs[name] = &lvm.VG{Name: name, Size: size, Free: size, ExtentSize: ExtentSize}
-		f.lvs[name] = map[string]*lvm.LV{}
+		f.AddVG(name, size)
 	}
 	return f
 }

@@ -290,3 +290,18 @@ func (f *LVM) RepairInterrupted(_ context.Context, _ string) ([]string, error) {
 	defer f.mu.Unlock()
 	return nil, f.call("RepairInterrupted")
 }
+
+// SetVGTags sets a VG's lvm2 tags (vgchange --addtag).
+func (f *LVM) SetVGTags(vg string, tags ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.vgs[vg].Tags = slices.Clone(tags)
+}
+
+// AddVG adds an empty VG of size bytes.
+func (f *LVM) AddVG(name string, size uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.vgs[name] = &lvm.VG{Name: name, Size: size, Free: size, ExtentSize: ExtentSize}
+	f.lvs[name] = map[string]*lvm.LV{}
+}

@@ -54,6 +54,10 @@ type VolumeGroupStatus struct {
 	MetadataSizeBytes int64 `json:"metadataSizeBytes,omitempty"`
 	// +optional
 	MetadataFreeBytes int64 `json:"metadataFreeBytes,omitempty"`
+	// Tags are the VG's lvm2 tags: a StorageClass may choose VGs by one
+	// (volumeGroups: "@tag").
+	// +optional
+	Tags []string `json:"tags,omitempty"`
 }
 
 // ThinPoolStatus is one thin pool's space.
