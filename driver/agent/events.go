@@ -43,6 +43,9 @@ const (
 	// resource, or a carved resource with no LV (StorageReporter.audit).
 	ReasonOrphaned = "OrphanedVolume"
 	ReasonMissing  = "VolumeMissing"
+	// ReasonRecreatedBlank: a lost volume was carved again, blank, as
+	// its class asks (recreateBlankWhenLost).
+	ReasonRecreatedBlank = "RecreatedBlank"
 )
 
 // emit records an event when there is a recorder (tests may have none).

@@ -104,7 +104,7 @@ func (s *StorageReporter) Report(ctx context.Context) error {
 	orphans, missing := ns.Status.OrphanedVolumes, ns.Status.MissingVolumes
 	if auditErr == nil {
 		orphans, missing = split(findings)
-		s.announce(&ns, findings, orphans, missing)
+		s.announce(ctx, &ns, findings, orphans, missing)
 	}
 	s.announceVGHealth(&ns, space)
 	next := v1alpha1.NodeStorageStatus{
@@ -295,7 +295,7 @@ func match(vols []volume.Volume, claimed map[string]*v1alpha1.LogicalVolume) map
 // announce logs, counts and records events for what the audit found that
 // the last written status did not hold, so that each finding is told
 // once, not every 30 s.
-func (s *StorageReporter) announce(ns *v1alpha1.NodeStorage, findings map[string]*v1alpha1.LogicalVolume, orphans, missing []string) {
+func (s *StorageReporter) announce(ctx context.Context, ns *v1alpha1.NodeStorage, findings map[string]*v1alpha1.LogicalVolume, orphans, missing []string) {
 	metrics.UnmatchedVolumes(s.Node, len(orphans), len(missing))
 	for _, key := range orphans {
 		if slices.Contains(ns.Status.OrphanedVolumes, key) {
@@ -314,9 +314,33 @@ func (s *StorageReporter) announce(ns *v1alpha1.NodeStorage, findings map[string
 			continue
 		}
 		lv := findings[key]
+		if lv.Spec.RecreateBlankWhenLost {
+			klog.InfoS("Missing volume: a LogicalVolume whose LV is gone; its class asks to recreate it blank", "node", s.Node, "lv", key, "logicalVolume", lv.Name)
+			emit(s.Events, lv, "Warning", ReasonMissing, "Audit",
+				"LV %s is gone from %s although this volume was carved; its class asks to recreate it blank (recreateBlankWhenLost)", key, s.Node)
+			s.wake(ctx, lv)
+			continue
+		}
 		klog.InfoS("Missing volume: a LogicalVolume whose LV is gone; not recreated", "node", s.Node, "lv", key, "logicalVolume", lv.Name)
 		emit(s.Events, lv, "Warning", ReasonMissing, "Audit",
 			"LV %s is gone from %s although this volume was carved; Carve does not recreate it blank: restore it from a snapshot or delete the volume", key, s.Node)
+	}
+}
+
+// LostAnnotation marks when the audit found a LogicalVolume's LV lost.
+const LostAnnotation = "lvm.carve.dev/lost-at"
+
+// wake has the volume reconciler look at a LogicalVolume whose LV the
+// audit found lost (and whose class asks to recreate it blank): nothing
+// else changes on the resource when an LV goes, so the reconciler, which
+// recreates it (VolumeReconciler.recreateBlank), would otherwise wait for
+// the next change or resync. The annotation says when; a failure is
+// logged, and the next finding of the same loss tries again.
+func (s *StorageReporter) wake(ctx context.Context, lv *v1alpha1.LogicalVolume) {
+	patch := client.MergeFrom(lv.DeepCopy())
+	metav1.SetMetaDataAnnotation(&lv.ObjectMeta, LostAnnotation, time.Now().UTC().Format(time.RFC3339))
+	if err := s.Client.Patch(ctx, lv, patch); err != nil {
+		klog.ErrorS(err, "Waking the reconciler of a lost volume failed; the next audit tries again", "logicalVolume", lv.Name)
 	}
 }
 

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -175,10 +176,13 @@ func (r *VolumeReconciler) carve(ctx context.Context, lv *v1alpha1.LogicalVolume
 		// expansion, not a create with other arguments.
 	case !errors.Is(err, volume.ErrVolumeNotFound):
 		return vol, err
+	case lv.Status.VolumeID != "" && lv.Spec.RecreateBlankWhenLost:
+		return r.recreateBlank(ctx, lv)
 	case lv.Status.VolumeID != "":
 		// It existed once (and a later reconcile must not forget that
 		// because the last one reported Failed).
-		return vol, fmt.Errorf("%s existed and is gone; not recreating it blank: %w: %w", id, errVanished, err)
+		return vol, fmt.Errorf("%s existed and is gone; not recreating it blank (its class does not ask for it: %s): %w: %w",
+			id, "recreateBlankWhenLost", errVanished, err)
 	default:
 		req, err := createRequest(lv.Spec)
 		if err != nil {
@@ -193,6 +197,40 @@ func (r *VolumeReconciler) carve(ctx context.Context, lv *v1alpha1.LogicalVolume
 			return vol, err
 		}
 	}
+	return vol, nil
+}
+
+// recreateBlank carves a lost volume's LV again, blank, as its class
+// asks (spec.recreateBlankWhenLost): for workloads that rebuild their
+// own data from replicas, a blank volume in place lets the pod start,
+// where a missing one keeps it stuck. Lost means what carve says: the LV
+// is not found (lvm.Fresh) in a VG lvm2 reads whole; a VG it cannot
+// read, or one missing a PV, answers otherwise (lookupLV, changeableVG),
+// so a disk that is merely absent never gets its volumes recreated. The
+// new LV has the last known size, none of the source's data (a restore
+// or clone starts blank too) and, like any new volume, is zeroed and
+// inactive; publish activates it where the spec says. NodeStage formats
+// it, since it is blank. Crash safety is CreateVolume's: a retry finds
+// the LV this call made. The status keeps the volume ID; the write cache
+// the status records is forgotten, so that modify attaches it again.
+func (r *VolumeReconciler) recreateBlank(ctx context.Context, lv *v1alpha1.LogicalVolume) (volume.Volume, error) {
+	spec := lv.Spec
+	spec.Source = nil
+	spec.RequiredBytes = max(spec.RequiredBytes, lv.Status.SizeBytes)
+	req, err := createRequest(spec)
+	if err != nil {
+		return volume.Volume{}, err
+	}
+	vol, err := r.Volumes.CreateVolume(ctx, req)
+	if err != nil {
+		return vol, fmt.Errorf("recreate lost %s blank: %w", volumeID(lv), err)
+	}
+	lv.Status.WriteCache = nil
+	klog.InfoS("Recreated a lost volume blank, as its class asks (recreateBlankWhenLost): its data is gone",
+		"logicalVolume", lv.Name, "volume", vol.ID, "bytes", vol.SizeBytes)
+	emit(r.Events, lv, "Warning", ReasonRecreatedBlank, "Recreate",
+		"LV %s was lost from %s; recreated it blank (%d bytes) as its class asks (recreateBlankWhenLost): its data is gone, the workload must rebuild it",
+		vol.ID, r.Node, vol.SizeBytes)
 	return vol, nil
 }
 

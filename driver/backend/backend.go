@@ -102,6 +102,10 @@ func (b *Backend) CreateVolume(ctx context.Context, req volume.CreateRequest) (v
 	return vol, err
 }
 
+// KeepsRecords: the LogicalVolume is a record of each volume beside its
+// LV (csi.RecordKeeper).
+func (b *Backend) KeepsRecords() {}
+
 // dropUncarved deletes a LogicalVolume whose LV was never carved, after the
 // node refused it for want of space. The CO retries CreateVolume (on this
 // node or, rescheduled, another); a fresh resource is reconciled at once,
@@ -127,7 +131,7 @@ func resourceFor(req volume.CreateRequest) *v1alpha1.LogicalVolume {
 			RequiredBytes: req.RequiredBytes, LimitBytes: req.LimitBytes, ParamsDigest: req.ParamsDigest, Encrypted: req.Encrypted,
 			Type: v1alpha1.VolumeType{ThinPool: req.Type.ThinPool, Stripes: req.Type.Stripes,
 				StripeSize: int64(req.Type.StripeSize), Mirrors: req.Type.Mirrors, RAID: req.Type.RAID, Integrity: req.Type.Integrity},
-			IOLimits: v1alpha1.LimitsOf(req.Limits),
+			IOLimits: v1alpha1.LimitsOf(req.Limits), RecreateBlankWhenLost: req.RecreateBlankWhenLost,
 		},
 	}
 	if req.Source != nil {

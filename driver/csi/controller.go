@@ -80,6 +80,10 @@ func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	if err != nil {
 		return nil, err
 	}
+	if params.RecreateBlankWhenLost && !c.keepsRecords() {
+		return nil, invalidArgument("parameter %s=true needs cluster mode: standalone mode keeps no record of a volume but its LV, so a lost one cannot be recreated",
+			ParamRecreateBlankWhenLost)
+	}
 	if params.WriteCache != nil && !c.canModify() {
 		return nil, invalidArgument("parameter %s given, and this driver cannot attach caches", ParamWriteCache)
 	}
@@ -110,6 +114,7 @@ func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	vol, err := c.backend.CreateVolume(ctx, volume.CreateRequest{
 		Name: req.GetName(), Node: node, VG: vg, VGs: vgs, RequiredBytes: required, LimitBytes: limit, Type: params.Type, Source: source,
 		ParamsDigest: paramsDigest(req.GetParameters(), fsType), Encrypted: params.Encrypted, Limits: params.Limits,
+		RecreateBlankWhenLost: params.RecreateBlankWhenLost,
 	})
 	if err != nil {
 		return nil, err

@@ -14,6 +14,13 @@ func (c *Controller) canModify() bool {
 	return ok
 }
 
+// keepsRecords tells a backend that keeps a record of each volume beside
+// its LV (RecordKeeper).
+func (c *Controller) keepsRecords() bool {
+	_, ok := c.backend.(RecordKeeper)
+	return ok
+}
+
 // ControllerModifyVolume applies mutable parameters to an existing volume,
 // online. Keys that are not mutable are INVALID_ARGUMENT before anything
 // is looked at; an ID Carve could not have made is NOT_FOUND. An empty set

@@ -60,6 +60,13 @@ type Modifier interface {
 	ModifyVolume(ctx context.Context, id volume.ID, m volume.Mutable) (volume.Volume, error)
 }
 
+// RecordKeeper is a Backend that keeps a record of each volume beside
+// its LV (cluster mode's LogicalVolumes), so that a volume whose LV is
+// lost can be recreated blank (recreateBlankWhenLost).
+type RecordKeeper interface {
+	KeepsRecords()
+}
+
 // Prober reports whether the driver can do its work now.
 type Prober interface {
 	Probe(ctx context.Context) error

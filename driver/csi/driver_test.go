@@ -127,6 +127,9 @@ func TestCreateVolumeCodes(t *testing.T) {
 		"no space":         {createReq("pvc-2", 500*mib, nil), codes.ResourceExhausted},
 		"same name bigger": {createReq("pvc-1", 20*mib, nil), codes.AlreadyExists},
 		"same name, xfs":   {createReq("pvc-1", 5*mib, map[string]string{"fsType": "xfs"}), codes.AlreadyExists},
+		// Standalone mode keeps no record beyond the LV to recreate from.
+		"recreate in standalone": {createReq("pvc-2", mib, map[string]string{ParamRecreateBlankWhenLost: "true"}), codes.InvalidArgument},
+		"several VGs, none here": {createReq("pvc-2", mib, map[string]string{ParamVolumeGroups: "vg8,vg9"}), codes.ResourceExhausted},
 	} {
 		_, err := c.CreateVolume(ctx, tc.req)
 		wantCode(t, what, err, tc.code)

@@ -45,6 +45,9 @@ const (
 	// mkfs options for a blank volume's filesystem, from a vetted set per
 	// filesystem (nodefs.ParseMkfsOptions): "-N 200000 -E lazy_itable_init=0".
 	ParamMkfsOptions = "mkfsOptions"
+	// "true": when a volume's LV is lost (its disk replaced), the node
+	// recreates it blank in place (cluster mode; see README).
+	ParamRecreateBlankWhenLost = "recreateBlankWhenLost"
 )
 
 // Values of ParamEncryption: LUKS2 on the LV, or none (the default).
@@ -55,7 +58,8 @@ const (
 
 var knownParams = []string{ParamVolumeGroup, ParamVolumeGroups, ParamVolumeGroupPolicy, ParamFsType, ParamThinPool, ParamStripes, ParamStripeSize, ParamMirrors,
 	ParamRAIDLevel, ParamRAIDIntegrity, ParamEncryption,
-	ParamReadBPS, ParamWriteBPS, ParamReadIOPS, ParamWriteIOPS, ParamWriteCache, ParamWriteCachePVs, ParamMkfsOptions}
+	ParamReadBPS, ParamWriteBPS, ParamReadIOPS, ParamWriteIOPS, ParamWriteCache, ParamWriteCachePVs, ParamMkfsOptions,
+	ParamRecreateBlankWhenLost}
 
 // mutableParams may also come as mutable parameters (CreateVolume's and
 // ControllerModifyVolume's mutable_parameters; a VolumeAttributesClass in
@@ -80,6 +84,8 @@ type volumeParams struct {
 	Limits volume.IOLimits
 	// WriteCache: the write cache parameters, nil for none.
 	WriteCache *volume.WriteCache
+	// RecreateBlankWhenLost: recreateBlankWhenLost=true.
+	RecreateBlankWhenLost bool
 }
 
 // parseParams validates params; an unknown key is an error (a typo in a
@@ -108,6 +114,9 @@ func parseParams(params map[string]string, vgs []string) (volumeParams, error) {
 		return volumeParams{}, invalidArgument("parameter %s=%q not supported (supported: %v)", ParamFsType, p.FsType, volume.FSTypes)
 	}
 	if p.Encrypted, err = parseEncryption(params[ParamEncryption]); err != nil {
+		return volumeParams{}, err
+	}
+	if p.RecreateBlankWhenLost, err = parseBool(params, ParamRecreateBlankWhenLost); err != nil {
 		return volumeParams{}, err
 	}
 	var m volume.Mutable
@@ -251,6 +260,19 @@ func mkfsOptions(fsType string, params map[string]string) (nodefs.MkfsOptions, e
 	return o, nil
 }
 
+// parseBool reads a true/false parameter, false when absent; any other
+// spelling is refused, as a misspelt opt-in must not pass for an opt-out.
+func parseBool(params map[string]string, key string) (bool, error) {
+	switch v := params[key]; v {
+	case "true":
+		return true, nil
+	case "", "false":
+		return false, nil
+	default:
+		return false, invalidArgument("parameter %s=%q: want true or false", key, v)
+	}
+}
+
 // parseEncryption reads the encryption parameter: luks2, or none (also
 // when absent). Anything else is refused: a misspelt value must not carve a
 // plaintext volume that was meant to be encrypted.
@@ -370,17 +392,15 @@ func parseRAID(params map[string]string, t *volume.Type) error {
 		}
 		t.RAID, t.Mirrors = level, 0
 	}
-	switch s := params[ParamRAIDIntegrity]; s {
-	case "", "false":
-	case "true":
-		if t.Mirrors == 0 {
-			return invalidArgument("parameter %s=true needs raid1 (%s=%s, or %s): lvm2 adds integrity to raid1 legs only here",
-				ParamRAIDIntegrity, ParamRAIDLevel, RAIDLevel1, ParamMirrors)
-		}
-		t.Integrity = true
-	default:
-		return invalidArgument("parameter %s=%q: want true or false", ParamRAIDIntegrity, s)
+	integrity, err := parseBool(params, ParamRAIDIntegrity)
+	if err != nil {
+		return err
 	}
+	if integrity && t.Mirrors == 0 {
+		return invalidArgument("parameter %s=true needs raid1 (%s=%s, or %s): lvm2 adds integrity to raid1 legs only here",
+			ParamRAIDIntegrity, ParamRAIDLevel, RAIDLevel1, ParamMirrors)
+	}
+	t.Integrity = integrity
 	return nil
 }
 

@@ -274,3 +274,18 @@ func TestParseVGs(t *testing.T) {
 		}
 	}
 }
+
+// TestParseRecreateBlankWhenLost: the opt-in takes true or false only.
+func TestParseRecreateBlankWhenLost(t *testing.T) {
+	for v, want := range map[string]bool{"": false, "false": false, "true": true} {
+		p, err := parseParams(map[string]string{ParamRecreateBlankWhenLost: v}, []string{"vg0"})
+		if err != nil || p.RecreateBlankWhenLost != want {
+			t.Errorf("%q: %+v, %v; want %v", v, p, err, want)
+		}
+	}
+	for _, v := range []string{"yes", "True", "1", " true"} {
+		if _, err := parseParams(map[string]string{ParamRecreateBlankWhenLost: v}, []string{"vg0"}); !errors.Is(err, volume.ErrInvalidArgument) {
+			t.Errorf("%q: %v, want INVALID_ARGUMENT", v, err)
+		}
+	}
+}

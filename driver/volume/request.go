@@ -35,6 +35,10 @@ type CreateRequest struct {
 	Encrypted bool
 	// Limits are the volume's first IO limits.
 	Limits IOLimits
+	// RecreateBlankWhenLost asks the node to recreate the volume blank
+	// when its LV is lost (cluster mode: the LogicalVolume is the record
+	// of what was lost).
+	RecreateBlankWhenLost bool
 }
 
 // Source kinds, as recorded in the carve.dev/source tag of a volume.

@@ -47,6 +47,13 @@ type LogicalVolumeSpec struct {
 	// follows once that is done.
 	// +optional
 	WriteCache *WriteCache `json:"writeCache,omitempty"`
+	// RecreateBlankWhenLost: when the LV is lost (gone from its VG, which
+	// lvm2 reads whole, after it was carved), the node agent recreates it
+	// blank in place, with an event saying so; otherwise it reports the
+	// loss and leaves the volume failed. Fixed at creation
+	// (StorageClass parameter recreateBlankWhenLost).
+	// +optional
+	RecreateBlankWhenLost bool `json:"recreateBlankWhenLost,omitempty"`
 }
 
 // IOLimits are per-second caps on a pod's IO on the volume's device; 0 or
