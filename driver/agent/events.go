@@ -46,6 +46,9 @@ const (
 	// ReasonRecreatedBlank: a lost volume was carved again, blank, as
 	// its class asks (recreateBlankWhenLost).
 	ReasonRecreatedBlank = "RecreatedBlank"
+	// ReasonAdopted: an existing LV was taken over for a resource made
+	// for it (spec.adopted).
+	ReasonAdopted = "Adopted"
 )
 
 // emit records an event when there is a recorder (tests may have none).

@@ -46,6 +46,9 @@ import (
 // Volumes is the LVM semantics the agent applies: lvmvol.Manager.
 type Volumes interface {
 	CreateVolume(ctx context.Context, req volume.CreateRequest) (volume.Volume, error)
+	// AdoptVolume takes over an existing LV for a resource that adopts it
+	// (spec.adopted).
+	AdoptVolume(ctx context.Context, id volume.ID) (volume.Volume, error)
 	GetVolume(ctx context.Context, r lvm.Reads, id volume.ID) (volume.Volume, error)
 	DeleteVolume(ctx context.Context, id volume.ID) error
 	ExpandVolume(ctx context.Context, id volume.ID, requiredBytes, limitBytes int64) (volume.Volume, error)
@@ -113,9 +116,11 @@ func outcome(err error) (ctrl.Result, error) {
 	return ctrl.Result{}, err
 }
 
-// volumeID is the CSI ID the resource's LV has (or will have).
+// volumeID is the CSI ID the resource's LV has (or will have): the
+// resource is named as its LV (volume.LVName of the CSI name, or an
+// adopted LV's own name).
 func volumeID(lv *v1alpha1.LogicalVolume) volume.ID {
-	return volume.ID{Node: lv.Spec.NodeName, VG: lv.Spec.VolumeGroup, LV: volume.LVName(lv.Spec.Name)}
+	return volume.ID{Node: lv.Spec.NodeName, VG: lv.Spec.VolumeGroup, LV: lv.Name}
 }
 
 // errVanished: a volume that was Ready has no LV any more.
@@ -169,6 +174,9 @@ func (r *VolumeReconciler) modify(ctx context.Context, lv *v1alpha1.LogicalVolum
 // carve creates the LV, or finds it, and grows it to the spec's size.
 func (r *VolumeReconciler) carve(ctx context.Context, lv *v1alpha1.LogicalVolume) (volume.Volume, error) {
 	id := volumeID(lv)
+	if lv.Spec.Adopted && lv.Status.VolumeID == "" {
+		return r.Volumes.AdoptVolume(ctx, id)
+	}
 	vol, err := r.Volumes.GetVolume(ctx, lvm.Fresh, id)
 	switch {
 	case err == nil:
@@ -326,6 +334,8 @@ func (r *VolumeReconciler) events(lv *v1alpha1.LogicalVolume, before v1alpha1.Lo
 	case opErr != nil:
 		failed(r.Events, lv, "Reconcile", opErr)
 		return
+	case before.VolumeID == "" && lv.Spec.Adopted:
+		emit(r.Events, lv, "Normal", ReasonAdopted, "Adopt", "adopted LV %s (%d bytes) on %s for its static PersistentVolume", st.VolumeID, st.SizeBytes, r.Node)
 	case before.VolumeID == "":
 		emit(r.Events, lv, "Normal", ReasonCreated, "Create", "created LV %s (%d bytes) on %s", st.VolumeID, st.SizeBytes, r.Node)
 	case st.SizeBytes > before.SizeBytes:
@@ -361,8 +371,13 @@ func (r *VolumeReconciler) remove(ctx context.Context, lv *v1alpha1.LogicalVolum
 	if !controllerutil.ContainsFinalizer(lv, v1alpha1.VolumeFinalizer) {
 		return nil
 	}
-	if err := r.Volumes.DeleteVolume(ctx, volumeID(lv)); err != nil {
-		return r.report(ctx, lv, volume.Volume{}, err)
+	// An adoption that never finished leaves the LV as it found it: the
+	// LV was never this resource's (the controller drops such resources,
+	// and an import's tags are either all there or not).
+	if unadopted := lv.Spec.Adopted && lv.Status.VolumeID == ""; !unadopted {
+		if err := r.Volumes.DeleteVolume(ctx, volumeID(lv)); err != nil {
+			return r.report(ctx, lv, volume.Volume{}, err)
+		}
 	}
 	controllerutil.RemoveFinalizer(lv, v1alpha1.VolumeFinalizer)
 	if err := r.Client.Update(ctx, lv); err != nil {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -42,6 +44,19 @@ func (b *Backend) PublishVolume(ctx context.Context, id volume.ID, node string) 
 	if node != id.Node {
 		return "", fmt.Errorf("volume %s lives on node %s and cannot be attached to %s: %w", id, id.Node, node, volume.ErrNodeNotFound)
 	}
+	// From the cache: no API request for the common case. One that lags
+	// behind a new resource makes adoptRecord find it there (AlreadyExists:
+	// nothing changes), and dropUnadopted drops only adopted resources.
+	adopting := false
+	switch lv, err := lookupIn(ctx, b.Cache, id); {
+	case errors.Is(err, volume.ErrVolumeNotFound):
+		if err := b.adoptRecord(ctx, id); err != nil {
+			return "", err
+		}
+		adopting = true
+	case err == nil && lv.Spec.Adopted && !lv.DeletionTimestamp.IsZero():
+		return "", status.Errorf(codes.Aborted, "the failed adoption of %s is being dropped; a retry adopts it afresh", id)
+	}
 	vol, err := b.change(ctx, id, anyVolume,
 		func(s *v1alpha1.LogicalVolumeSpec) bool {
 			changed := s.PublishedNode != node
@@ -49,6 +64,9 @@ func (b *Backend) PublishVolume(ctx context.Context, id volume.ID, node string) 
 			return changed
 		},
 		func(lv *v1alpha1.LogicalVolume) bool { return lv.Status.Published })
+	if err != nil && adopting {
+		b.dropUnadopted(context.WithoutCancel(ctx), id)
+	}
 	return vol.DevicePath, err
 }
 

@@ -59,6 +59,15 @@ const (
 	// TagVolume marks an LV as a Carve volume: nothing without it (or one
 	// of the other kinds' tags) is ever touched.
 	TagVolume = "carve.dev/volume"
+	// TagImport is the tag an administrator puts on an LV Carve did not
+	// make (lvchange --addtag carve.dev/import VG/LV) to let a static
+	// volume take it over (AdoptVolume): without it, Carve never touches
+	// an LV that is not its own.
+	TagImport = "carve.dev/import"
+	// importedParams stands for the parameters of an imported LV, which
+	// no CreateVolume gave (tagParamsPrefix): a create of the same name
+	// never matches it (ErrNameConflict).
+	importedParams = "imported"
 	// tagPending: lvcreate done, deactivation not yet (see doc.go).
 	tagPending = "carve.dev/pending"
 	// tagDeleting: deletion started; the wipe and lvremove must finish.
@@ -150,11 +159,11 @@ type tagDef struct {
 
 // schema is every tag Carve writes (see the top of this file).
 var schema = []tagDef{
-	{TagVolume, []string{"volume"}, []string{"settledTags"}, nil},
+	{TagVolume, []string{"volume"}, []string{"settledTags", "AdoptVolume"}, nil},
 	{tagPending, []string{"volume"}, []string{"createTags", "createFromSource"}, []string{"finishCreate"}},
 	{tagDeleting, []string{"volume", "snapshot"}, []string{"markDeleting", "deleteSnapshotLV"}, nil},
-	{tagNamePrefix, []string{"volume", "snapshot"}, []string{"settledTags", "CreateSnapshot"}, nil},
-	{tagParamsPrefix, []string{"volume"}, []string{"settledTags"}, nil},
+	{tagNamePrefix, []string{"volume", "snapshot"}, []string{"settledTags", "CreateSnapshot", "AdoptVolume"}, nil},
+	{tagParamsPrefix, []string{"volume"}, []string{"settledTags", "AdoptVolume"}, nil},
 	{tagStripesPrefix, []string{"volume"}, []string{"settledTags"}, nil},
 	{tagMirrorsPrefix, []string{"volume"}, []string{"settledTags", "changeMirrors"}, []string{"changeMirrors"}},
 	{tagRAIDPrefix, []string{"volume"}, []string{"settledTags"}, nil},
@@ -177,6 +186,9 @@ var schema = []tagDef{
 	{tagCopiedPrefix, []string{"volume", "snapshot"}, []string{"checkpoint"}, []string{"drop", "clear"}},
 	{tagWriteCachePrefix, []string{"volume"}, []string{"attachCache"}, []string{"attachCache", "changeWriteCache"}},
 	{tagCacheOfPrefix, []string{"cachevol"}, []string{"attachCache"}, nil},
+	// Written by an administrator, not by Carve: a writer in parentheses
+	// is someone outside this package.
+	{TagImport, []string{"LV to import"}, []string{"(administrator: lvchange --addtag)"}, []string{"AdoptVolume"}},
 }
 
 // isRecord tells a record tag (a prefix and a value) from a flag.

@@ -54,6 +54,12 @@ type LogicalVolumeSpec struct {
 	// (StorageClass parameter recreateBlankWhenLost).
 	// +optional
 	RecreateBlankWhenLost bool `json:"recreateBlankWhenLost,omitempty"`
+	// Adopted: the resource was made for an LV that exists and that no
+	// resource recorded (a static PersistentVolume naming it, after a
+	// cluster rebuild or for an LV tagged carve.dev/import): the agent
+	// takes the LV over as it is and never creates one.
+	// +optional
+	Adopted bool `json:"adopted,omitempty"`
 }
 
 // IOLimits are per-second caps on a pod's IO on the volume's device; 0 or
