@@ -154,16 +154,21 @@ type kustomization struct {
 
 func readKustomization(t *testing.T, dir string) kustomization {
 	t.Helper()
-	p := filepath.Join(dir, "kustomization.yaml")
+	var k kustomization
+	readYAML(t, filepath.Join(dir, "kustomization.yaml"), &k)
+	return k
+}
+
+// readYAML decodes file p into v, refusing unknown and duplicate fields.
+func readYAML(t *testing.T, p string, v any) {
+	t.Helper()
 	data, err := os.ReadFile(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var k kustomization
-	if err := yaml.UnmarshalStrict(data, &k); err != nil {
+	if err := yaml.UnmarshalStrict(data, v); err != nil {
 		t.Fatalf("%s: %v", p, err)
 	}
-	return k
 }
 
 // carveResource is one of Carve's CRDs (deploy/crds): its plural,
