@@ -9,7 +9,7 @@ import (
 
 // The Grafana dashboard (monitoring/carve-dashboard.json) is written from
 // the code below: TestDashboard fails when the file differs, and
-// CARVE_UPDATE_DOCS=1 rewrites it.
+// CARVE_UPDATE_DOCS=1 rewrites it (and its copies: TestMonitoringCopies).
 // TestQueriesNameCarveMetrics holds its queries to the metrics Carve
 // exports.
 const dashboardFile = "monitoring/carve-dashboard.json"
@@ -267,7 +267,7 @@ func TestDashboard(t *testing.T) {
 	}
 	got, err := os.ReadFile(dashboardFile)
 	if err != nil || !bytes.Equal(got, want) {
-		t.Fatalf("%s is not what carveDashboard writes (%v): rewrite it with CARVE_UPDATE_DOCS=1 go test ./deploy -run TestDashboard", dashboardFile, err)
+		t.Fatalf("%s is not what carveDashboard writes (%v): rewrite it with CARVE_UPDATE_DOCS=1 go test ./deploy -run 'TestDashboard|TestMonitoringCopies'", dashboardFile, err)
 	}
 	// Every panel has a unique id and queries, and none overlaps another.
 	seen := map[int]bool{}

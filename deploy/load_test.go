@@ -138,6 +138,11 @@ type kustomization struct {
 		Name     string   `json:"name"`
 		Behavior string   `json:"behavior,omitempty"`
 		Literals []string `json:"literals,omitempty"`
+		Files    []string `json:"files,omitempty"`
+		Options  *struct {
+			DisableNameSuffixHash bool              `json:"disableNameSuffixHash,omitempty"`
+			Labels                map[string]string `json:"labels,omitempty"`
+		} `json:"options,omitempty"`
 	} `json:"configMapGenerator,omitempty"`
 	Images []struct {
 		Name    string `json:"name"`
@@ -258,6 +263,12 @@ func decodeAll(t *testing.T, objs []object) {
 			strict(t, o, &corev1.ServiceAccount{})
 		case "v1 ConfigMap":
 			strict(t, o, &corev1.ConfigMap{})
+		case "v1 Service":
+			strict(t, o, &corev1.Service{})
+		case "monitoring.coreos.com/v1 ServiceMonitor", "monitoring.coreos.com/v1 PodMonitor":
+			strict(t, o, &monitor{})
+		case "monitoring.coreos.com/v1 PrometheusRule":
+			strict(t, o, &prometheusRuleObject{})
 		case "v1 Secret": // the encrypted class's example, with a placeholder
 			strict(t, o, &corev1.Secret{})
 		case "rbac.authorization.k8s.io/v1 ClusterRole":
