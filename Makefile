@@ -98,9 +98,13 @@ vet: ## gofmt and go vet clean, with every build tag
 # The agent's and the backend's tests run against a real etcd and
 # kube-apiserver (test/apiserver), the ones scripts/k8s/build.sh builds for
 # the e2e: it waits for a build under way (CI starts one beside make test)
-# and prints their directory last.
-test-unit: vet check-generated ## vet and the generated files' check, then unit tests, real loop-device mounts (as root), a real API server for the agent and backend, fuzz seeds
-	KUBEBUILDER_ASSETS="$$(scripts/k8s/build.sh | tail -n 1)" $(GO) test -count=1 ./... $(TAG)
+# and prints their directory last. deploy/'s alert tests run promtool,
+# which scripts/promtool.sh builds once, after the Kubernetes build rather
+# than against it (that build is on the e2e's path), and names last. A
+# failed build of either fails here, not as tests that skip.
+test-unit: vet check-generated ## vet and the generated files' check, then unit tests, real loop-device mounts (as root), a real API server for the agent and backend, the alerts' promtool tests, fuzz seeds
+	assets="$$(scripts/k8s/build.sh | tail -n 1)" && promtool="$$(scripts/promtool.sh | tail -n 1)" && \
+		KUBEBUILDER_ASSETS="$$assets" CARVE_PROMTOOL="$$promtool" $(GO) test -count=1 ./... $(TAG)
 	$(GO) test -count=1 -tags crashpoints ./driver/crashpoint/ $(TAG)
 	@echo "== $@ passed at $$(date -u +%T)"
 

@@ -8,7 +8,13 @@
 // node admission policy covers what RBAC lets the node write, the
 // controller pod's containers run restricted, the controller's disruption
 // budget never blocks a drain, the example VolumeAttributesClasses are
-// opt-in, and the CRD copies match deploy/crds. When kubectl (kustomize)
+// opt-in, and the CRD copies match deploy/crds. The monitoring: every
+// query of the alerts (monitoring/carve-rules.yaml) and the Grafana
+// dashboard (written by dashboard_test.go) names metrics Carve exports,
+// the chart and the kustomize example hold copies of both and scrape
+// both components' metrics ports, and, with promtool (CARVE_PROMTOOL,
+// scripts/promtool.sh's build, or PATH), the alerts pass their promtool
+// tests, which fail when a threshold changes. When kubectl (kustomize)
 // and helm are on
 // PATH (or named by CARVE_KUBECTL / CARVE_HELM), the rendered output is
 // checked the same way; otherwise those tests skip.

@@ -138,6 +138,11 @@ type kustomization struct {
 		Name     string   `json:"name"`
 		Behavior string   `json:"behavior,omitempty"`
 		Literals []string `json:"literals,omitempty"`
+		Files    []string `json:"files,omitempty"`
+		Options  *struct {
+			DisableNameSuffixHash bool              `json:"disableNameSuffixHash,omitempty"`
+			Labels                map[string]string `json:"labels,omitempty"`
+		} `json:"options,omitempty"`
 	} `json:"configMapGenerator,omitempty"`
 	Images []struct {
 		Name    string `json:"name"`
@@ -154,16 +159,21 @@ type kustomization struct {
 
 func readKustomization(t *testing.T, dir string) kustomization {
 	t.Helper()
-	p := filepath.Join(dir, "kustomization.yaml")
+	var k kustomization
+	readYAML(t, filepath.Join(dir, "kustomization.yaml"), &k)
+	return k
+}
+
+// readYAML decodes file p into v, refusing unknown and duplicate fields.
+func readYAML(t *testing.T, p string, v any) {
+	t.Helper()
 	data, err := os.ReadFile(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var k kustomization
-	if err := yaml.UnmarshalStrict(data, &k); err != nil {
+	if err := yaml.UnmarshalStrict(data, v); err != nil {
 		t.Fatalf("%s: %v", p, err)
 	}
-	return k
 }
 
 // carveResource is one of Carve's CRDs (deploy/crds): its plural,
@@ -253,6 +263,12 @@ func decodeAll(t *testing.T, objs []object) {
 			strict(t, o, &corev1.ServiceAccount{})
 		case "v1 ConfigMap":
 			strict(t, o, &corev1.ConfigMap{})
+		case "v1 Service":
+			strict(t, o, &corev1.Service{})
+		case "monitoring.coreos.com/v1 ServiceMonitor", "monitoring.coreos.com/v1 PodMonitor":
+			strict(t, o, &monitor{})
+		case "monitoring.coreos.com/v1 PrometheusRule":
+			strict(t, o, &prometheusRuleObject{})
 		case "v1 Secret": // the encrypted class's example, with a placeholder
 			strict(t, o, &corev1.Secret{})
 		case "rbac.authorization.k8s.io/v1 ClusterRole":

@@ -86,6 +86,26 @@ func TestKustomizeBuild(t *testing.T) {
 		decodeAll(t, objs)
 		sameClasses(t, optInClasses, attributesClasses(t, objs), attributesClasses(t, loadDir(t, optInClasses)))
 	})
+	// Monitoring, opt-in, both ways: the rendered objects in the base's
+	// namespace, the dashboard's ConfigMap under its own name.
+	for dir, want := range map[string]map[string]int{
+		monitoringDir:                 {"Service": 2, "ServiceMonitor": 1, "PrometheusRule": 1, "ConfigMap": 1},
+		monitoringDir + "/podmonitor": {"PodMonitor": 1, "PrometheusRule": 1, "ConfigMap": 1},
+	} {
+		t.Run(dir, func(t *testing.T) {
+			objs := parseDocs(t, dir, run(t, kubectl, "kustomize", dir))
+			decodeAll(t, objs)
+			if found := checkMonitoring(t, objs, baseObjects(t)); !maps.Equal(found, want) {
+				t.Errorf("kinds %v, want %v", found, want)
+			}
+			for _, o := range objs {
+				if o.Namespace != namespace {
+					t.Errorf("%v: namespace %q", o, o.Namespace)
+				}
+			}
+			mustFind(t, objs, "ConfigMap", "carve-dashboard")
+		})
+	}
 	// The e2e's scenarios and the upstream volume-modify suite switch
 	// claims between the example classes: its overlay opts in.
 	t.Run("e2e overlay", func(t *testing.T) {
@@ -314,8 +334,62 @@ func TestHelmChart(t *testing.T) {
 		}
 	})
 
+	// Monitoring: the metrics Services by default; the monitors, the
+	// rules and the dashboard when asked for, as the kustomize example's
+	// (checkMonitoring), with the labels the values give.
+	t.Run("monitoring", func(t *testing.T) {
+		for _, c := range []struct {
+			set  []string
+			want map[string]int
+		}{
+			{nil, map[string]int{"Service": 2}},
+			{[]string{"node.metricsPort=0"}, map[string]int{"Service": 1}},
+			{[]string{"metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.labels.release=prom",
+				"metrics.prometheusRule.enabled=true", "metrics.prometheusRule.labels.release=prom", "metrics.grafanaDashboard.enabled=true"},
+				map[string]int{"Service": 2, "ServiceMonitor": 1, "PrometheusRule": 1}},
+			{[]string{"metrics.service.enabled=false", "metrics.podMonitor.enabled=true", "metrics.podMonitor.labels.release=prom",
+				"metrics.grafanaDashboard.enabled=true", "metrics.grafanaDashboard.namespace=monitoring"},
+				map[string]int{"PodMonitor": 1}},
+		} {
+			var args []string
+			for _, s := range c.set {
+				args = append(args, "--set", s)
+			}
+			objs := helmTemplate(t, helm, args...)
+			decodeAll(t, objs)
+			found := checkMonitoring(t, objs, objs)
+			for _, kind := range []string{"Service", "ServiceMonitor", "PodMonitor", "PrometheusRule"} {
+				if found[kind] != c.want[kind] {
+					t.Errorf("%v: %d %s, want %d", c.set, found[kind], kind, c.want[kind])
+				}
+			}
+			for _, o := range objs {
+				switch {
+				case o.Kind == "ConfigMap" && o.Name == "carve-dashboard":
+					if want := map[bool]string{true: "monitoring", false: namespace}[slices.Contains(c.set, "metrics.grafanaDashboard.namespace=monitoring")]; o.Namespace != want {
+						t.Errorf("%v: %v, want namespace %s", c.set, o, want)
+					}
+				case strings.HasPrefix(o.APIVersion, "monitoring.coreos.com/"):
+					var m struct {
+						Metadata struct {
+							Labels map[string]string `json:"labels"`
+						} `json:"metadata"`
+					}
+					_ = yaml.Unmarshal(o.raw, &m)
+					if m.Metadata.Labels["release"] != "prom" {
+						t.Errorf("%v: labels %v, want the values' release: prom", o, m.Metadata.Labels)
+					}
+				}
+			}
+			if _, ok := find(objs, "ConfigMap", "carve-dashboard"); ok != slices.Contains(c.set, "metrics.grafanaDashboard.enabled=true") {
+				t.Errorf("%v: the dashboard's ConfigMap rendered: %v", c.set, ok)
+			}
+		}
+	})
+
 	t.Run("refused values", func(t *testing.T) {
-		for _, set := range []string{"volumeGroups=null", "controller.replicas=2,controller.leaderElection=false", "logFormat=xml"} {
+		for _, set := range []string{"volumeGroups=null", "controller.replicas=2,controller.leaderElection=false", "logFormat=xml",
+			"metrics.serviceMonitor.enabled=true,metrics.service.enabled=false", "metrics.podMonitor.enabled=true,node.metricsPort=0"} {
 			cmd := exec.Command(helm, "template", "carve", "helm/carve", "--set", set)
 			if out, err := cmd.CombinedOutput(); err == nil {
 				t.Errorf("helm template --set %s rendered; want a failure\n%s", set, out)

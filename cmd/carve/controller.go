@@ -12,7 +12,9 @@ import (
 
 	"carve.dev/carve/driver/api/v1alpha1"
 	"carve.dev/carve/driver/backend"
+	"carve.dev/carve/driver/clustermetrics"
 	"carve.dev/carve/driver/csi"
+	"carve.dev/carve/driver/metrics"
 	"carve.dev/carve/driver/nodeloss"
 )
 
@@ -60,6 +62,10 @@ func runController(args []string) error {
 	if err != nil {
 		return err
 	}
+	// The node reports and unfinished operations, read from the cache
+	// newBackend watches with, at each scrape (every replica: none of it
+	// needs leadership).
+	metrics.ReadCluster((&clustermetrics.Reader{Cache: mgr.GetCache()}).Read)
 	// Releases what is deleted on a node declared lost; with leadership.
 	lost := &nodeloss.Reconciler{Client: mgr.GetClient(), Events: mgr.GetEventRecorder("carve-controller")}
 	if err := lost.SetupWithManager(mgr); err != nil {

@@ -68,6 +68,7 @@ func TestBackgroundCopyRetryJoins(t *testing.T) {
 	}
 	release := f.HoldCopies()
 	defer release()
+	copies := jobsGauge(t, "copy")
 	start := time.Now()
 	_, err = m.CreateVolume(ctx, cloneReq("pvc-clone", src.ID))
 	pending(t, "clone while its copy runs", err, "copy")
@@ -83,6 +84,9 @@ func TestBackgroundCopyRetryJoins(t *testing.T) {
 	if n := len(f.CopiedRanges()); n != 1 {
 		t.Fatalf("%d copies after a retry, want the retry to join the first", n)
 	}
+	if got := jobsGauge(t, "copy"); got != copies+1 {
+		t.Errorf("carve_background_jobs{work=\"copy\"} %v while the copy runs, want %v", got, copies+1)
+	}
 
 	release()
 	var vol volume.Volume
@@ -95,6 +99,9 @@ func TestBackgroundCopyRetryJoins(t *testing.T) {
 	}
 	if n := len(f.CopiedRanges()); n != 1 {
 		t.Errorf("%d copies, want 1", n)
+	}
+	if got := jobsGauge(t, "copy"); got != copies {
+		t.Errorf("carve_background_jobs{work=\"copy\"} %v after the copy, want %v", got, copies)
 	}
 	if _, ok := f.LV(vg, "pvc-clone-frz"); ok {
 		t.Error("frozen point left after the copy")
@@ -226,8 +233,12 @@ func TestBackgroundWipe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	wipes := jobsGauge(t, "wipe")
 	pending(t, "delete", m.DeleteVolume(ctx, vol.ID), "wipe")
 	pending(t, "delete again", m.DeleteVolume(ctx, vol.ID), "wipe")
+	if got := jobsGauge(t, "wipe"); got != wipes+1 {
+		t.Errorf("carve_background_jobs{work=\"wipe\"} %v while the wipe runs, want %v", got, wipes+1)
+	}
 	_, err = m.CreateVolume(ctx, req("pvc-1", 8*mib))
 	pending(t, "create of a name being deleted", err, "wipe")
 	w.mu.Lock()
@@ -243,6 +254,20 @@ func TestBackgroundWipe(t *testing.T) {
 	if _, ok := f.LV(vg, "pvc-1"); ok {
 		t.Error("LV left after the wipe")
 	}
+	if got := jobsGauge(t, "wipe"); got != wipes {
+		t.Errorf("carve_background_jobs{work=\"wipe\"} %v after the wipe, want %v", got, wipes)
+	}
+}
+
+// jobsGauge reads carve_background_jobs of work (0 before any job of it).
+func jobsGauge(t *testing.T, work string) float64 {
+	t.Helper()
+	for _, m := range gathered(t, "carve_background_jobs") {
+		if m.GetLabel()[0].GetValue() == work {
+			return m.GetGauge().GetValue()
+		}
+	}
+	return 0
 }
 
 // Standalone mode (no BackgroundDataWork) still makes a clone in one call.

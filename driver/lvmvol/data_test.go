@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc/codes"
 
 	"carve.dev/carve/driver/lvmvol"
@@ -379,15 +380,25 @@ func TestFinishedCopyIsCounted(t *testing.T) {
 // counterValue reads counter name from Carve's metrics registry.
 func counterValue(t *testing.T, name string) float64 {
 	t.Helper()
+	if ms := gathered(t, name); len(ms) == 1 {
+		return ms[0].GetCounter().GetValue()
+	}
+	t.Fatalf("no counter %s", name)
+	return 0
+}
+
+// gathered is the series of metric name in Carve's registry (none before
+// its first).
+func gathered(t *testing.T, name string) []*dto.Metric {
+	t.Helper()
 	mfs, err := metrics.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			return mf.GetMetric()[0].GetCounter().GetValue()
+		if mf.GetName() == name {
+			return mf.GetMetric()
 		}
 	}
-	t.Fatalf("no counter %s", name)
-	return 0
+	return nil
 }

@@ -3,12 +3,14 @@ package lvmvol
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"k8s.io/klog/v2"
 
+	"carve.dev/carve/driver/metrics"
 	"carve.dev/carve/driver/volume"
 	"carve.dev/carve/lvm"
 )
@@ -44,6 +46,15 @@ const (
 )
 
 func jobKey(kind, vg, lv string) string { return kind + ":" + vg + "/" + lv }
+
+// jobWork is what a job of key does, as carve_background_jobs counts it:
+// copy or wipe.
+func jobWork(key string) string {
+	if strings.HasPrefix(key, jobWipe+":") {
+		return "wipe"
+	}
+	return "copy"
+}
 
 type job struct {
 	done   chan struct{}
@@ -85,10 +96,13 @@ func (js *jobs) start(key string, total int64, budget time.Duration, fn func(ctx
 }
 
 // run does the work, then forgets a job that succeeded; a failed one stays
-// until await reports it (or stop drops it).
+// until await reports it (or stop drops it). carve_background_jobs counts
+// it while fn runs.
 func (js *jobs) run(ctx context.Context, key string, j *job, fn func(ctx context.Context, m *meter) error) {
 	defer j.cancel()
+	metrics.BackgroundJob(jobWork(key), 1)
 	err := fn(ctx, &j.meter)
+	metrics.BackgroundJob(jobWork(key), -1)
 	switch {
 	case err != nil && errors.Is(ctx.Err(), context.Canceled):
 		klog.InfoS("Background data work stopped", "job", key)

@@ -8,11 +8,13 @@ package metrics
 import (
 	"context"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
+	"k8s.io/klog/v2"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
@@ -59,12 +61,16 @@ var (
 		Name: "carve_lost_node_resources",
 		Help: "Resources still on a node declared lost, by kind (volume|snapshot): their data is on that node only.",
 	}, []string{"node", "kind"})
+	backgroundJobs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "carve_background_jobs",
+		Help: "Data work a node runs in the background now, by work: copy (into a thick snapshot, a clone, a restore) or wipe (of a deleted LV).",
+	}, []string{"work"})
 )
 
 // collectors are all of Carve's metrics: registered once, and listed in
 // docs/metrics.md (reference_test.go writes it from them).
 var collectors = []prometheus.Collector{operations, latency, commands, commandLatency, vgBytes, poolPercent, unmatched, lostNode,
-	copiedBytes, copySeconds}
+	copiedBytes, copySeconds, backgroundJobs, cluster}
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(collectors...)
@@ -115,6 +121,12 @@ func Copied(n int64, d time.Duration) {
 	copySeconds.Add(d.Seconds())
 }
 
+// BackgroundJob counts a background job of work ("copy" or "wipe") that
+// starts (+1) or ends (-1).
+func BackgroundJob(work string, delta int) {
+	backgroundJobs.WithLabelValues(work).Add(float64(delta))
+}
+
 // VolumeGroup records a VG's size and free bytes.
 func VolumeGroup(node, vg string, size, free uint64) {
 	vgBytes.WithLabelValues(node, vg, "size").Set(float64(size))
@@ -153,4 +165,100 @@ func LostNode(node string, lost bool, volumes, snapshots int) {
 	}
 	lostNode.WithLabelValues(node, "volume").Set(float64(volumes))
 	lostNode.WithLabelValues(node, "snapshot").Set(float64(snapshots))
+}
+
+// The cluster's metrics: what carve controller reads of its resources at
+// each scrape (ReadCluster), from its informer cache.
+var (
+	reportTime = prometheus.NewDesc("carve_node_storage_report_timestamp_seconds",
+		"When a node's agent last wrote its NodeStorage (status.updateTime, Unix seconds): every change, and at least every 10 minutes while it runs. Nodes declared lost are left out.",
+		[]string{"node"}, nil)
+	unfinishedCount = prometheus.NewDesc("carve_unfinished_operations",
+		"Volumes, snapshots and group snapshots (kind=volume|snapshot|group_snapshot) whose node agent has work left, by state: waiting (the agent has not reported on the latest change or deletion), working (data work runs: a copy, wipe or raid1 sync) or failing (the last attempt failed; the agent retries).",
+		[]string{"kind", "node", "state"}, nil)
+	unfinishedAge = prometheus.NewDesc("carve_unfinished_operation_max_age_seconds",
+		"Age of the oldest of carve_unfinished_operations of its kind (volume|snapshot|group_snapshot), node and state (waiting|working|failing): since its creation or deletion, since it left Ready (working, failing), or since the controller first saw its change.",
+		[]string{"kind", "node", "state"}, nil)
+)
+
+// ClusterState is what carve controller reads of the cluster for its
+// metrics.
+type ClusterState struct {
+	// Reports: when each node's agent last reported (NodeStorage).
+	Reports map[string]time.Time
+	// Unfinished: the resources whose agent has work left.
+	Unfinished []Unfinished
+}
+
+// Unfinished is one resource whose node agent has work left.
+type Unfinished struct {
+	Kind  string // volume, snapshot or group_snapshot
+	Node  string
+	State string // waiting, working or failing
+	// Since is when the work was asked for or began: the resource's
+	// creation or deletion, when it left Ready, or when the controller
+	// first saw its change.
+	Since time.Time
+}
+
+// clusterCollector reads the cluster at each scrape, once read is set.
+type clusterCollector struct {
+	mu   sync.Mutex
+	read func(context.Context) (ClusterState, error)
+	now  func() time.Time
+}
+
+var cluster = &clusterCollector{now: time.Now}
+
+// ReadCluster makes the cluster's metrics come from read, called at each
+// scrape (carve controller's, from its cache); nil turns them off.
+func ReadCluster(read func(context.Context) (ClusterState, error)) {
+	cluster.mu.Lock()
+	defer cluster.mu.Unlock()
+	cluster.read = read
+}
+
+func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- reportTime
+	ch <- unfinishedCount
+	ch <- unfinishedAge
+}
+
+// scrapeTimeout bounds a scrape's read of the cluster (a cache not synced
+// yet waits for its sync).
+const scrapeTimeout = 10 * time.Second
+
+// Collect reads the cluster; a failed read is logged and gives no series,
+// so that the scrape still serves every other metric.
+func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	read, now := c.read, c.now
+	c.mu.Unlock()
+	if read == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+	defer cancel()
+	st, err := read(ctx)
+	if err != nil {
+		klog.ErrorS(err, "Reading the cluster's resources for the metrics failed")
+		return
+	}
+	for node, at := range st.Reports {
+		ch <- prometheus.MustNewConstMetric(reportTime, prometheus.GaugeValue, float64(at.UnixMilli())/1e3, node)
+	}
+	type key struct{ kind, node, state string }
+	count, oldest := map[key]int{}, map[key]time.Time{}
+	for _, u := range st.Unfinished {
+		k := key{u.Kind, u.Node, u.State}
+		count[k]++
+		if o, ok := oldest[k]; !ok || u.Since.Before(o) {
+			oldest[k] = u.Since
+		}
+	}
+	t := now()
+	for k, n := range count {
+		ch <- prometheus.MustNewConstMetric(unfinishedCount, prometheus.GaugeValue, float64(n), k.kind, k.node, k.state)
+		ch <- prometheus.MustNewConstMetric(unfinishedAge, prometheus.GaugeValue, max(t.Sub(oldest[k]).Seconds(), 0), k.kind, k.node, k.state)
+	}
 }
