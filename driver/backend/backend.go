@@ -65,10 +65,11 @@ func (b *Backend) CreateVolume(ctx context.Context, req volume.CreateRequest) (v
 		return volume.Volume{}, status.Error(codes.InvalidArgument,
 			"cluster mode needs a node in the accessibility requirements: use a WaitForFirstConsumer StorageClass")
 	}
+	name := volume.LVName(req.Name) // the resource's name (resourceFor)
 	var lv v1alpha1.LogicalVolume
-	err := b.Client.Get(ctx, types.NamespacedName{Name: volume.LVName(req.Name)}, &lv)
+	err := b.Client.Get(ctx, types.NamespacedName{Name: name}, &lv)
 	if err != nil && !apierrors.IsNotFound(err) {
-		return volume.Volume{}, fmt.Errorf("get %s: %w", volume.LVName(req.Name), err)
+		return volume.Volume{}, fmt.Errorf("get %s: %w", name, err)
 	}
 	if req.VGs != nil {
 		if req.VG, err = b.pickVG(ctx, req, lv.Spec); err != nil {

@@ -76,19 +76,11 @@ func (b *Backend) pickVG(ctx context.Context, req volume.CreateRequest, have v1a
 	if err != nil {
 		return "", err
 	}
-	tagsOf := func(vg string) []string {
-		for _, s := range spaces {
-			if s.Name == vg {
-				return s.Tags
-			}
-		}
-		return nil
-	}
 	switch {
-	case have.NodeName == req.Node && have.VolumeGroup != "" && req.VGs.Matches(have.VolumeGroup, tagsOf(have.VolumeGroup)):
+	case have.NodeName == req.Node && have.VolumeGroup != "" && req.VGs.Includes(have.VolumeGroup, spaces):
 		return have.VolumeGroup, nil
 	case req.Source != nil:
-		if !req.VGs.Matches(req.Source.ID.VG, tagsOf(req.Source.ID.VG)) {
+		if !req.VGs.Includes(req.Source.ID.VG, spaces) {
 			return "", fmt.Errorf("the source lives in %s, not one of %s: %w", req.Source.ID.VG, req.VGs, volume.ErrSourceMismatch)
 		}
 		return req.Source.ID.VG, nil

@@ -48,6 +48,16 @@ func (c VGChoice) Matches(name string, tags []string) bool {
 	return slices.Contains(c.Names, name)
 }
 
+// Includes tells whether the VG vg is one of the choice's, its tags as
+// spaces report them (a name-only choice needs no report).
+func (c VGChoice) Includes(vg string, spaces []VGSpace) bool {
+	var tags []string
+	if i := slices.IndexFunc(spaces, func(s VGSpace) bool { return s.Name == vg }); i >= 0 {
+		tags = spaces[i].Tags
+	}
+	return c.Matches(vg, tags)
+}
+
 func (c VGChoice) String() string {
 	if c.Tag != "" {
 		return "the volume groups tagged " + c.Tag

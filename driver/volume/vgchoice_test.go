@@ -90,3 +90,22 @@ func TestVGChoiceValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestVGChoiceIncludes: names need no report; a tag is read from it.
+func TestVGChoiceIncludes(t *testing.T) {
+	for _, tc := range []struct {
+		c    VGChoice
+		vg   string
+		want bool
+	}{
+		{VGChoice{Names: []string{"a", "zz"}}, "zz", true},
+		{VGChoice{Names: []string{"a"}}, "b", false},
+		{VGChoice{Tag: "fast"}, "c", true},
+		{VGChoice{Tag: "fast"}, "a", false},
+		{VGChoice{Tag: "fast"}, "zz", false},
+	} {
+		if got := tc.c.Includes(tc.vg, threeVGs()); got != tc.want {
+			t.Errorf("%s includes %s: %v, want %v", tc.c, tc.vg, got, tc.want)
+		}
+	}
+}
