@@ -62,10 +62,14 @@ VM_SUITES   = $(if $(FULL),,CARVE_SUITES='$(or $(CARVE_SUITES),$(GATE_VM))')
 # nothing waits for them. The unit tests need the Kubernetes build's etcd
 # and kube-apiserver, so they wait for it there. The VM's test binaries are
 # built first, so that the shared packages compile once rather than
-# several times at once. Each output line carries its lane's target.
+# several times at once. Each output line carries its lane's target; the
+# whole goes to _output/test.log too, and a failed run ends by naming
+# what failed (scripts/test-failures.sh).
 test: ## the gate (CI): unit tests, the real-LVM suites' core in a VM, cluster mode's core end to end and the image, in three lanes; FULL=1: everything
 	$(MAKE) --no-print-directory test-vm-build
-	$(MAKE) --no-print-directory -j3 TAG_OUTPUT=1 vm-lane e2e image-then-unit
+	@mkdir -p _output
+	$(MAKE) --no-print-directory -j3 TAG_OUTPUT=1 vm-lane e2e image-then-unit 2>&1 | tee _output/test.log || \
+		{ scripts/test-failures.sh _output/test.log; exit 1; }
 
 # make test's VM lane: the suites in one boot, then the boot with SELinux
 # (half a minute).
