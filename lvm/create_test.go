@@ -145,8 +145,20 @@ func TestCreateLVInactiveWithoutReadBack(t *testing.T) {
 		!lv.HasTag("t=1") || lv.KernelMajor != -1 {
 		t.Errorf("CreateLV = %+v, want the inactive thin LV the options describe", lv)
 	}
-	thick := CreateLVOptions{VG: "vg", Name: "x", Size: mib, Inactive: true}
-	if _, err := c.CreateLV(ctx, thick); !errors.Is(err, ErrInvalidArgument) {
-		t.Errorf("inactive thick LV: error = %v, want ErrInvalidArgument (lvm2 zeroes it active)", err)
+}
+
+// A thick LV created inactive is neither zeroed nor wiped by lvm2 (it
+// cannot be, inactive): its caller blanks it.
+func TestCreateLVInactiveThick(t *testing.T) {
+	c := newFake(t, step{args: []string{"lvcreate", "-n", "r", "--type", "raid1", "-m", "1", "--raidintegrity", "y",
+		"-L", "8388608b", "-an", "--zero", "n", "--wipesignatures", "n", "--yes", "--addtag", "t=1", "vg"}})
+	o := CreateLVOptions{VG: "vg", Name: "r", Size: 5 * mib, Mirrors: 1, Integrity: true, Tags: []string{"t=1"},
+		ExtentSize: 4 * mib, Inactive: true, SkipReadBack: true}
+	lv, err := c.CreateLV(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lv.Active || lv.Size != 8*mib {
+		t.Errorf("CreateLV = %+v, want the inactive LV the options describe", lv)
 	}
 }

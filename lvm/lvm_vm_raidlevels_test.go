@@ -188,3 +188,73 @@ func waitSynced(t *testing.T, c *lvm.Client, start time.Time) {
 		time.Sleep(time.Second)
 	}
 }
+
+// TestVMRAID1IntegrityCapacity: raid1 with dm-integrity under each leg, on
+// two PVs, one with less free space: the largest volume CapacityOf
+// promises (each leg's data, raid metadata extent and integrity metadata
+// LV on one PV) passes CheckPlacement, lvm2 makes it taking what Footprint
+// says, and a row more is refused by both. It is created inactive and
+// then activated, as Carve makes it (lvmvol.newInactive says why), and the
+// commands run in lvm2 shells, as carve runs them; lvcreate and the
+// integrity's initial sync are timed.
+func TestVMRAID1IntegrityCapacity(t *testing.T) {
+	c, r, pvs := slicedVG(t)
+	exec, ok := r.(*runner.Exec)
+	if !ok {
+		t.Fatalf("runner %T, want *runner.Exec", r)
+	}
+	exec.Shell = runner.NewShell(1)
+	t.Cleanup(func() { _ = exec.Shell.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	ext := space(t, c).ExtentSize
+	allocatable(t, r, pvs, 2)
+	defer allocatable(t, r, pvs, len(pvs))
+	if _, err := c.CreateLV(ctx, lvm.CreateLVOptions{VG: lvm.VMVG, Name: "filler", Size: 8 * ext}); err != nil {
+		t.Fatal(err)
+	}
+	s := space(t, c)
+	typ := volume.Type{Mirrors: 1, Integrity: true}
+	largest := uint64(volume.CapacityOf(s, typ, 1).MaximumVolumeBytes)
+	t.Logf("PVs free %v: CapacityOf raid1+integrity: largest %s (%d extents)", s.PVFree, lvm.FormatSize(largest), largest/s.ExtentSize)
+	if largest == 0 {
+		t.Fatal("CapacityOf promises nothing")
+	}
+	o := lvm.CreateLVOptions{VG: lvm.VMVG, Name: "r", Size: largest, Mirrors: 1, Integrity: true, Inactive: true}
+	if err := c.CheckPlacement(ctx, o); err != nil {
+		t.Fatalf("CheckPlacement of the largest: %v", err)
+	}
+	start := time.Now()
+	lv, err := c.CreateLV(ctx, o)
+	if err != nil {
+		t.Fatalf("lvcreate of the largest CapacityOf promises: %v", err)
+	}
+	t.Logf("lvcreate raid1+integrity of %s: %s", lvm.FormatSize(lv.Size), time.Since(start).Round(time.Millisecond))
+	if lv.Active {
+		t.Errorf("created active: %+v", lv)
+	}
+	if err := c.Activate(ctx, lvm.VMVG, "r"); err != nil {
+		t.Fatal(err)
+	}
+	if lv, err = c.GetLV(ctx, lvm.VMVG, "r"); err != nil {
+		t.Fatal(err)
+	}
+	if lv.Size != largest || !strings.HasPrefix(lv.Layout, "raid,raid1") || !lv.Active {
+		t.Errorf("created %+v", lv)
+	}
+	if taken := s.Free - space(t, c).Free; taken != lvm.Footprint(o, s.ExtentSize) {
+		t.Errorf("lvm2 took %d, Footprint says %d", taken, lvm.Footprint(o, s.ExtentSize))
+	}
+	waitSynced(t, c, start)
+	if err := c.RemoveLV(ctx, lvm.VMVG, "r"); err != nil {
+		t.Fatal(err)
+	}
+	o.Size = largest + 1
+	if err := c.CheckPlacement(ctx, o); !errors.Is(err, lvm.ErrNoSpace) {
+		t.Errorf("CheckPlacement of a row more: %v, want ErrNoSpace", err)
+	}
+	if _, err := c.CreateLV(ctx, o); !errors.Is(err, lvm.ErrNoSpace) {
+		t.Errorf("lvm2 made a row more than CapacityOf promises: %v", err)
+		_ = c.RemoveLV(ctx, lvm.VMVG, "r")
+	}
+}
