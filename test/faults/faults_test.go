@@ -36,16 +36,33 @@ const (
 	mib  = 1 << 20
 )
 
-// pv is a scratch disk seen through a dm device whose table the test
-// swaps: linear (healthy) or error (every IO fails).
+// pv is a scratch disk, or a slice of one, seen through a dm device whose
+// table the test swaps: linear (healthy) or error (every IO fails).
 type pv struct {
 	t       *testing.T
 	name    string // dm name: the PV is /dev/mapper/<name>
 	disk    string
+	offset  int64 // the slice's first sector on disk
 	sectors int64
 }
 
 func newPV(t *testing.T, name, disk string) *pv {
+	t.Helper()
+	return newSlicePV(t, name, disk, 0, diskSectors(t, disk))
+}
+
+// newSlicePV is a PV on sectors of disk from offset: the raid levels
+// need more PVs than the suites have disks, and lvm2 does not care which
+// disk holds each.
+func newSlicePV(t *testing.T, name, disk string, offset, sectors int64) *pv {
+	t.Helper()
+	p := &pv{t: t, name: name, disk: disk, offset: offset, sectors: sectors}
+	p.dmsetup("create", name, "--table", p.linear())
+	t.Cleanup(func() { _ = exec.Command("dmsetup", "remove", "--retry", name).Run() })
+	return p
+}
+
+func diskSectors(t *testing.T, disk string) int64 {
 	t.Helper()
 	out, err := exec.Command("blockdev", "--getsz", disk).Output()
 	if err != nil {
@@ -55,14 +72,13 @@ func newPV(t *testing.T, name, disk string) *pv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &pv{t: t, name: name, disk: disk, sectors: sectors}
-	p.dmsetup("create", name, "--table", p.linear())
-	t.Cleanup(func() { _ = exec.Command("dmsetup", "remove", "--retry", name).Run() })
-	return p
+	return sectors
 }
 
-func (p *pv) path() string   { return "/dev/mapper/" + p.name }
-func (p *pv) linear() string { return fmt.Sprintf("0 %d linear %s 0", p.sectors, p.disk) }
+func (p *pv) path() string { return "/dev/mapper/" + p.name }
+func (p *pv) linear() string {
+	return fmt.Sprintf("0 %d linear %s %d", p.sectors, p.disk, p.offset)
+}
 
 // fail makes every IO to the PV fail; heal brings the disk back, also
 // after vanish.
@@ -97,7 +113,7 @@ func (p *pv) exists() bool { return exec.Command("dmsetup", "info", p.name).Run(
 // label and metadata: the VG still reads, every LV's data fails (bad
 // sectors under the volumes, as a dying disk has them).
 func (p *pv) failData() {
-	p.swap(fmt.Sprintf("0 %d linear %s 0\n%d %d error", metaSectors, p.disk, metaSectors, p.sectors-metaSectors))
+	p.swap(fmt.Sprintf("0 %d linear %s %d\n%d %d error", metaSectors, p.disk, p.offset, metaSectors, p.sectors-metaSectors))
 }
 
 // metaSectors: lvm2's default data start (pe_start) is 1 MiB.
@@ -140,15 +156,29 @@ func setup(t *testing.T, args ...string) *env {
 // test's own writes are not throttled.
 func setupThrottled(t *testing.T, wbps int64, args ...string) *env {
 	t.Helper()
+	return setupSliced(t, 1, wbps, args...)
+}
+
+// setupSliced is setupThrottled with each scratch disk cut into slices PVs
+// of equal size (1: the whole disk).
+func setupSliced(t *testing.T, slices int, wbps int64, args ...string) *env {
+	t.Helper()
 	disks := []string{testenv.Disk(t, "CARVE_TEST_DISK"), testenv.Disk(t, "CARVE_TEST_DISK2")}
 	l := testenv.PrivateLVM(t)
 	hideDisks(t)
 	e := &env{t: t, lvm: l, dir: t.TempDir()}
 	var paths []string
 	for i, d := range disks {
-		p := newPV(t, fmt.Sprintf("carve-fault%d", i), d)
-		e.pvs = append(e.pvs, p)
-		paths = append(paths, p.path())
+		size := diskSectors(t, d) / int64(slices)
+		for j := range slices {
+			name := fmt.Sprintf("carve-fault%d", i)
+			if slices > 1 {
+				name += fmt.Sprintf("s%d", j)
+			}
+			p := newSlicePV(t, name, d, int64(j)*size, size)
+			e.pvs = append(e.pvs, p)
+			paths = append(paths, p.path())
+		}
 	}
 	// Registered after the dm devices' cleanup, so it runs before it:
 	// every fault is healed before the VG goes.
@@ -282,4 +312,36 @@ func (e *env) free() uint64 {
 	v, err := e.lvm.GetVG(context.Background(), vg)
 	must(e.t, err)
 	return v.Free
+}
+
+// legPV is the PV under image i of raid LV name (under its dm-integrity
+// layer, if it has one).
+func (e *env) legPV(name string, i int) *pv {
+	e.t.Helper()
+	image := name + "_rimage_" + strconv.Itoa(i)
+	out := e.lvmRun("lvs", "-a", "--noheadings", "-o", "lv_name,devices", vg)
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			continue
+		}
+		lv := strings.Trim(f[0], "[]")
+		if lv != image && lv != image+"_iorig" {
+			continue
+		}
+		dev, _, _ := strings.Cut(f[1], "(")
+		if i := slices.IndexFunc(e.pvs, func(p *pv) bool { return p.path() == dev }); i >= 0 {
+			return e.pvs[i]
+		}
+	}
+	e.t.Fatalf("no PV of the test's holds %s:\n%s", image, out)
+	return nil
+}
+
+func pvNames(ps []*pv) []string {
+	var names []string
+	for _, p := range ps {
+		names = append(names, p.name)
+	}
+	return names
 }
