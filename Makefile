@@ -191,6 +191,7 @@ FUZZ_TARGETS := \
 	driver/csi:FuzzTopology driver/csi:FuzzCreateSnapshot driver/csi:FuzzPageToken driver/csi:FuzzResolveDevice \
 	driver/csi:FuzzUnpublishPath driver/csi:FuzzPublishPaths driver/csi:FuzzPublishRequest driver/csi:FuzzMetadataPager \
 	driver/lvmvol:FuzzCreateVolume driver/lvmvol:FuzzCreateSnapshot driver/lvmvol:FuzzTags \
+	driver/disks:FuzzParse driver/disks:FuzzParseBlkid \
 	driver/nodepath:FuzzCheck driver/iolimit:FuzzPodOfTarget driver/nodefs:FuzzCheckMountFlags driver/nodefs:FuzzMountInfo driver/nodefs:FuzzParseMkfsOptions driver/crypt:FuzzMappingName \
 	cmd/carve:FuzzParseVGs test/e2e:FuzzSoakWrites
 FUZZ_SEEDS_ONLY := driver/agent:FuzzCreateFromResource
