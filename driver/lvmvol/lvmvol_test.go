@@ -329,11 +329,19 @@ func TestHealthFromAttributes(t *testing.T) {
 	m, f := newManager(t)
 	f.Put(lvm.LV{Name: "p", VGName: vg, Size: 4 * mib, Partial: true, Tags: []string{lvmvol.TagVolume}})
 	f.Put(lvm.LV{Name: "r", VGName: vg, Size: 4 * mib, Health: "refresh needed", Tags: []string{lvmvol.TagVolume}})
+	f.Put(lvm.LV{Name: "m", VGName: vg, Size: 4 * mib, Health: "mismatches exist", Tags: []string{lvmvol.TagVolume}})
 	f.Put(lvm.LV{Name: "ok", VGName: vg, Size: 4 * mib, Tags: []string{lvmvol.TagVolume}})
 	// A raid1 with a leg gone still serves its data: degraded.
 	f.Put(lvm.LV{Name: "leg", VGName: vg, Size: 4 * mib, Layout: "raid,raid1", Partial: true, SyncPercent: 100, Active: true,
 		Tags: []string{lvmvol.TagVolume}})
-	want := map[string][]volume.ProblemKind{"p": {volume.Inaccessible}, "r": {volume.Degraded}, "ok": nil, "leg": {volume.Degraded}}
+	want := map[string][]volume.ProblemKind{"p": {volume.Inaccessible}, "r": {volume.Degraded}, "m": {volume.Degraded}, "ok": nil,
+		"leg": {volume.Degraded}}
+	for name, reason := range map[string]string{"r": "RAIDRefreshNeeded", "m": "LVMHealth"} {
+		vol, err := m.GetVolume(ctx, lvm.Fresh, volume.ID{Node: node, VG: vg, LV: name})
+		if err != nil || len(vol.Health) != 1 || vol.Health[0].Reason != reason {
+			t.Errorf("health of %s: %+v, %v; want reason %s", name, vol.Health, err, reason)
+		}
+	}
 	for name, kinds := range want {
 		vol, err := m.GetVolume(ctx, lvm.Fresh, volume.ID{Node: node, VG: vg, LV: name})
 		if err != nil {

@@ -28,7 +28,16 @@ func healthOf(lv lvm.LV) []volume.Problem {
 		out = append(out, volume.Problem{Kind: volume.DataLoss, Reason: "SnapshotInvalid",
 			Message: "snapshot is invalid: its copy-on-write space overflowed"})
 	}
-	if lv.Health != "" && lv.Health != "partial" {
+	switch lv.Health {
+	case "", "partial":
+	case "refresh needed":
+		// A raid leg failed in the kernel (its device gave IO errors) and
+		// the table was not reloaded since: test/faults shows what clears
+		// it (deploy/README.md, When a disk fails).
+		out = append(out, volume.Problem{Kind: volume.Degraded, Reason: "RAIDRefreshNeeded",
+			Message: "a raid leg failed and serves no IO: once its disk is back, run lvchange --refresh on the volume's LV; " +
+				"if lvm2 still reports \"refresh needed\" (a failed dm-integrity layer), restart the pod to activate the volume anew"})
+	default:
 		out = append(out, volume.Problem{Kind: volume.Degraded, Reason: "LVMHealth",
 			Message: fmt.Sprintf("lvm reports health %q", lv.Health)})
 	}
