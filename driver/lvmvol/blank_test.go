@@ -4,7 +4,6 @@ import (
 	"slices"
 	"testing"
 
-	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/volume"
 	"carve.dev/carve/test/lvmfake"
 )
@@ -59,30 +58,5 @@ func TestIntegrityVolumeIsCreatedInactiveAndBlanked(t *testing.T) {
 	}
 	if len(f.Zeroed) != 0 {
 		t.Errorf("a plain raid1 volume was zeroed by Carve: %v (lvcreate blanks it)", f.Zeroed)
-	}
-}
-
-// A clone of a raid1 volume with integrity is created inactive too, and
-// the copy (not the blanking) fills it: Carve zeroes none of it.
-func TestIntegrityCloneIsCopiedNotBlanked(t *testing.T) {
-	f := lvmfake.New(100*mib, vg)
-	m := managerOn(f, lvmvol.Config{Copier: f})
-	f.SetPVCount(vg, 2)
-	typ := volume.Type{Mirrors: 1, Integrity: true}
-	src, err := m.CreateVolume(ctx, volume.CreateRequest{Name: "src", VG: vg, RequiredBytes: 8 * mib, ParamsDigest: "p", Type: typ})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Zeroed, f.Copied = nil, nil
-	clone := volume.CreateRequest{Name: "clone", VG: vg, RequiredBytes: 8 * mib, ParamsDigest: "p", Type: typ,
-		Source: &volume.ContentSource{Kind: volume.SourceVolume, ID: src.ID}}
-	if _, err := m.CreateVolume(ctx, clone); err != nil {
-		t.Fatal(err)
-	}
-	if len(f.Zeroed) != 0 || len(f.Copied) == 0 {
-		t.Errorf("clone: zeroed %v, copied %v; want a copy and no zeroing", f.Zeroed, f.Copied)
-	}
-	if lv, _ := f.LV(vg, volume.LVName("clone")); lv.Active || lv.HasTag("carve.dev/pending") {
-		t.Errorf("clone: active %v, tags %v", lv.Active, lv.Tags)
 	}
 }

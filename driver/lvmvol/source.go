@@ -123,9 +123,6 @@ func (m *Manager) createFromSource(ctx context.Context, r lvm.Reads, req volume.
 	// A copy takes the room of a new volume (a thin snapshot in the
 	// source's pool above takes none: only the pool's fill was checked).
 	opts := lvOptions(req.Type, vg, name, size, append(tags, tagPending, tagCopying))
-	// Made inactive where an active create can hang (newInactive); the
-	// copy activates it and overwrites its start, so nothing blanks it.
-	opts.Inactive = newInactive(req.Type)
 	var roomErr error
 	if req.Type.IsThin() {
 		roomErr = m.thinRoom(pool, size, req.Type)
