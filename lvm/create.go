@@ -50,13 +50,10 @@ type CreateLVOptions struct {
 	// which costs as much as the lvcreate on a slow node.
 	ExtentSize uint64
 
-	// Inactive creates the LV inactive (lvcreate -an). A thin LV: one
-	// metadata commit and no device, where an active one would need an
-	// lvchange -an after. A thick LV is then neither zeroed nor wiped of
-	// old signatures (lvm2 does both only on an active LV: "--activate n
-	// requires --zero n"): the caller must blank its start itself before
-	// anything reads it (lvmvol's raid1 with integrity, whose active
-	// create can hang in the kernel: see lvmvol.newInactive).
+	// Inactive creates a thin LV inactive (lvcreate -an): one metadata
+	// commit and no device, where an active one would need an lvchange -an
+	// after. lvm2 refuses -an for thick LVs, which must be active to be
+	// zeroed ("--activate n requires --zero n"): Validate does too.
 	Inactive bool
 	// SkipReadBack makes CreateLV return the LV as o describes it (see
 	// described) instead of reading it back with lvs: lvcreate's success
@@ -184,6 +181,8 @@ func (o CreateLVOptions) invalidReason() string {
 		return "a stripe size needs stripes > 1"
 	case o.StripeSize != 0 && (o.StripeSize < minStripeSize || o.StripeSize&(o.StripeSize-1) != 0):
 		return fmt.Sprintf("stripe size %d is not a power of two of at least 4 KiB", o.StripeSize)
+	case o.Inactive && o.ThinPool == "":
+		return "only a thin LV can be created inactive: a thick one is zeroed, which needs it active"
 	}
 	return ""
 }
@@ -191,8 +190,7 @@ func (o CreateLVOptions) invalidReason() string {
 // CreateLV creates an LV and returns its report. A thick LV (linear,
 // striped, raid1, raid5/6/10) is active, zeroed at the start and has any old signature
 // wiped (--zero y --wipesignatures y), so a filesystem left by a former
-// tenant is not found by blkid on the new volume; unless o.Inactive, when
-// none of that is done (see Inactive). A thin LV needs neither:
+// tenant is not found by blkid on the new volume. A thin LV needs neither:
 // its unwritten blocks read as zeroes.
 //
 // lvm2 places striped and raid LVs itself and fails with ErrNoSpace when
@@ -245,9 +243,6 @@ func (o CreateLVOptions) createArgs(extent uint64) ([]string, error) {
 			o.VG, o.Name, ErrInvalidArgument, o.StripeSize, extent)
 	}
 	thick := []string{"-L", bytesArg(size), "--zero", "y", "--wipesignatures", "y", "--yes"}
-	if o.Inactive {
-		thick = []string{"-L", bytesArg(size), "-an", "--zero", "n", "--wipesignatures", "n", "--yes"}
-	}
 	args := []string{"lvcreate", "-n", o.Name}
 	switch o.volumeType() {
 	case typeThin:
@@ -265,7 +260,23 @@ func (o CreateLVOptions) createArgs(extent uint64) ([]string, error) {
 	case typeRAID1:
 		args = append(args, "--type", "raid1", "-m", strconv.Itoa(o.Mirrors))
 		if o.Integrity {
-			args = append(args, "--raidintegrity", "y")
+			// --nosync: lvm2 2.03.16 makes this LV by activating a plain
+			// raid1 and then removing its device to slide the integrity
+			// layer under the legs. When the raid's initial resync has
+			// started by then, Debian 12's kernel (6.1) deadlocks there:
+			// the resync thread waits in raid1's wait_barrier while
+			// lvcreate, removing the device, waits for that thread
+			// (kthread_stop), both in D state for good. Seen in the faults
+			// suite's VM in 2 of 3 creates through Carve, and in 2 of
+			// about 25 with the LV created inactive (-an: lvm2 still
+			// activates the raid to add the layer). Without an initial
+			// resync there is no such thread. What it leaves unsynced is
+			// only what nothing has written yet: each leg's old content
+			// there (zeroes where Carve wiped a deleted volume), which the
+			// resync would have copied from one leg to the other; every
+			// write, --zero's included, goes to both legs. A scrub (lvchange
+			// --syncaction check) counts those blocks as mismatches.
+			args = append(args, "--raidintegrity", "y", "--nosync")
 		}
 		args = append(args, thick...)
 	case typeRAID:

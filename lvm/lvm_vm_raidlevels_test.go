@@ -193,10 +193,9 @@ func waitSynced(t *testing.T, c *lvm.Client, start time.Time) {
 // two PVs, one with less free space: the largest volume CapacityOf
 // promises (each leg's data, raid metadata extent and integrity metadata
 // LV on one PV) passes CheckPlacement, lvm2 makes it taking what Footprint
-// says, and a row more is refused by both. It is created inactive and
-// then activated, as Carve makes it (lvmvol.newInactive says why), and the
-// commands run in lvm2 shells, as carve runs them; lvcreate and the
-// integrity's initial sync are timed.
+// says, and a row more is refused by both. The commands run in lvm2
+// shells, as carve runs them; lvcreate is timed, and the LV is in sync
+// at once (--nosync: see CreateLV).
 func TestVMRAID1IntegrityCapacity(t *testing.T) {
 	c, r, pvs := slicedVG(t)
 	exec, ok := r.(*runner.Exec)
@@ -220,7 +219,7 @@ func TestVMRAID1IntegrityCapacity(t *testing.T) {
 	if largest == 0 {
 		t.Fatal("CapacityOf promises nothing")
 	}
-	o := lvm.CreateLVOptions{VG: lvm.VMVG, Name: "r", Size: largest, Mirrors: 1, Integrity: true, Inactive: true}
+	o := lvm.CreateLVOptions{VG: lvm.VMVG, Name: "r", Size: largest, Mirrors: 1, Integrity: true}
 	if err := c.CheckPlacement(ctx, o); err != nil {
 		t.Fatalf("CheckPlacement of the largest: %v", err)
 	}
@@ -230,22 +229,15 @@ func TestVMRAID1IntegrityCapacity(t *testing.T) {
 		t.Fatalf("lvcreate of the largest CapacityOf promises: %v", err)
 	}
 	t.Logf("lvcreate raid1+integrity of %s: %s", lvm.FormatSize(lv.Size), time.Since(start).Round(time.Millisecond))
-	if lv.Active {
-		t.Errorf("created active: %+v", lv)
-	}
-	if err := c.Activate(ctx, lvm.VMVG, "r"); err != nil {
-		t.Fatal(err)
-	}
-	if lv, err = c.GetLV(ctx, lvm.VMVG, "r"); err != nil {
-		t.Fatal(err)
-	}
 	if lv.Size != largest || !strings.HasPrefix(lv.Layout, "raid,raid1") || !lv.Active {
 		t.Errorf("created %+v", lv)
 	}
 	if taken := s.Free - space(t, c).Free; taken != lvm.Footprint(o, s.ExtentSize) {
 		t.Errorf("lvm2 took %d, Footprint says %d", taken, lvm.Footprint(o, s.ExtentSize))
 	}
-	waitSynced(t, c, start)
+	if lv.SyncPercent < 100 {
+		t.Errorf("created %.1f%% in sync, want 100 (--nosync)", lv.SyncPercent)
+	}
 	if err := c.RemoveLV(ctx, lvm.VMVG, "r"); err != nil {
 		t.Fatal(err)
 	}

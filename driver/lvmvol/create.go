@@ -108,10 +108,8 @@ func (m *Manager) carve(ctx context.Context, r lvm.Reads, req volume.CreateReque
 		return volume.Volume{}, false, fmt.Errorf("volume %q: %w", req.Name, err)
 	}
 	// The read-back is skipped: finishCreate needs the LV's name, tags and
-	// activation, which lvcreate's success tells (a thick LV is active,
-	// but for newInactive's).
+	// activation, which lvcreate's success tells (a thick LV is active).
 	opts.SkipReadBack = true
-	opts.Inactive = newInactive(req.Type)
 	lv, err := m.lvm.CreateLV(ctx, opts)
 	if err != nil {
 		return volume.Volume{}, false, fmt.Errorf("create volume %q: %w", req.Name, err)
@@ -198,18 +196,8 @@ func (m *Manager) adopt(ctx context.Context, r lvm.Reads, lv lvm.LV, req volume.
 }
 
 // finishCreate leaves a fresh LV inactive and drops its pending tag, in that
-// order, so that a crash in between is redone by the next call. A blank
-// LV made inactive (newInactive) has its start and end blanked first, as
-// lvcreate blanks an active one: redone too after a crash, harmless on an
-// LV nobody has had. One made from a source never is: its data is the
-// source's (and its lvcreate made it active).
+// order, so that a crash in between is redone by the next call.
 func (m *Manager) finishCreate(ctx context.Context, lv lvm.LV) (volume.Volume, error) {
-	if newInactive(typeOf(lv)) && lv.HasTag(tagPending) && lv.PoolLV == "" && tagValue(lv, tagSourcePrefix) == "" {
-		if err := m.blankNew(ctx, lv); err != nil {
-			return volume.Volume{}, err
-		}
-		lv.Active = true
-	}
 	if lv.Active {
 		if err := m.lvm.Deactivate(ctx, lv.VGName, lv.Name); err != nil {
 			return volume.Volume{}, fmt.Errorf("deactivate new volume %s/%s: %w", lv.VGName, lv.Name, err)

@@ -218,6 +218,9 @@ func (f *LVM) CreateLV(_ context.Context, o lvm.CreateLVOptions) (lvm.LV, error)
 			return lvm.LV{}, fmt.Errorf("lvcreate %s/%s: pool %w", o.VG, o.Name, lvm.ErrNotFound)
 		}
 		lv.PoolLV, lv.Layout, lv.Attr = o.ThinPool, "thin,sparse", "Vwi-a-tz--"
+		if o.Inactive {
+			deactivate(lv)
+		}
 	} else {
 		take := size * uint64(o.Mirrors+1) // every raid1 leg
 		if o.RAID != "" {
@@ -232,9 +235,6 @@ func (f *LVM) CreateLV(_ context.Context, o lvm.CreateLVOptions) (lvm.LV, error)
 		if o.Mirrors > 0 {
 			f.setMirrors(lv, o.Mirrors)
 		}
-	}
-	if o.Inactive {
-		deactivate(lv)
 	}
 	f.lvs[o.VG][o.Name] = lv
 	return *lv, nil
