@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -367,6 +368,31 @@ func (f *lvmFixture) holdVGLock(t *testing.T) (release func()) {
 	return release
 }
 
+// awaitLockWaiter waits (up to a minute) until some process waits for the
+// VG lock holdVGLock holds: /proc/locks lists a blocked flock of the lock
+// file's inode with "->".
+func (f *lvmFixture) awaitLockWaiter(t *testing.T) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(f.dir, "lock", "V_"+f.vg), &st); err != nil {
+		t.Error(err)
+		return
+	}
+	inode := ":" + strconv.FormatUint(st.Ino, 10) + " "
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		locks, err := os.ReadFile("/proc/locks")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		for _, l := range strings.Split(string(locks), "\n") {
+			if strings.Contains(l, "->") && strings.Contains(l, inode) {
+				return
+			}
+		}
+	}
+	t.Error("no process waited for the VG lock within a minute")
+}
+
 // gone waits a moment for process pid to end.
 func gone(pid int) bool {
 	for range 50 {
@@ -473,9 +499,18 @@ func TestShellCancel(t *testing.T) {
 	f := lvmTest(t)
 	proc, shell := f.execs(t, 1)
 	lv := f.lv(t, proc, "cancel")
+	// The shell started first and the cancel once lvm2 waits for the
+	// lock: a fixed delay cut the shell's start instead on a loaded
+	// machine (make test), and the command then ran as a process.
+	if _, err := shell.Run(context.Background(), "lvm", reportArgs("vgs", "vg_name", f.vg)...); err != nil {
+		t.Fatal(err)
+	}
 	release := f.holdVGLock(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(300*time.Millisecond, cancel)
+	go func() {
+		f.awaitLockWaiter(t)
+		cancel()
+	}()
 	_, err := shell.Run(ctx, "lvm", "lvchange", "--addtag", "x", f.vg+"/"+lv)
 	if s := errorOf(t, err); s.ExitCode != 5 || !errors.Is(err, context.Canceled) || !strings.Contains(s.Stderr, "Interrupted...") {
 		t.Errorf("err = %v, want lvm2's interrupted wait: exit 5, context.Canceled", err)
