@@ -268,7 +268,7 @@ func (o CreateLVOptions) createArgs(extent uint64) ([]string, error) {
 			// lvcreate, removing the device, waits for that thread
 			// (kthread_stop), both in D state for good. Seen in the faults
 			// suite's VM in 2 of 3 creates through Carve, and in 2 of
-			// about 25 with the LV created inactive (-an: lvm2 still
+			// about 17 with the LV created inactive (-an: lvm2 still
 			// activates the raid to add the layer). Without an initial
 			// resync there is no such thread. What it leaves unsynced is
 			// only what nothing has written yet: each leg's old content
