@@ -6,9 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
+	"carve.dev/carve/driver/nodefs"
 	"carve.dev/carve/lvm/runner"
 )
 
@@ -47,21 +47,10 @@ func (s Signatures) Blank() bool { return s == Signatures{} }
 // device: blkid's "nothing found" is also its answer for a missing path,
 // which would read as blank.
 func Probe(ctx context.Context, run runner.Runner, dev string) (Signatures, error) {
-	if err := checkBlockDevice(dev); err != nil {
-		return Signatures{}, fmt.Errorf("probe %s: %w", dev, err)
+	if err := nodefs.CheckBlockDevice(dev); err != nil {
+		return Signatures{}, fmt.Errorf("probe: %w", err)
 	}
 	return probe(ctx, run, dev)
-}
-
-func checkBlockDevice(dev string) error {
-	fi, err := os.Stat(dev)
-	if err != nil {
-		return err
-	}
-	if fi.Mode()&os.ModeDevice == 0 || fi.Mode()&os.ModeCharDevice != 0 {
-		return fmt.Errorf("is not a block device (%s)", fi.Mode().Type())
-	}
-	return nil
 }
 
 // probe runs blkid on dev, which Probe checked, or a test's file.

@@ -36,8 +36,10 @@ func (m *Mounter) WaitForDevice(ctx context.Context, path string) (uint64, error
 	}
 }
 
-// checkBlockDevice is nil when path (after symlinks) is a block device.
-func checkBlockDevice(path string) error {
+// CheckBlockDevice is nil when path (after symlinks) is a block device:
+// a probe of anything else (a missing path, a plain file) says nothing of a
+// disk.
+func CheckBlockDevice(path string) error {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return err
@@ -52,7 +54,7 @@ func checkBlockDevice(path string) error {
 // BlockSize returns the size in bytes of the block device at path, which may
 // be a bind-mounted device file (it is the same inode, hence same device).
 func BlockSize(path string) (int64, error) {
-	if err := checkBlockDevice(path); err != nil {
+	if err := CheckBlockDevice(path); err != nil {
 		return 0, fmt.Errorf("block size of %s: %w", path, err)
 	}
 	f, err := os.Open(path)

@@ -58,7 +58,7 @@ func (m *Mounter) FormatAndMount(ctx context.Context, device, target, fsType str
 		return false, fmt.Errorf("%w: mount %s at %s: mkfs options %q are vetted for %s, not %s",
 			volume.ErrInvalidArgument, device, target, mkfsOpts.Args(), mkfsOpts.fsType, fsType)
 	}
-	if err := checkBlockDevice(device); err != nil {
+	if err := CheckBlockDevice(device); err != nil {
 		return false, fmt.Errorf("mount %s at %s: %w", device, target, err)
 	}
 	if err := m.PrepareTarget(target, true); err != nil {
@@ -186,7 +186,7 @@ func (m *Mounter) fsck(ctx context.Context, device string) error {
 // partition table. The device must exist: blkid's "nothing found" exit code
 // is also what it returns for a missing path, which would read as blank.
 func (m *Mounter) FilesystemType(ctx context.Context, device string) (string, error) {
-	if err := checkBlockDevice(device); err != nil {
+	if err := CheckBlockDevice(device); err != nil {
 		return "", fmt.Errorf("detect filesystem on %s: %w", device, err)
 	}
 	fsType, err := m.diskFormat(ctx, device)

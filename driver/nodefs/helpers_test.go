@@ -166,7 +166,7 @@ func anyBlockDevice(t *testing.T) string {
 	for _, pattern := range []string{"/dev/loop[0-9]*", "/dev/sd?", "/dev/vd?", "/dev/nvme*n1", "/dev/xvd?"} {
 		matches, _ := filepath.Glob(pattern)
 		for _, p := range matches {
-			if checkBlockDevice(p) == nil {
+			if CheckBlockDevice(p) == nil {
 				return p
 			}
 		}

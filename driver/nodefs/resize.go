@@ -18,7 +18,7 @@ func (m *Mounter) ResizeFS(ctx context.Context, device, mountPath string) error 
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("resize filesystem on %s at %s: %w", device, mountPath, err)
 	}
-	if err := checkBlockDevice(device); err != nil {
+	if err := CheckBlockDevice(device); err != nil {
 		return fmt.Errorf("resize filesystem on %s at %s: %w", device, mountPath, err)
 	}
 	// mount-utils reports "resized" whenever the tool succeeded, no-op
