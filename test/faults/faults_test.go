@@ -46,11 +46,6 @@ type pv struct {
 	sectors int64
 }
 
-func newPV(t *testing.T, name, disk string) *pv {
-	t.Helper()
-	return newSlicePV(t, name, disk, 0, diskSectors(t, disk))
-}
-
 // newSlicePV is a PV on sectors of disk from offset: the raid levels
 // need more PVs than the suites have disks, and lvm2 does not care which
 // disk holds each.
@@ -284,13 +279,19 @@ func (e *env) extentsOf(name string) (*pv, int64, int64) {
 	must(e.t, errors.Join(err1, err2, err3))
 	start, err := strconv.ParseInt(strings.TrimSpace(e.lvmRun("pvs", "--noheadings", "--units", "b", "--nosuffix", "-o", "pe_start", dev)), 10, 64)
 	must(e.t, err)
-	for _, p := range e.pvs {
-		if p.path() == dev {
-			return p, start + pe*extent, size
-		}
+	p := e.pvAt(dev)
+	if p == nil {
+		e.t.Fatalf("LV %s is on %s, none of the test's PVs", name, dev)
 	}
-	e.t.Fatalf("LV %s is on %s, none of the test's PVs", name, dev)
-	return nil, 0, 0
+	return p, start + pe*extent, size
+}
+
+// pvAt is the test's PV at path dev, nil if none.
+func (e *env) pvAt(dev string) *pv {
+	if i := slices.IndexFunc(e.pvs, func(p *pv) bool { return p.path() == dev }); i >= 0 {
+		return e.pvs[i]
+	}
+	return nil
 }
 
 // allLVs names every LV of the VG, internal ones included, sorted.
@@ -330,8 +331,8 @@ func (e *env) legPV(name string, i int) *pv {
 			continue
 		}
 		dev, _, _ := strings.Cut(f[1], "(")
-		if i := slices.IndexFunc(e.pvs, func(p *pv) bool { return p.path() == dev }); i >= 0 {
-			return e.pvs[i]
+		if p := e.pvAt(dev); p != nil {
+			return p
 		}
 	}
 	e.t.Fatalf("no PV of the test's holds %s:\n%s", image, out)

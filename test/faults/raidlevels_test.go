@@ -7,6 +7,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,8 +20,8 @@ import (
 // TestRaidLevelsServeWithLegsGone: each raid level a class can ask for,
 // on a VG of six PVs (three slices of each scratch disk, as raid6 on 3
 // data stripes needs five), serves a mounted volume's data with as many
-// legs failing as the level survives: one for raid1 with dm-integrity,
-// raid10 and raid5, two for raid6. Reads come from the remaining legs
+// legs failing as the level survives: one for raid1, raid1 with
+// dm-integrity, raid10 and raid5, two for raid6. Reads come from the remaining legs
 // (the page cache dropped), writes go on, the volume's health says
 // DEGRADED; once the disks are back a refresh takes the legs back (with
 // integrity, a restage: see legsGone), the resync finishes (its time is
@@ -33,6 +34,7 @@ func TestRaidLevelsServeWithLegsGone(t *testing.T) {
 		params map[string]string
 		lost   int
 	}{
+		{"raid1", map[string]string{"mirrors": "1"}, 1},
 		{"raid1-integrity", map[string]string{"mirrors": "1", "raidIntegrity": "true"}, 1},
 		{"raid10", map[string]string{"raidLevel": "raid10", "stripes": "2"}, 1},
 		{"raid5", map[string]string{"raidLevel": "raid5", "stripes": "2"}, 1},
@@ -82,12 +84,9 @@ func (e *env) legsGone(name string, params map[string]string, lost int) {
 	if err := testenv.WriteSynced(filepath.Join(target, "b"), more); err != nil {
 		t.Fatalf("write with %d legs gone: %v", lost, err)
 	}
-	var degraded bool
-	for _, h := range e.volumeHealth(v.ID) {
-		t.Logf("health with legs gone: %v %s: %s", h.GetStatus(), h.GetReason(), h.GetMessage())
-		degraded = degraded || h.GetStatus() == csi.VolumeHealthErrorType_DEGRADED
-	}
-	if !degraded {
+	if !slices.ContainsFunc(e.loggedHealth(v.ID, "with legs gone"), func(h *csi.VolumeHealth_VolumeHealthEntry) bool {
+		return h.GetStatus() == csi.VolumeHealthErrorType_DEGRADED
+	}) {
 		t.Errorf("a %s volume with %d failed legs is not reported DEGRADED", name, lost)
 	}
 
@@ -104,20 +103,13 @@ func (e *env) legsGone(name string, params map[string]string, lost int) {
 		// one of two runs); a fresh activation loads it anew. Unstaged and
 		// staged again, as the runbook (deploy/README.md) says: the pod
 		// restarted.
-		for _, h := range e.volumeHealth(v.ID) {
-			t.Logf("health after the refresh: %v %s: %s", h.GetStatus(), h.GetReason(), h.GetMessage())
-		}
+		e.loggedHealth(v.ID, "after the refresh")
 		must(t, v.Down(ctx, target))
 		target = e.up(v, name+"-again")
 	}
 	e.waitInSync(name, healed)
-	var left []*csi.VolumeHealth_VolumeHealthEntry
 	eventually(t, "healthy after the legs are back (left: see the log)", func() bool {
-		left = e.volumeHealth(v.ID)
-		for _, h := range left {
-			t.Logf("health after the legs are back: %v %s: %s", h.GetStatus(), h.GetReason(), h.GetMessage())
-		}
-		return len(left) == 0
+		return len(e.loggedHealth(v.ID, "after the legs are back")) == 0
 	})
 	dropCaches(t)
 	for file, want := range map[string][]byte{"a": data, "b": more} {
@@ -129,6 +121,16 @@ func (e *env) legsGone(name string, params map[string]string, lost int) {
 	_, err := e.c.Controller.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: v.ID})
 	must(t, err)
 	done = true
+}
+
+// loggedHealth is the volume's health, each entry logged as seen when.
+func (e *env) loggedHealth(id, when string) []*csi.VolumeHealth_VolumeHealthEntry {
+	e.t.Helper()
+	hs := e.volumeHealth(id)
+	for _, h := range hs {
+		e.t.Logf("health %s: %v %s: %s", when, h.GetStatus(), h.GetReason(), h.GetMessage())
+	}
+	return hs
 }
 
 // waitInSync waits for raid LV name's legs to be in sync and logs how

@@ -78,52 +78,6 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// TestRaid1ServesWithALegGone: a raid1 volume keeps serving and taking
-// writes with one leg's disk failing every IO, reports DEGRADED, and is
-// whole again once the disk is back and refreshed.
-func TestRaid1ServesWithALegGone(t *testing.T) {
-	e := setup(t)
-	ctx := context.Background()
-	v := e.create("r1", 16*mib, map[string]string{"mirrors": "1"})
-	target, data := e.upWithData(v, "r1")
-	eventually(t, "raid1 in sync", func() bool {
-		lv, err := e.lvm.GetLV(ctx, vg, "r1")
-		return err == nil && lv.SyncPercent >= 100
-	})
-
-	e.pvs[1].fail()
-	dropCaches(t)
-	got, err := os.ReadFile(filepath.Join(target, "a"))
-	if err != nil || !bytes.Equal(got, data) {
-		t.Fatalf("read with a leg gone: %v (data equal: %v)", err, bytes.Equal(got, data))
-	}
-	more := randomBytes(mib)
-	if err := testenv.WriteSynced(filepath.Join(target, "b"), more); err != nil {
-		t.Fatalf("write with a leg gone: %v", err)
-	}
-	var degraded bool
-	for _, h := range e.volumeHealth(v.ID) {
-		t.Logf("health with a leg gone: %v %s: %s", h.GetStatus(), h.GetReason(), h.GetMessage())
-		degraded = degraded || h.GetStatus() == csi.VolumeHealthErrorType_DEGRADED
-	}
-	if !degraded {
-		t.Error("a raid1 volume with a failed leg is not reported DEGRADED")
-	}
-
-	// The disk comes back; lvm2 takes the leg back on a refresh (the
-	// runbook in deploy/README.md), and the volume is healthy again.
-	e.pvs[1].heal()
-	e.lvmRun("lvchange", "--refresh", vg+"/r1")
-	eventually(t, "healthy after the leg is back", func() bool { return len(e.volumeHealth(v.ID)) == 0 })
-	dropCaches(t)
-	for name, want := range map[string][]byte{"a": data, "b": more} {
-		if got, err := os.ReadFile(filepath.Join(target, name)); err != nil || !bytes.Equal(got, want) {
-			t.Errorf("%s after recovery: %v (equal: %v)", name, err, bytes.Equal(got, want))
-		}
-	}
-	must(t, v.Down(ctx, target))
-}
-
 // TestIOErrorsUnderAMountedVolume: every disk fails under a mounted
 // volume. Writes fail as the kernel fails them, the volume's and the
 // storage's health say so, a create is refused without leaving an LV,
