@@ -65,11 +65,16 @@ VM_SUITES   = $(if $(FULL),,CARVE_SUITES='$(or $(CARVE_SUITES),$(GATE_VM))')
 # several times at once. Each output line carries its lane's target; the
 # whole goes to _output/test.log too, and a failed run ends by naming
 # what failed (scripts/test-failures.sh).
+#
+# TEST_DEADLINE (78m; FULL=1: none) ends the lanes, and names what was
+# still running, before CI's 90 minutes end the whole job with nothing
+# said: a run that hangs fails in time to say where.
+TEST_DEADLINE ?= $(if $(FULL),0,78m)
 test: ## the gate (CI): unit tests, the real-LVM suites' core in a VM, cluster mode's core end to end and the image, in three lanes; FULL=1: everything
 	$(MAKE) --no-print-directory test-vm-build
 	@mkdir -p _output
-	$(MAKE) --no-print-directory -j3 TAG_OUTPUT=1 vm-lane e2e image-then-unit 2>&1 | tee _output/test.log || \
-		{ scripts/test-failures.sh _output/test.log; exit 1; }
+	timeout -k 60 $(TEST_DEADLINE) $(MAKE) --no-print-directory -j3 TAG_OUTPUT=1 vm-lane e2e image-then-unit 2>&1 | tee _output/test.log || \
+		{ rc=$$?; scripts/test-failures.sh _output/test.log $$rc $(TEST_DEADLINE); exit 1; }
 
 # make test's VM lane: the suites in one boot, then the boot with SELinux
 # (half a minute).

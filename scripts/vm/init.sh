@@ -83,8 +83,17 @@ ip link set lo up
 cd $r || fail "cannot enter the new root"
 mount --move . / || fail "cannot move the new root over the initramfs"
 chroot . /bin/bash /run/carve-vm/job/guest.sh || echo "carve-vm init: stage 2 exited with status $?" >/dev/console
-sync
-poweroff -f
+# Kept disks (run.sh --disk-dir) need the sync; a device the kernel hung
+# on never finishes one, so it gets 60 s and power-off then comes
+# without it (the exit status is on the 9p share already).
+sync &
+i=0
+while [ $i -lt 60 ] && kill -0 $! 2>/dev/null; do
+  sleep 1
+  i=$((i + 1))
+done
+[ $i -lt 60 ] || echo "carve-vm init: sync did not finish in 60 s; powering off without it" >/dev/console
+poweroff -f -n
 # poweroff -f returns before the machine is off; PID 1 must not exit first,
 # or the kernel panics.
 sleep 60
