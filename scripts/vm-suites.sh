@@ -49,18 +49,27 @@ watch_stall() {
 		fi
 		[ "$quiet" -ge "${CARVE_STALL_REPORT:-240}" ] || continue
 		quiet=0
-		echo "== stall: no output for $total s; the kernel's state:"
-		dmsetup info -c -o name,attr,open,segments 2>&1 | sed 's/^/== stall: /'
-		dmsetup table 2>&1 | sed 's/^/== stall: table /'
-		ps -eo pid,stat,wchan:32,etimes,args | awk 'NR == 1 || $2 ~ /^D/' | sed 's/^/== stall: /'
-		for pid in $(ps -eo pid,stat | awk '$2 ~ /^D/ {print $1}'); do
-			sed "s/^/== stall: $pid /" "/proc/$pid/stack" 2>/dev/null
-		done
-		# The kernel's own list of blocked tasks, with their stacks.
-		echo w >/proc/sysrq-trigger 2>/dev/null &&
-			dmesg | awk '/sysrq: Show Blocked State/ {n = NR} {l[NR] = $0} END {for (i = n; n && i <= NR && i < n + 150; i++) print l[i]}' |
-			sed 's/^/== stall: dmesg /'
+		# In the background, never waited for: reading a stuck task's
+		# /proc files can block too, and the watch must go on.
+		stall_report "$total" &
 	done
+}
+
+# stall_report SECONDS: what the kernel holds up (see watch_stall).
+stall_report() {
+	echo "== stall: no output for $1 s; the kernel's state:"
+	dmsetup info -c -o name,attr,open,segments 2>&1 | sed 's/^/== stall: /'
+	dmsetup table 2>&1 | sed 's/^/== stall: table /'
+	# Requests each device has in flight (reads, writes): where I/O stops.
+	grep -H . /sys/block/*/inflight 2>/dev/null | sed 's/^/== stall: inflight /'
+	ps -eo pid,stat,wchan:32,etimes,args | awk 'NR == 1 || $2 ~ /^D/' | sed 's/^/== stall: /'
+	for pid in $(ps -eo pid,stat | awk '$2 ~ /^D/ {print $1}'); do
+		sed "s/^/== stall: $pid /" "/proc/$pid/stack" 2>/dev/null
+	done
+	# The kernel's own list of blocked tasks, with their stacks.
+	echo w >/proc/sysrq-trigger 2>/dev/null &&
+		dmesg | awk '/sysrq: Show Blocked State/ {n = NR} {l[NR] = $0} END {for (i = n; n && i <= NR && i < n + 150; i++) print l[i]}' |
+		sed 's/^/== stall: dmesg /'
 }
 
 # stuck LOG PIDFILE SECONDS: ends a suite that printed nothing for SECONDS
@@ -70,7 +79,6 @@ stuck() {
 	pid=$(cat "$2" 2>/dev/null)
 	: >"$log.stuck"
 	echo "== stall: no output for $3 s: the suite is stuck; SIGQUIT to its test binary (pid $pid) for its goroutines"
-	ps -eo pid,stat,wchan:32,etimes,args | awk 'NR == 1 || $2 ~ /^D/' | sed 's/^/== stuck: /'
 	# The binary leads its own process group (setsid below): its
 	# children, which may hold the output pipe open, go with it.
 	# SIGKILL after 30 s: for what ignores SIGQUIT.
