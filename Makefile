@@ -66,10 +66,10 @@ VM_SUITES   = $(if $(FULL),,CARVE_SUITES='$(or $(CARVE_SUITES),$(GATE_VM))')
 # whole goes to _output/test.log too, and a failed run ends by naming
 # what failed (scripts/test-failures.sh).
 #
-# TEST_DEADLINE (78m; FULL=1: none) ends the lanes, and names what was
+# TEST_DEADLINE (82m; FULL=1: none) ends the lanes, and names what was
 # still running, before CI's 90 minutes end the whole job with nothing
 # said: a run that hangs fails in time to say where.
-TEST_DEADLINE ?= $(if $(FULL),0,78m)
+TEST_DEADLINE ?= $(if $(FULL),0,82m)
 test: ## the gate (CI): unit tests, the real-LVM suites' core in a VM, cluster mode's core end to end and the image, in three lanes; FULL=1: everything
 	$(MAKE) --no-print-directory test-vm-build
 	@mkdir -p _output
