@@ -62,6 +62,14 @@ stall_report() {
 	dmsetup table 2>&1 | sed 's/^/== stall: table /'
 	# Requests each device has in flight (reads, writes): where I/O stops.
 	grep -H . /sys/block/*/inflight 2>/dev/null | sed 's/^/== stall: inflight /'
+	dmsetup status 2>&1 | sed 's/^/== stall: status /'
+	# blk-mq's view of the virtio disks: requests dispatched, busy in the
+	# driver, or a queue stopped.
+	[ -d /sys/kernel/debug/block ] || mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+	for f in /sys/kernel/debug/block/vd*/hctx*/busy /sys/kernel/debug/block/vd*/hctx*/dispatch \
+		/sys/kernel/debug/block/vd*/hctx*/state /sys/kernel/debug/block/vd*/requeue_list; do
+		[ -s "$f" ] && sed "s|^|== stall: ${f#/sys/kernel/debug/block/} |" "$f"
+	done
 	ps -eo pid,stat,wchan:32,etimes,args | awk 'NR == 1 || $2 ~ /^D/' | sed 's/^/== stall: /'
 	for pid in $(ps -eo pid,stat | awk '$2 ~ /^D/ {print $1}'); do
 		sed "s/^/== stall: $pid /" "/proc/$pid/stack" 2>/dev/null
