@@ -32,7 +32,11 @@ if [[ ! -x $dir/promtool ]]; then
   # half-written binary to be taken for a built one.
   tmp=$(mktemp -d "$repo/_output/tools/.promtool.XXXXXX")
   trap 'rm -rf "$tmp"' EXIT
+  # Prometheus' own packages without optimisation or inlining (-N -l):
+  # the compiler is about twice as fast on them, and promtool only checks
+  # and evaluates a few rules (scripts/k8s/build.sh does the same).
   GOBIN=$tmp nice -n "${CARVE_BUILD_NICE:-10}" go install -tags remove_all_sd -ldflags='-s -w' \
+    -gcflags='github.com/prometheus/prometheus/...=-N -l -dwarf=false' \
     "github.com/prometheus/prometheus/cmd/promtool@$PROMTOOL_VERSION" 2> >(grep -v '^go: downloading' >&2)
   mkdir -p "$dir"
   mv -f "$tmp/promtool" "$dir/promtool"
