@@ -99,15 +99,18 @@ func addAgent(mgr manager.Manager, lf localFlags, vols *lvmvol.Manager, every ti
 	// Events of the events.k8s.io API, as carve-node; those about the
 	// cluster-scoped resources land in the default namespace.
 	rec := mgr.GetEventRecorder("carve-node")
-	if err := (&agent.VolumeReconciler{Client: c, Node: lf.nodeID, Volumes: vols, Events: rec, Workers: workers}).SetupWithManager(mgr); err != nil {
+	storage := &agent.StorageReporter{Client: c, Node: lf.nodeID, Space: vols.Space, Overprovision: lf.overprov, Interval: every,
+		Volumes: vols.ListVolumes, Events: rec}
+	if err := (&agent.VolumeReconciler{Client: c, Node: lf.nodeID, Volumes: vols, Events: rec, Workers: workers,
+		SpaceChanged: storage.RefreshSpace}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := (&agent.SnapshotReconciler{Client: c, Node: lf.nodeID, Snapshots: vols, Events: rec, Workers: workers}).SetupWithManager(mgr); err != nil {
+	if err := (&agent.SnapshotReconciler{Client: c, Node: lf.nodeID, Snapshots: vols, Events: rec, Workers: workers,
+		SpaceChanged: storage.RefreshSpace}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := (&agent.GroupSnapshotReconciler{Client: c, Node: lf.nodeID, Groups: vols, Events: rec, Workers: workers}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	return mgr.Add(&agent.StorageReporter{Client: c, Node: lf.nodeID, Space: vols.Space, Overprovision: lf.overprov, Interval: every,
-		Volumes: vols.ListVolumes, Events: rec})
+	return mgr.Add(storage)
 }

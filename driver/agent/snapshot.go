@@ -34,6 +34,9 @@ type SnapshotReconciler struct {
 	// Workers is how many snapshots are reconciled at once; 0 means
 	// DefaultWorkers.
 	Workers int
+	// SpaceChanged: as VolumeReconciler's, after a snapshot's LV is made
+	// (its status then gets its ID) and after it is deleted.
+	SpaceChanged func(ctx context.Context) error
 }
 
 // Reconcile takes (or resumes) the snapshot, or deletes it.
@@ -79,6 +82,7 @@ func (r *SnapshotReconciler) remove(ctx context.Context, s *v1alpha1.LogicalVolu
 	if err := r.Snapshots.DeleteSnapshot(ctx, snapshotID(s, source)); err != nil {
 		return r.report(ctx, s, volume.Snapshot{}, err)
 	}
+	spaceChanged(ctx, r.SpaceChanged, "delete snapshot", s.Name)
 	controllerutil.RemoveFinalizer(s, v1alpha1.SnapshotFinalizer)
 	if err := r.Client.Update(ctx, s); err != nil {
 		return fmt.Errorf("remove finalizer of %s: %w", s.Name, err)
@@ -93,12 +97,15 @@ func (r *SnapshotReconciler) report(ctx context.Context, s *v1alpha1.LogicalVolu
 	if p := pendingOf(opErr); p != nil {
 		return reportPending(ctx, r.Client, r.Events, s, fields, p, "Snapshot")
 	}
-	wasReady := st.ReadyToUse
+	wasReady, hadID := st.ReadyToUse, st.SnapshotID
 	fields.set(s.Generation, opErr)
 	if opErr == nil {
 		st.SnapshotID, st.SizeBytes, st.ReadyToUse = snap.ID.String(), snap.SizeBytes, snap.Ready
 		if !snap.CreatedAt.IsZero() {
 			st.CreationTime = timeOrNil(snap.CreatedAt)
+		}
+		if hadID == "" && st.SnapshotID != "" {
+			spaceChanged(ctx, r.SpaceChanged, "snapshot", s.Name)
 		}
 	}
 	if err := r.Client.Status().Update(ctx, s); err != nil {

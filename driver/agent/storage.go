@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -51,6 +53,10 @@ type StorageReporter struct {
 	// a problem clears; nil records none.
 	Events events.EventRecorder
 
+	// mu makes reports and refreshes (RefreshSpace, from the
+	// reconcilers' workers) one at a time: they share the audit's state
+	// below and write the same status.
+	mu        sync.Mutex
 	suspects  map[string]bool // unmatched by the previous report
 	confirmed time.Time       // the audit's last fresh read
 }
@@ -91,11 +97,11 @@ func (s *StorageReporter) heartbeat() time.Duration {
 // leaves the last findings standing, and the VGs are reported all the
 // same: an unreadable VG shows as such.
 func (s *StorageReporter) Report(ctx context.Context) error {
-	space, err := s.Space(ctx)
-	if err != nil {
-		return err
-	}
-	s.gauge(space)
+	return s.withSpace(ctx, func(space []volume.VGSpace) error { return s.report(ctx, space) })
+}
+
+// report is Report's work on the space read.
+func (s *StorageReporter) report(ctx context.Context, space []volume.VGSpace) error {
 	ns, err := s.nodeStorage(ctx)
 	if err != nil {
 		return err
@@ -118,6 +124,48 @@ func (s *StorageReporter) Report(ctx context.Context) error {
 		return errors.Join(auditErr, err)
 	}
 	return s.syncHealth(ctx, read)
+}
+
+// RefreshSpace writes the node's VGs as they are now into its NodeStorage,
+// the rest of its status as the last report left it. The reconcilers call
+// it after each change that takes or frees space, before they report the
+// change done (VolumeReconciler.SpaceChanged): the controller answers
+// GetCapacity from the NodeStorage, and csi-provisioner asks again for
+// the node's capacity as soon as CreateVolume or DeleteVolume returns, so
+// its CSIStorageCapacity, and with it the scheduler, sees the change
+// then. Left to the periodic report, the space freed by a deletion showed
+// up to 30 s later, and csi-provisioner's next poll a minute after that
+// (86 s measured in the e2e's TestPlacementFollowsCapacity), while pods
+// were kept off a node that had the room. Reading the space after Carve's
+// own change runs one vgs (lvm.Cache dropped the VG's report).
+func (s *StorageReporter) RefreshSpace(ctx context.Context) error {
+	// Changes in a row write in a row, and the cache the NodeStorage is
+	// read from may not hold the last write yet: its conflict is retried
+	// on the cache's next view (client-go's retry, about 1.5 s in all).
+	return s.withSpace(ctx, func(space []volume.VGSpace) error {
+		return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+			ns, err := s.nodeStorage(ctx)
+			if err != nil {
+				return err
+			}
+			next := *ns.Status.DeepCopy()
+			next.VolumeGroups = vgStatuses(space)
+			return s.write(ctx, &ns, next)
+		})
+	})
+}
+
+// withSpace reads the served VGs, sets their metrics and runs f on them,
+// one report or refresh at a time (mu).
+func (s *StorageReporter) withSpace(ctx context.Context, f func([]volume.VGSpace) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	space, err := s.Space(ctx)
+	if err != nil {
+		return err
+	}
+	s.gauge(space)
+	return f(space)
 }
 
 // gauge sets the metrics of the VGs read; an unreadable one (no size) has

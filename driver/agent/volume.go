@@ -82,6 +82,12 @@ type VolumeReconciler struct {
 	// Workers is how many volumes are reconciled at once; 0 means
 	// DefaultWorkers.
 	Workers int
+	// SpaceChanged, when set, writes the node's space to its NodeStorage
+	// now (StorageReporter.RefreshSpace). It runs after a change that took
+	// or freed space, before the change is reported done: a carve or a
+	// growth before the status says Ready, a deletion before the finalizer
+	// goes, so that capacity is current when the controller's call returns.
+	SpaceChanged func(ctx context.Context) error
 }
 
 // Reconcile makes the LV of one LogicalVolume match its spec.
@@ -307,6 +313,9 @@ func (r *VolumeReconciler) report(ctx context.Context, lv *v1alpha1.LogicalVolum
 			st.DevicePath = vol.DevicePath
 		}
 		st.Health = keptHealth(st.Health, healthOf(vol.Health))
+		if allocationChanged(before, *st) {
+			spaceChanged(ctx, r.SpaceChanged, "carve or resize", lv.Name)
+		}
 	}
 	if err := r.Client.Status().Update(ctx, lv); err != nil {
 		return errors.Join(opErr, fmt.Errorf("update status of %s: %w", lv.Name, err))
@@ -378,6 +387,7 @@ func (r *VolumeReconciler) remove(ctx context.Context, lv *v1alpha1.LogicalVolum
 		if err := r.Volumes.DeleteVolume(ctx, volumeID(lv)); err != nil {
 			return r.report(ctx, lv, volume.Volume{}, err)
 		}
+		spaceChanged(ctx, r.SpaceChanged, "delete", lv.Name)
 	}
 	controllerutil.RemoveFinalizer(lv, v1alpha1.VolumeFinalizer)
 	if err := r.Client.Update(ctx, lv); err != nil {
