@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"carve.dev/carve/driver/api/v1alpha1"
 	"carve.dev/carve/driver/lvmvol"
@@ -25,30 +26,25 @@ func TestVolumeChangesWriteTheSpaceAtOnce(t *testing.T) {
 	if got := freeOf(t, r); got != 100*mib {
 		t.Fatalf("free before any volume: %d, want %d", got, 100*mib)
 	}
-	calls, heldFinalizer := 0, false
-	r.r.SpaceChanged = func(ctx context.Context) error {
-		calls++
-		var lv v1alpha1.LogicalVolume
-		heldFinalizer = r.c.Get(ctx, types.NamespacedName{Name: "pvc-1"}, &lv) == nil && len(lv.Finalizers) == 1
-		return rep.RefreshSpace(ctx)
-	}
+	var p refreshProbe
+	r.r.SpaceChanged = p.hook(r, rep, &v1alpha1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: "pvc-1"}})
 
 	lv, err := r.reconcile("pvc-1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := freeOf(t, r); calls != 1 || got != 92*mib {
-		t.Fatalf("after the carve: free %d after %d refreshes, want %d after 1", got, calls, 92*mib)
+	if got := freeOf(t, r); p.calls != 1 || got != 92*mib {
+		t.Fatalf("after the carve: free %d after %d refreshes, want %d after 1", got, p.calls, 92*mib)
 	}
-	if _, err := r.reconcile("pvc-1"); err != nil || calls != 1 {
-		t.Fatalf("a reconcile that changed nothing: %d refreshes (%v), want none more", calls, err)
+	if _, err := r.reconcile("pvc-1"); err != nil || p.calls != 1 {
+		t.Fatalf("a reconcile that changed nothing: %d refreshes (%v), want none more", p.calls, err)
 	}
 	r.update(lv, func(lv *v1alpha1.LogicalVolume) { lv.Spec.RequiredBytes = 20 * mib })
 	if _, err := r.reconcile("pvc-1"); err != nil {
 		t.Fatal(err)
 	}
-	if got := freeOf(t, r); calls != 2 || got != 80*mib {
-		t.Fatalf("after the growth: free %d after %d refreshes, want %d after 2", got, calls, 80*mib)
+	if got := freeOf(t, r); p.calls != 2 || got != 80*mib {
+		t.Fatalf("after the growth: free %d after %d refreshes, want %d after 2", got, p.calls, 80*mib)
 	}
 	if err := r.c.Delete(ctx, lv); err != nil {
 		t.Fatal(err)
@@ -56,9 +52,9 @@ func TestVolumeChangesWriteTheSpaceAtOnce(t *testing.T) {
 	if lv, err = r.reconcile("pvc-1"); err != nil || lv != nil {
 		t.Fatalf("after delete: %+v, %v; want the resource gone", lv, err)
 	}
-	if got := freeOf(t, r); calls != 3 || got != 100*mib || !heldFinalizer {
+	if got := freeOf(t, r); p.calls != 3 || got != 100*mib || !p.heldFinalizer {
 		t.Fatalf("after the deletion: free %d after %d refreshes (finalizer still on: %v), want %d after 3, the finalizer on",
-			got, calls, heldFinalizer, 100*mib)
+			got, p.calls, p.heldFinalizer, 100*mib)
 	}
 }
 
@@ -90,13 +86,9 @@ func TestSnapshotChangesWriteTheSpaceAtOnce(t *testing.T) {
 	vols := lvmvol.NewManager(lvmvol.Config{LVM: r.lvm, Wiper: r.lvm, Copier: r.lvm, Node: node, VolumeGroups: []string{"vg0"}})
 	rep := &StorageReporter{Client: r.c, Node: node, Space: vols.Space, Overprovision: 1}
 	reportedOn(t, r, rep)
-	calls, heldFinalizer := 0, false
-	sr := &SnapshotReconciler{Client: r.c, Node: node, Snapshots: vols, SpaceChanged: func(ctx context.Context) error {
-		calls++
-		var s v1alpha1.LogicalVolumeSnapshot
-		heldFinalizer = r.c.Get(ctx, types.NamespacedName{Name: "snap-1"}, &s) == nil && len(s.Finalizers) == 1
-		return rep.RefreshSpace(ctx)
-	}}
+	var p refreshProbe
+	sr := &SnapshotReconciler{Client: r.c, Node: node, Snapshots: vols,
+		SpaceChanged: p.hook(r, rep, &v1alpha1.LogicalVolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Name: "snap-1"}})}
 	s := &v1alpha1.LogicalVolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Name: "snap-1"},
 		Spec: v1alpha1.LogicalVolumeSnapshotSpec{Name: "snap-1", NodeName: node, SourceVolumeID: node + "/vg0/pvc-1"}}
 	if err := r.c.Create(ctx, s); err != nil {
@@ -109,12 +101,12 @@ func TestSnapshotChangesWriteTheSpaceAtOnce(t *testing.T) {
 		}
 	}
 	reconcileSnap()
-	if got := freeOf(t, r); calls != 1 || got != 84*mib {
-		t.Fatalf("after the snapshot: free %d after %d refreshes, want %d after 1", got, calls, 84*mib)
+	if got := freeOf(t, r); p.calls != 1 || got != 84*mib {
+		t.Fatalf("after the snapshot: free %d after %d refreshes, want %d after 1", got, p.calls, 84*mib)
 	}
 	reconcileSnap()
-	if calls != 1 {
-		t.Fatalf("a reconcile that changed nothing refreshed: %d refreshes, want 1", calls)
+	if p.calls != 1 {
+		t.Fatalf("a reconcile that changed nothing refreshed: %d refreshes, want 1", p.calls)
 	}
 	if err := r.c.Get(ctx, types.NamespacedName{Name: "snap-1"}, s); err != nil {
 		t.Fatal(err)
@@ -123,9 +115,9 @@ func TestSnapshotChangesWriteTheSpaceAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	reconcileSnap()
-	if got := freeOf(t, r); calls != 2 || got != 92*mib || !heldFinalizer {
+	if got := freeOf(t, r); p.calls != 2 || got != 92*mib || !p.heldFinalizer {
 		t.Fatalf("after the deletion: free %d after %d refreshes (finalizer still on: %v), want %d after 2, the finalizer on",
-			got, calls, heldFinalizer, 92*mib)
+			got, p.calls, p.heldFinalizer, 92*mib)
 	}
 }
 
@@ -140,4 +132,22 @@ func freeOf(t *testing.T, r *rig) int64 {
 		t.Fatalf("NodeStorage VGs %+v, want vg0 alone", ns.Status.VolumeGroups)
 	}
 	return ns.Status.VolumeGroups[0].FreeBytes
+}
+
+// refreshProbe stands in for a reconciler's SpaceChanged around the real
+// refresh: it counts the calls and records whether the resource still
+// held its finalizer at the last one.
+type refreshProbe struct {
+	calls         int
+	heldFinalizer bool
+}
+
+// hook is the SpaceChanged that refreshes rep's space, watching obj (its
+// name set; read afresh at each call).
+func (p *refreshProbe) hook(r *rig, rep *StorageReporter, obj client.Object) func(context.Context) error {
+	return func(ctx context.Context) error {
+		p.calls++
+		p.heldFinalizer = r.c.Get(ctx, client.ObjectKeyFromObject(obj), obj) == nil && len(obj.GetFinalizers()) == 1
+		return rep.RefreshSpace(ctx)
+	}
 }
