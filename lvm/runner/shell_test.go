@@ -430,13 +430,17 @@ func TestShellDeadlineInterruptsWait(t *testing.T) {
 		t.Fatalf("idle shells %v", first)
 	}
 	release := f.holdVGLock(t)
-	shell.Timeout = 500 * time.Millisecond
-	proc.Timeout = 500 * time.Millisecond
+	// The deadline must fall while lvm waits for the lock, after it has
+	// installed its handlers: a fresh lvm process on a loaded machine took
+	// more than 500 ms to get there, and the SIGTERM killed it (exit -1).
+	const deadline = 3 * time.Second
+	shell.Timeout = deadline
+	proc.Timeout = deadline
 	args := []string{"lvchange", "--addtag", "late", f.vg + "/" + lv}
 	_, perr := proc.Run(context.Background(), "lvm", args...)
 	start := time.Now()
 	_, serr := shell.Run(context.Background(), "lvm", args...)
-	if d := time.Since(start); d > killGrace {
+	if d := time.Since(start); d > deadline+killGrace {
 		t.Errorf("the interrupted command took %v", d)
 	}
 	p, s := errorOf(t, perr), errorOf(t, serr)
