@@ -191,7 +191,7 @@ lint: vet ## vet, then golangci-lint (the driver's module and the benchmark repo
 # FuzzCreateVolume and FuzzCreateSnapshot fuzz the same specs without them.
 FUZZ_TARGETS := \
 	lvm:FuzzParseReports lvm:FuzzValidateName lvm:FuzzSplitDMName lvm:FuzzParseDMInfo lvm:FuzzParseThinPoolStatus lvm:FuzzMetadataHeaders lvm:FuzzDMStatus lvm:FuzzThinDump lvm:FuzzThinDelta \
-	driver/volume:FuzzParseID driver/volume:FuzzIDRoundTrip driver/volume:FuzzValidateNodeID driver/volume:FuzzLVName \
+	driver/volume:FuzzParseID driver/volume:FuzzIDRoundTrip driver/volume:FuzzValidateNodeID driver/volume:FuzzLVName driver/volume:FuzzRequesterFrom \
 	driver/csi:FuzzParseParams driver/csi:FuzzParseMutable driver/csi:FuzzParseType driver/csi:FuzzSizeRange driver/csi:FuzzCapabilities \
 	driver/csi:FuzzTopology driver/csi:FuzzCreateSnapshot driver/csi:FuzzPageToken driver/csi:FuzzResolveDevice \
 	driver/csi:FuzzUnpublishPath driver/csi:FuzzPublishPaths driver/csi:FuzzPublishRequest driver/csi:FuzzMetadataPager \

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -15,10 +17,9 @@ import (
 	"carve.dev/carve/driver/volume"
 )
 
-// ConditionReady is the condition the agent keeps on its resources: True
-// when the last reconcile succeeded; False with the failure's CSI code as
-// the reason (e.g. ResourceExhausted) and its message otherwise.
-const ConditionReady = "Ready"
+// ConditionReady is the condition the agent keeps on its resources
+// (v1alpha1.ConditionReady).
+const ConditionReady = v1alpha1.ConditionReady
 
 // Event types and reasons the agent emits on LogicalVolumes and
 // LogicalVolumeSnapshots (kubectl describe shows them).
@@ -61,10 +62,54 @@ func emit(rec events.EventRecorder, obj runtime.Object, typ, reason, action, not
 // (events.k8s.io), whatever their notes: a second within minutes only
 // counts up the first, and its note is lost. A related object keeps apart
 // the events that tell of different things on the same object.
+//
+// An event about a resource made for a tenant's object (spec.requester: a
+// claim, a VolumeSnapshot) goes on that object too, in its namespace, as
+// about the resource: the tenant reads it with `kubectl describe`, and
+// needs no right to the cluster-scoped resource.
 func emitAbout(rec events.EventRecorder, obj, related runtime.Object, typ, reason, action, note string, args ...any) {
-	if rec != nil {
-		rec.Eventf(obj, related, typ, reason, action, note, args...)
+	if rec == nil {
+		return
 	}
+	rec.Eventf(obj, related, typ, reason, action, note, args...)
+	if ref := requesterRef(obj); ref != nil {
+		if related == nil {
+			related = obj
+		}
+		rec.Eventf(ref, related, typ, reason, action, note, args...)
+	}
+}
+
+// requesterRef is the object a resource was made for (spec.requester),
+// nil for none, and nil once the resource is being deleted: the object
+// is then gone or going (its deletion is what deletes the resource), and
+// its namespace would only collect events about nothing.
+func requesterRef(obj runtime.Object) *corev1.ObjectReference {
+	var r *v1alpha1.Requester
+	switch o := obj.(type) {
+	case *v1alpha1.LogicalVolume:
+		r = o.Spec.Requester
+	case *v1alpha1.LogicalVolumeSnapshot:
+		r = o.Spec.Requester
+	}
+	if o, ok := obj.(metav1.Object); !ok || r == nil || o.GetDeletionTimestamp() != nil {
+		return nil
+	}
+	return &corev1.ObjectReference{APIVersion: r.APIVersion, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name,
+		UID: types.UID(r.UID)}
+}
+
+// progress tells the tenant how far data work has got, at each step of
+// pendingMessage, on the object the resource was made for (operators have
+// the resource's Ready condition). Each step is an event of its own: the
+// action names the step, since events that share type, reason and action
+// are one series whose first note is the only one kept.
+func progress(rec events.EventRecorder, obj runtime.Object, p *volume.PendingError, action string) {
+	ref := requesterRef(obj)
+	if rec == nil || ref == nil {
+		return
+	}
+	rec.Eventf(ref, obj, "Normal", pendingReason(p), fmt.Sprintf("%s %d%%", action, p.Percent()/10*10), "%s", pendingMessage(p))
 }
 
 // readyCondition sets the Ready condition from an operation's outcome.
@@ -105,12 +150,15 @@ func (o outcomeFields) set(generation int64, opErr error) {
 func reportPending(ctx context.Context, c client.Client, rec events.EventRecorder, obj client.Object,
 	fields outcomeFields, p *volume.PendingError, action string) error {
 	*fields.err, *fields.observed = nil, obj.GetGeneration()
-	started := pendingCondition(fields.conditions, obj.GetGeneration(), p)
+	started, stepped := pendingCondition(fields.conditions, obj.GetGeneration(), p)
 	if err := c.Status().Update(ctx, obj); err != nil {
 		return fmt.Errorf("update status of %s: %w", obj.GetName(), err)
 	}
-	if started {
+	switch {
+	case started:
 		emit(rec, obj, "Normal", pendingReason(p), action, "%s", pendingMessage(p))
+	case stepped:
+		progress(rec, obj, p, action)
 	}
 	return p
 }
@@ -142,14 +190,16 @@ func pendingMessage(p *volume.PendingError) string {
 }
 
 // pendingCondition sets Ready False for data work that runs and tells
-// whether the reason changed (the work started, or changed kind).
-func pendingCondition(conds *[]metav1.Condition, generation int64, p *volume.PendingError) bool {
-	reason := pendingReason(p)
+// whether the reason changed (the work started, or changed kind) and, if
+// not, whether the message did (the work got a step further).
+func pendingCondition(conds *[]metav1.Condition, generation int64, p *volume.PendingError) (started, stepped bool) {
+	reason, msg := pendingReason(p), pendingMessage(p)
 	old := meta.FindStatusCondition(*conds, ConditionReady)
-	changed := old == nil || old.Reason != reason
+	started = old == nil || old.Reason != reason
+	stepped = !started && old.Message != msg
 	meta.SetStatusCondition(conds, metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse,
-		Reason: reason, Message: pendingMessage(p), ObservedGeneration: generation})
-	return changed
+		Reason: reason, Message: msg, ObservedGeneration: generation})
+	return started, stepped
 }
 
 // failed emits the Warning event of a failed operation.

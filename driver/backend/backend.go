@@ -82,6 +82,7 @@ func (b *Backend) CreateVolume(ctx context.Context, req volume.CreateRequest) (v
 	want := resourceFor(req)
 	switch {
 	case lv.Name == "":
+		want.Spec.Requester = b.requesterOf(ctx)
 		if err := b.Client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
 			return volume.Volume{}, fmt.Errorf("create %s: %w", want.Name, err)
 		}

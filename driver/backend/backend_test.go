@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -367,7 +368,8 @@ func TestRefusedVolumeIsRetriedAfresh(t *testing.T) {
 
 // While the node copies a clone's data, CreateVolume keeps waiting and,
 // when its deadline comes first, answers ABORTED (in progress: the CO
-// retries), never a failure; the retry after the copy gets the volume.
+// retries) with how far the copy has got, never a failure; the retry
+// after the copy gets the volume.
 func TestCreateWaitsOutABackgroundCopy(t *testing.T) {
 	var release func()
 	b, _ := clusterWith(t, func(cfg *lvmvol.Config, f *lvmfake.LVM) {
@@ -385,6 +387,10 @@ func TestCreateWaitsOutABackgroundCopy(t *testing.T) {
 	defer cancel()
 	_, err = b.CreateVolume(short, r)
 	wantCode(t, "create while the node copies", err, codes.Aborted)
+	msg, want := status.Convert(err).Message(), "the node agent has not finished yet: Copying: copy of vg0/pvc-clone runs in the background: "
+	if !strings.HasPrefix(msg, want) || !strings.HasSuffix(msg, "% done") {
+		t.Errorf("message %q, want %q, the share done", msg, want)
+	}
 	release()
 	if vol, err := b.CreateVolume(within(t), r); err != nil || vol.ID.LV != "pvc-clone" {
 		t.Fatalf("create after the copy: %+v, %v", vol, err)

@@ -32,12 +32,13 @@ func (b *Backend) CreateSnapshot(ctx context.Context, name string, source volume
 	err := b.Client.Get(ctx, types.NamespacedName{Name: want.Name}, &have)
 	switch {
 	case apierrors.IsNotFound(err):
+		want.Spec.Requester = b.requesterOf(ctx)
 		if err := b.Client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
 			return volume.Snapshot{}, fmt.Errorf("create %s: %w", want.Name, err)
 		}
 	case err != nil:
 		return volume.Snapshot{}, fmt.Errorf("get %s: %w", want.Name, err)
-	case have.Spec != want.Spec:
+	case !sameSnapshot(have.Spec, want.Spec):
 		return volume.Snapshot{}, fmt.Errorf("snapshot %q exists with another source: %w", name, volume.ErrNameConflict)
 	}
 	minGen := max(have.Generation, want.Generation)
@@ -46,6 +47,12 @@ func (b *Backend) CreateSnapshot(ctx context.Context, name string, source volume
 		return volume.Snapshot{}, err
 	}
 	return snapshotOf(&have)
+}
+
+// sameSnapshot: a retry asks for the snapshot the resource says (whatever
+// requester the first call named).
+func sameSnapshot(have, want v1alpha1.LogicalVolumeSnapshotSpec) bool {
+	return have.Name == want.Name && have.NodeName == want.NodeName && have.SourceVolumeID == want.SourceVolumeID
 }
 
 func snapshotOf(s *v1alpha1.LogicalVolumeSnapshot) (volume.Snapshot, error) {

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -48,7 +51,7 @@ const resync = 10 * time.Second
 // resource just created may not be in the cache yet.
 func (b *Backend) awaitDone(ctx context.Context, kind string, obj client.Object, minGen int64, rep report, done func() bool) error {
 	name := obj.GetName()
-	return b.awaitAgent(ctx, kind, obj, func(err error) (bool, error) {
+	return stillAtWork(obj, b.awaitAgent(ctx, kind, obj, func(err error) (bool, error) {
 		switch {
 		case apierrors.IsNotFound(err):
 			return false, nil
@@ -60,7 +63,27 @@ func (b *Backend) awaitDone(ctx context.Context, kind string, obj client.Object,
 			return false, agentError(failure)
 		}
 		return current && done(), nil
-	})
+	}))
+}
+
+// stillAtWork is err, and when it is errPending, says what the agent
+// last reported at work on obj (its Ready condition while data work
+// runs: "Copying: copy of vg/lv runs in the background: 40% done"). The
+// CO shows the error to the tenant (csi-provisioner's event on the
+// claim), who has no right to read the resource.
+func stillAtWork(obj client.Object, err error) error {
+	if err != errPending {
+		return err
+	}
+	r, ok := obj.(interface{ Ready() *metav1.Condition })
+	if !ok {
+		return err
+	}
+	c := r.Ready()
+	if c == nil || c.Status != metav1.ConditionFalse || c.Message == "" {
+		return err
+	}
+	return status.Errorf(codes.Aborted, "the node agent has not finished yet: %s: %s", c.Reason, c.Message)
 }
 
 // awaitGone waits until obj no longer exists: the agent has removed what

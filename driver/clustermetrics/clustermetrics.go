@@ -131,10 +131,6 @@ type report struct {
 	conditions []metav1.Condition
 }
 
-// readyCondition is the agent's Ready condition (agent.ConditionReady;
-// the test checks they agree).
-const readyCondition = "Ready"
-
 // unfinished says whether obj has work left, in which state and since
 // when (see the package comment). What no timestamp dates is dated from
 // r.seen, and kept in keep for the next read.
@@ -147,7 +143,7 @@ func (r *Reader) unfinished(obj metav1.Object, rep report, now time.Time, keep m
 		keep[obj.GetUID()] = s
 		return s.at
 	}
-	ready := meta.FindStatusCondition(rep.conditions, readyCondition)
+	ready := meta.FindStatusCondition(rep.conditions, v1alpha1.ConditionReady)
 	notReady := ready != nil && ready.Status == metav1.ConditionFalse
 	current := rep.observed == obj.GetGeneration()
 	switch {

@@ -176,10 +176,3 @@ func TestDoneLeavesNothing(t *testing.T) {
 		t.Errorf("unfinished %v, kept %v, err %v; want none", st.Unfinished, r.seen, err)
 	}
 }
-
-// The condition read is the one the agent writes.
-func TestReadyConditionIsTheAgents(t *testing.T) {
-	if readyCondition != agent.ConditionReady {
-		t.Errorf("readyCondition %q, the agent writes %q", readyCondition, agent.ConditionReady)
-	}
-}

@@ -111,7 +111,11 @@ func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 		return nil, invalidArgument("parameter %s=%s: raw block volumes cannot be encrypted (a pod would get the ciphertext); use a filesystem volume",
 			ParamEncryption, EncryptionLUKS2)
 	}
-	vol, err := c.backend.CreateVolume(ctx, volume.CreateRequest{
+	requester, err := volume.RequesterFrom(req.GetParameters(), volume.RequesterClaim)
+	if err != nil {
+		return nil, invalidArgument("%v", err)
+	}
+	vol, err := c.backend.CreateVolume(volume.WithRequester(ctx, requester), volume.CreateRequest{
 		Name: req.GetName(), Node: node, VG: vg, VGs: vgs, RequiredBytes: required, LimitBytes: limit, Type: params.Type, Source: source,
 		ParamsDigest: paramsDigest(req.GetParameters(), fsType), Encrypted: params.Encrypted, Limits: params.Limits,
 		RecreateBlankWhenLost: params.RecreateBlankWhenLost,

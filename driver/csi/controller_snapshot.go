@@ -29,7 +29,11 @@ func (c *Controller) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshot
 	if err != nil {
 		return nil, err
 	}
-	snap, err := c.backend.CreateSnapshot(ctx, req.GetName(), src)
+	requester, err := volume.RequesterFrom(req.GetParameters(), volume.RequesterSnapshot)
+	if err != nil {
+		return nil, invalidArgument("%v", err)
+	}
+	snap, err := c.backend.CreateSnapshot(volume.WithRequester(ctx, requester), req.GetName(), src)
 	if err != nil {
 		return nil, err
 	}

@@ -130,6 +130,7 @@ func TestCreateVolumeCodes(t *testing.T) {
 		// Standalone mode keeps no record beyond the LV to recreate from.
 		"recreate in standalone": {createReq("pvc-2", mib, map[string]string{ParamRecreateBlankWhenLost: "true"}), codes.InvalidArgument},
 		"several VGs, none here": {createReq("pvc-2", mib, map[string]string{ParamVolumeGroups: "vg8,vg9"}), codes.ResourceExhausted},
+		"claim no name can be":   {createReq("pvc-2", mib, map[string]string{volume.ParamClaimName: "a/b", volume.ParamClaimNamespace: "ns"}), codes.InvalidArgument},
 	} {
 		_, err := c.CreateVolume(ctx, tc.req)
 		wantCode(t, what, err, tc.code)

@@ -7,6 +7,7 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 
+	"carve.dev/carve/driver/volume"
 	"carve.dev/carve/test/lvmfake"
 )
 
@@ -27,6 +28,9 @@ func TestSnapshotRPCs(t *testing.T) {
 	wantCode(t, "no source", err, codes.InvalidArgument)
 	_, err = c.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: "s1", SourceVolumeId: "fake-vol-id"})
 	wantCode(t, "foreign source", err, codes.NotFound)
+	_, err = c.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: "s1", SourceVolumeId: src,
+		Parameters: map[string]string{volume.ParamSnapshotName: "s1", volume.ParamSnapshotNamespace: "No_Namespace"}})
+	wantCode(t, "a VolumeSnapshot namespace no namespace can have", err, codes.InvalidArgument)
 	_, err = c.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: "s1", SourceVolumeId: src, Parameters: map[string]string{"x": "y"}})
 	wantCode(t, "unknown parameter", err, codes.InvalidArgument)
 

@@ -14,6 +14,13 @@ const (
 	PhaseFailed Phase = "Failed"
 )
 
+// ConditionReady is the condition the node agent keeps on each resource:
+// True when its last reconcile succeeded; False with the failure's CSI
+// code as the reason (e.g. ResourceExhausted) and its message, or while
+// data work runs, with the work (Copying, Wiping, Syncing) as the reason
+// and how far it has got as the message.
+const ConditionReady = "Ready"
+
 // OperationError is the last failure of the node agent, with a code the
 // controller maps back to a CSI error code.
 type OperationError struct {
@@ -35,4 +42,21 @@ type HealthProblem struct {
 	// Message is for people.
 	// +optional
 	Message string `json:"message,omitempty"`
+}
+
+// Requester is the Kubernetes object a resource was made for: the
+// PersistentVolumeClaim of a volume, the VolumeSnapshot of a snapshot
+// (from the CSI call's parameters, csi-provisioner's and csi-snapshotter's
+// --extra-create-metadata). The node agent posts its events on it too, in
+// its namespace, where the tenant who made it can read them. Fixed at
+// creation; the UID keeps a later object of the same name apart.
+type Requester struct {
+	// APIVersion of the object: v1, snapshot.storage.k8s.io/v1.
+	APIVersion string `json:"apiVersion"`
+	// Kind: PersistentVolumeClaim or VolumeSnapshot.
+	// +kubebuilder:validation:Enum=PersistentVolumeClaim;VolumeSnapshot
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	UID       string `json:"uid"`
 }

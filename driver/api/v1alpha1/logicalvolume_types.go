@@ -60,6 +60,10 @@ type LogicalVolumeSpec struct {
 	// takes the LV over as it is and never creates one.
 	// +optional
 	Adopted bool `json:"adopted,omitempty"`
+	// Requester is the claim the volume was made for, when the CO named
+	// it; its tenant gets the agent's events too.
+	// +optional
+	Requester *Requester `json:"requester,omitempty"`
 }
 
 // IOLimits are per-second caps on a pod's IO on the volume's device; 0 or

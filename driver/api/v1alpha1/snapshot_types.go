@@ -12,6 +12,10 @@ type LogicalVolumeSnapshotSpec struct {
 	NodeName string `json:"nodeName"`
 	// SourceVolumeID is the CSI ID of the source volume (node/vg/lv).
 	SourceVolumeID string `json:"sourceVolumeID"`
+	// Requester is the VolumeSnapshot the snapshot was taken for, when
+	// the CO named it; its tenant gets the agent's events too.
+	// +optional
+	Requester *Requester `json:"requester,omitempty"`
 }
 
 // LogicalVolumeSnapshotStatus is what the node agent reports.
