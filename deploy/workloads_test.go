@@ -269,6 +269,12 @@ func checkControllerDeployment(t *testing.T, objs []object) {
 		t.Errorf("%v: socket-dir must be an emptyDir", o)
 	}
 
+	if s := container(spec, "csi-snapshotter"); s != nil {
+		f, _ := flagArgs(s.Args)
+		if v, ok := f["extra-create-metadata"]; !ok || (v != "" && v != "true") {
+			t.Errorf("%v: csi-snapshotter needs --extra-create-metadata (the node agent's events reach the VolumeSnapshot)", o)
+		}
+	}
 	p := container(spec, "csi-provisioner")
 	if p == nil {
 		return
