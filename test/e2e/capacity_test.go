@@ -84,9 +84,12 @@ func TestNodeRefusalReschedules(t *testing.T) {
 	// Then the space goes, and the claim comes before the capacity
 	// (NodeStorage every 30 s, csi-provisioner's poll every minute) shows it.
 	refill := fillVGs(t)
-	create(t, pvc("tight", "carve-thick", "256Mi"))
+	tight := pvc("tight", "carve-thick", "256Mi")
+	create(t, tight)
 	create(t, pod("tight-1", "tight"))
 	waitEvent(t, "tight", "ProvisioningFailed", "ResourceExhausted", 2*time.Minute)
+	// The claim's tenant reads the node's refusal itself.
+	tenantSees(t, tight, "Failed", "ResourceExhausted")
 	refill()
 	// Once the space is back, nobody needs to step in.
 	waitRunning(t, "tight-1", 6*time.Minute)

@@ -56,6 +56,8 @@ func TestPublishWhileACloneCopies(t *testing.T) {
 	wait(t, "the clone's LogicalVolume Copying", 3*time.Minute, func(ctx context.Context) (bool, error) {
 		return copying(ctx, cloneLV)
 	})
+	// The claim's tenant reads how far the copy has got.
+	tenantSees(t, clone, "Copying", "% done")
 	slow.limit(t, []string{dmPath(t, "e2e", cloneLV+"-frz")}, 256<<10) // lvmvol's frozenName
 	slow.limit(t, []string{"/dev/vda", "/dev/vdb"}, 0)
 

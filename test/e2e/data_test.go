@@ -93,11 +93,17 @@ func snapshotRestore(t *testing.T, class string) {
 	vs := takeSnapshot(t, snap, src)
 	writeData(t, p, "state", "after the snapshot")
 
-	create(t, restoreClaim(dst, class, "384Mi", snap))
+	restored := restoreClaim(dst, class, "384Mi", snap)
+	create(t, restored)
 	p2 := runPodWith(t, dst+"-1", dst, onNode(p.Spec.NodeName))
 	if got := readData(t, p2, "state"); got != "before the snapshot" {
 		t.Errorf("restored volume holds %q", got)
 	}
+	// Its tenant, with rights in the namespace only, reads what the
+	// node agent did for the snapshot and the restored claim.
+	tenantSees(t, vs, "Created", "is ready")
+	tenantSees(t, restored, "Created", "created LV")
+	tenantCannotReadResources(t)
 	if got := fsSize(t, p2); got < 300*mi {
 		t.Errorf("restored filesystem is %d bytes; the claim asked for 384Mi", got)
 	}

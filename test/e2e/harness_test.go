@@ -33,7 +33,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"carve.dev/carve/driver/api/v1alpha1"
 )
@@ -70,6 +72,9 @@ type harness struct {
 var h *harness
 
 func TestMain(m *testing.M) {
+	// controller-runtime's clients log through klog, as carve's do; unset,
+	// the first client made after 30 s prints a stack trace saying so.
+	ctrllog.SetLogger(klog.NewKlogr())
 	var err error
 	h, err = setUp()
 	code := 1
