@@ -79,8 +79,10 @@ func stillAtWork(obj client.Object, err error) error {
 	if !ok {
 		return err
 	}
+	// A current report that is not Ready and no failure is work under
+	// way; an older one (a failure since retried) tells nothing of now.
 	c := r.Ready()
-	if c == nil || c.Status != metav1.ConditionFalse || c.Message == "" {
+	if c == nil || c.Status != metav1.ConditionFalse || c.ObservedGeneration != obj.GetGeneration() || c.Message == "" {
 		return err
 	}
 	return status.Errorf(codes.Aborted, "the node agent has not finished yet: %s: %s", c.Reason, c.Message)

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"carve.dev/carve/driver/api/v1alpha1"
@@ -44,6 +45,39 @@ func TestAWaitCutInAReadIsPending(t *testing.T) {
 		cancel()
 		if status.Code(err) != codes.Aborted {
 			t.Errorf("%s cut in a read: %v, want ABORTED", name, err)
+		}
+	}
+}
+
+// A wait cut short tells what the agent reports at work on the resource
+// now: the Ready condition of its current generation, not Ready; an
+// older report, or none, adds nothing; other errors pass as they are.
+func TestStillAtWorkSaysWhatRuns(t *testing.T) {
+	at := func(gen, observed int64, st metav1.ConditionStatus, msg string) *v1alpha1.LogicalVolume {
+		lv := &v1alpha1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: "pvc-1", Generation: gen}}
+		lv.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: st, Reason: "Copying",
+			Message: msg, ObservedGeneration: observed}}
+		return lv
+	}
+	copying := "copy of vg0/pvc-1 runs in the background: 40% done"
+	for _, tc := range []struct {
+		what string
+		obj  client.Object
+		err  error
+		want string
+	}{
+		{"copying now", at(2, 2, metav1.ConditionFalse, copying), errPending, "the node agent has not finished yet: Copying: " + copying},
+		{"an older report", at(3, 2, metav1.ConditionFalse, copying), errPending, "the node agent has not finished yet"},
+		{"ready", at(2, 2, metav1.ConditionTrue, ""), errPending, "the node agent has not finished yet"},
+		{"no report", &v1alpha1.LogicalVolume{}, errPending, "the node agent has not finished yet"},
+		{"another error", at(2, 2, metav1.ConditionFalse, copying), status.Error(codes.Internal, "x"), "x"},
+	} {
+		got := stillAtWork(tc.obj, tc.err)
+		if status.Convert(got).Message() != tc.want {
+			t.Errorf("%s: %v, want %s", tc.what, got, tc.want)
+		}
+		if tc.err == errPending && status.Code(got) != codes.Aborted {
+			t.Errorf("%s: code %v, want Aborted", tc.what, status.Code(got))
 		}
 	}
 }
