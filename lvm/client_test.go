@@ -237,10 +237,18 @@ func TestTags(t *testing.T) {
 func TestVGAndPVCommands(t *testing.T) {
 	c := newFake(t,
 		step{args: []string{"vgcreate", "--yes", "vg0", "/dev/vdb", "/dev/vdc"}},
+		step{args: []string{"vgextend", "-qq", "vg0", "/dev/vdd"}},
+		step{args: []string{"vgcreate", "-qq", "vg1", "/dev/vde"}},
 		step{args: []string{"vgremove", "--yes", "vg0"}},
 		step{args: []string{"pvremove", "--yes", "/dev/vdb"}},
 	)
 	if err := c.CreateVG(ctx, "vg0", "/dev/vdb", "/dev/vdc"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ExtendVGOnBlank(ctx, "vg0", "/dev/vdd"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CreateVGOnBlank(ctx, "vg1", "/dev/vde"); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.RemoveVG(ctx, "vg0"); err != nil {
@@ -251,6 +259,12 @@ func TestVGAndPVCommands(t *testing.T) {
 	}
 	if err := c.CreateVG(ctx, "vg0"); err == nil {
 		t.Error("CreateVG without devices succeeded")
+	}
+	if err := c.ExtendVGOnBlank(ctx, "vg0"); err == nil {
+		t.Error("ExtendVGOnBlank without devices succeeded")
+	}
+	if err := c.CreateVGOnBlank(ctx, "-vg", "/dev/vdd"); !errors.Is(err, ErrInvalidName) {
+		t.Errorf("CreateVGOnBlank of a bad VG name: %v", err)
 	}
 }
 

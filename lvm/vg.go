@@ -117,6 +117,39 @@ func (c *Client) CreateVG(ctx context.Context, vg string, devices ...string) err
 	return nil
 }
 
+// CreateVGOnBlank and ExtendVGOnBlank make a volume group of devices, or
+// add them to one, only if lvm2 finds each one blank: the node agent's way
+// of taking the disks a declaration gives it (driver/disks decides which).
+// Where lvm2 finds a signature (a filesystem, a partition table, another
+// PV's label) it asks before wiping it, and -qq answers no: the command
+// fails and the device is left as it was. CreateVG's --yes would wipe it.
+// So a disk that gained data after the agent probed it is refused, not
+// overwritten. lvm2 also refuses a device that is a PV of a VG already,
+// this one included: a caller that retries after a cut must first see what
+// the VG holds.
+func (c *Client) CreateVGOnBlank(ctx context.Context, vg string, devices ...string) error {
+	return c.takeBlank(ctx, "vgcreate", vg, devices)
+}
+
+// ExtendVGOnBlank: see CreateVGOnBlank.
+func (c *Client) ExtendVGOnBlank(ctx context.Context, vg string, devices ...string) error {
+	return c.takeBlank(ctx, "vgextend", vg, devices)
+}
+
+func (c *Client) takeBlank(ctx context.Context, cmd, vg string, devices []string) error {
+	if err := ValidateVGName(vg); err != nil {
+		return err
+	}
+	if len(devices) == 0 {
+		return errors.New(cmd + " " + vg + ": no devices")
+	}
+	args := append([]string{cmd, "-qq", vg}, devices...)
+	if _, err := c.run(ctx, args...); err != nil {
+		return fmt.Errorf("%s %s: %w", cmd, vg, err)
+	}
+	return nil
+}
+
 // RemoveVG removes a volume group together with every LV in it; its PVs stay
 // labelled (see RemovePVs).
 func (c *Client) RemoveVG(ctx context.Context, vg string) error {
