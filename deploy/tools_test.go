@@ -15,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"sigs.k8s.io/yaml"
+
+	"carve.dev/carve/driver/disks"
 )
 
 // ---------------------------------------------------------------------------
@@ -197,6 +199,41 @@ func TestHelmChart(t *testing.T) {
 		}
 		if ds.Spec.Template.Spec.NodeSelector["lvm.carve.dev/storage-node"] != "true" {
 			t.Errorf("nodeSelector not applied: %v", ds.Spec.Template.Spec.NodeSelector)
+		}
+	})
+
+	// A declaration in the values reaches carve node as the ConfigMap
+	// it reads, as written; none renders no ConfigMap (the node's
+	// optional mount then holds no file: nothing declared).
+	t.Run("disk declaration", func(t *testing.T) {
+		if _, ok := find(helmTemplate(t, helm), "ConfigMap", "carve-disks"); ok {
+			t.Error("the defaults render a disk declaration")
+		}
+		values := filepath.Join(t.TempDir(), "values.yaml")
+		decl := "volumeGroups:\n- volumeGroup: vg0\n  nodeSelector: {disks: nvme}\n  paths: [/dev/disk/by-id/nvme-*]\n  minSize: 100Gi\n"
+		if err := os.WriteFile(values, []byte("diskDeclaration:\n  "+strings.ReplaceAll(decl, "\n", "\n  ")), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		objs := helmTemplate(t, helm, "--values", values)
+		var cm corev1.ConfigMap
+		strict(t, mustFind(t, objs, "ConfigMap", "carve-disks"), &cm)
+		got, err := disks.Parse([]byte(cm.Data["disks.yaml"]))
+		if err != nil {
+			t.Fatalf("the rendered declaration: %v\n%s", err, cm.Data["disks.yaml"])
+		}
+		want, err := disks.Parse([]byte(decl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("rendered declaration %+v, want %+v", got, want)
+		}
+		var ds appsv1.DaemonSet
+		strict(t, mustFind(t, objs, "DaemonSet", node), &ds)
+		f, _ := flagArgs(ds.Spec.Template.Spec.Containers[0].Args)
+		v := podVolume(&ds.Spec.Template.Spec, "disk-declaration")
+		if f["disk-declaration"] != "/etc/carve/disks/disks.yaml" || v == nil || v.ConfigMap == nil || v.ConfigMap.Name != "carve-disks" {
+			t.Errorf("carve node does not read the ConfigMap: --disk-declaration=%q, volume %+v", f["disk-declaration"], v)
 		}
 	})
 

@@ -147,3 +147,18 @@ func (x *Cache) ThinDelta(ctx context.Context, vg, base, target string, from uin
 func (x *Cache) ReleaseMetadataSnaps(ctx context.Context, vg string) ([]string, error) {
 	return x.c.ReleaseMetadataSnaps(ctx, vg)
 }
+
+// CreateVGOnBlank is Client.CreateVGOnBlank: a VG that was none, or was
+// unreadable, is read afresh.
+func (x *Cache) CreateVGOnBlank(ctx context.Context, vg string, devices ...string) error {
+	return x.changing(vg, func() error { return x.c.CreateVGOnBlank(ctx, vg, devices...) })
+}
+
+// ExtendVGOnBlank is Client.ExtendVGOnBlank.
+func (x *Cache) ExtendVGOnBlank(ctx context.Context, vg string, devices ...string) error {
+	return x.changing(vg, func() error { return x.c.ExtendVGOnBlank(ctx, vg, devices...) })
+}
+
+// ListPVs is Client.ListPVs, never cached: it reads every PV lvm2 sees,
+// in VGs or none, which no VG's report covers.
+func (x *Cache) ListPVs(ctx context.Context) ([]PV, error) { return x.c.ListPVs(ctx) }

@@ -169,6 +169,8 @@ func TestEveryChangeInvalidatesItsVG(t *testing.T) {
 		"ThinDelta": func(x *Cache) error {
 			return x.ThinDelta(ctx, "carve-thin", "thin1", "thin2", 0, func(Range) error { return nil })
 		},
+		"CreateVGOnBlank": func(x *Cache) error { return x.CreateVGOnBlank(ctx, "carve-thin", "/dev/vdx") },
+		"ExtendVGOnBlank": func(x *Cache) error { return x.ExtendVGOnBlank(ctx, "carve-thin", "/dev/vdx") },
 	}
 	for name, change := range changes {
 		t.Run(name, func(t *testing.T) {

@@ -140,16 +140,29 @@ func parseVGs(s string) ([]string, error) {
 	return out, nil
 }
 
+// stack is what build makes: the volumes (the LVM semantics), the CSI
+// Node service, and below them the lvm2 reports' cache and the runner
+// every command of this node goes through.
+type stack struct {
+	vols *lvmvol.Manager
+	node *csi.Node
+	lvm  *lvm.Cache
+	run  *runner.Exec
+	// closeLVM ends the lvm2 shells: call it on the way out, after the
+	// services have stopped, or they outlive carve in its cgroup.
+	closeLVM func()
+}
+
 // build makes the LVM semantics and the CSI Node service on this node, and
 // repairs what a carve killed mid-command left. background: the Manager
 // leaves long data work in the background (carve node's agent; see
-// lvmvol.Config.BackgroundDataWork). Call closeLVM on the way out, after
-// the services have stopped: it ends the lvm2 shells, which would
-// otherwise outlive carve in its cgroup.
-func (f *localFlags) build(background bool) (vols *lvmvol.Manager, node *csi.Node, closeLVM func()) {
+// lvmvol.Config.BackgroundDataWork).
+func (f *localFlags) build(background bool) stack {
+	var vols *lvmvol.Manager
+	var node *csi.Node
 	run := runner.New(f.cmdTimeout, lvmEnv(udevControl)...)
 	run.Observe = crashpoint.Wrap(metrics.Command)
-	closeLVM = func() {}
+	closeLVM := func() {}
 	if f.lvmShells > 0 {
 		run.Shell = runner.NewShell(f.lvmShells)
 		closeLVM = func() { _ = run.Shell.Close() }
@@ -186,7 +199,7 @@ func (f *localFlags) build(background bool) (vols *lvmvol.Manager, node *csi.Nod
 	vols.RepairInterruptedLVM(ctx)
 	vols.MakeMissingDeviceNodes(ctx)
 	vols.ReleaseMetadataSnapshots(ctx)
-	return vols, node, closeLVM
+	return stack{vols: vols, node: node, lvm: cache, run: run, closeLVM: closeLVM}
 }
 
 // udevControl is udevd's control socket: present where udev runs.

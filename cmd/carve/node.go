@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"carve.dev/carve/driver/agent"
 	"carve.dev/carve/driver/csi"
+	"carve.dev/carve/driver/disks"
 	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/registration"
 )
@@ -26,6 +28,7 @@ func runNode(args []string) error {
 		kubeletPath string
 		reportEvery time.Duration
 		workers     int
+		diskDecl    string
 	)
 	fs := flag.NewFlagSet("node", flag.ContinueOnError)
 	c.register(fs)
@@ -36,6 +39,8 @@ func runNode(args []string) error {
 	fs.DurationVar(&reportEvery, "storage-report-interval", 30*time.Second, "how often NodeStorage is refreshed")
 	fs.IntVar(&workers, "agent-workers", agent.DefaultWorkers,
 		"LogicalVolumes (and, apart, LogicalVolumeSnapshots and group snapshots) reconciled at once; one volume is never reconciled twice at once")
+	fs.StringVar(&diskDecl, "disk-declaration", "",
+		"file of the declaration of which disks make which volume groups on which nodes (a ConfigMap's key, mounted; read each minute, none there: nothing declared); empty: the agent takes no disks")
 	logging := loggingFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -59,8 +64,9 @@ func runNode(args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", kubeletFlag, err)
 	}
-	vols, node, closeLVM := lf.build(true)
-	defer closeLVM()
+	st := lf.build(true)
+	defer st.closeLVM()
+	vols, node := st.vols, st.node
 	if lf.maxVolumes > 0 {
 		klog.InfoS("Attach limit advertised to the scheduler", "maxVolumes", lf.maxVolumes)
 	}
@@ -72,7 +78,11 @@ func runNode(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := addAgent(mgr, lf, vols, reportEvery, workers); err != nil {
+	storage, err := addAgent(mgr, lf, vols, reportEvery, workers)
+	if err != nil {
+		return err
+	}
+	if err := addDiskKeeper(mgr, lf.nodeID, st, storage, diskDecl); err != nil {
 		return err
 	}
 	srv := csi.NewServer(csi.NewIdentity(version, false, vols), nil, node, csi.NewSnapshotMetadata(vols))
@@ -94,7 +104,7 @@ func runNode(args []string) error {
 
 // addAgent registers the reconcilers and the storage reporter, all on the
 // manager's client: reads from the node's cache, writes to the API.
-func addAgent(mgr manager.Manager, lf localFlags, vols *lvmvol.Manager, every time.Duration, workers int) error {
+func addAgent(mgr manager.Manager, lf localFlags, vols *lvmvol.Manager, every time.Duration, workers int) (*agent.StorageReporter, error) {
 	c := mgr.GetClient()
 	// Events of the events.k8s.io API, as carve-node; those about the
 	// cluster-scoped resources land in the default namespace.
@@ -103,14 +113,30 @@ func addAgent(mgr manager.Manager, lf localFlags, vols *lvmvol.Manager, every ti
 		Volumes: vols.ListVolumes, Events: rec}
 	if err := (&agent.VolumeReconciler{Client: c, Node: lf.nodeID, Volumes: vols, Events: rec, Workers: workers,
 		SpaceChanged: storage.RefreshSpace}).SetupWithManager(mgr); err != nil {
-		return err
+		return nil, err
 	}
 	if err := (&agent.SnapshotReconciler{Client: c, Node: lf.nodeID, Snapshots: vols, Events: rec, Workers: workers,
 		SpaceChanged: storage.RefreshSpace}).SetupWithManager(mgr); err != nil {
-		return err
+		return nil, err
 	}
 	if err := (&agent.GroupSnapshotReconciler{Client: c, Node: lf.nodeID, Groups: vols, Events: rec, Workers: workers}).SetupWithManager(mgr); err != nil {
-		return err
+		return nil, err
 	}
-	return mgr.Add(storage)
+	return storage, mgr.Add(storage)
+}
+
+// addDiskKeeper registers the disk setup when a declaration's file is
+// named: its lvm2 commands go through the node's runner and report cache
+// (a VG made or grown is read afresh), its probes through the runner.
+func addDiskKeeper(mgr manager.Manager, nodeID string, st stack, storage *agent.StorageReporter, decl string) error {
+	if decl == "" {
+		return nil
+	}
+	setup := &agent.DiskSetup{Node: nodeID, LVM: st.lvm,
+		Scan: func() ([]disks.Disk, error) { return disks.Scan("/sys/block", "/dev") },
+		Probe: func(ctx context.Context, dev string) (disks.Signatures, error) {
+			return disks.Probe(ctx, st.run, dev)
+		}}
+	klog.InfoS("Disks to volume groups by declaration", "declaration", decl)
+	return mgr.Add(&agent.DiskKeeper{Setup: setup, Declaration: decl, Nodes: mgr.GetAPIReader(), Storage: storage})
 }

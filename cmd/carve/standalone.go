@@ -29,8 +29,9 @@ func runStandalone(args []string) error {
 	if err := f.validate(); err != nil {
 		return err
 	}
-	vols, node, closeLVM := f.build(false)
-	defer closeLVM()
+	st := f.build(false)
+	defer st.closeLVM()
+	vols, node := st.vols, st.node
 	srv := csi.NewServer(csi.NewIdentity(version, true, vols), csi.NewController(vols), node, csi.NewSnapshotMetadata(vols))
 	health := serveHealth(healthAddr, vgCheck(vols), true)
 	stop := make(chan os.Signal, 1)

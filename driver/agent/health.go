@@ -91,11 +91,17 @@ func (s *StorageReporter) announceVGHealth(ns *v1alpha1.NodeStorage, space []vol
 // which keeps the first note only (see emitAbout), so two VGs losing a PV
 // must regard different things. ns itself when no reference can be made.
 func (s *StorageReporter) vgReference(ns *v1alpha1.NodeStorage, vg string) runtime.Object {
+	return s.statusReference(ns, fmt.Sprintf("status.volumeGroups{%s}", vg))
+}
+
+// statusReference regards the entry of ns's status at fieldPath; ns
+// itself when no reference can be made.
+func (s *StorageReporter) statusReference(ns *v1alpha1.NodeStorage, fieldPath string) runtime.Object {
 	ref, err := reference.GetReference(s.Client.Scheme(), ns)
 	if err != nil {
 		return ns
 	}
-	ref.FieldPath = fmt.Sprintf("status.volumeGroups{%s}", vg)
+	ref.FieldPath = fieldPath
 	return ref
 }
 

@@ -27,6 +27,21 @@ type NodeStorageStatus struct {
 	// recreates them blank.
 	// +optional
 	MissingVolumes []string `json:"missingVolumes,omitempty"`
+	// DiskRefusals are the disks the node's disk declaration selects that
+	// the agent will not take, each with why (it holds data, a partition
+	// table, another VG's label ...), for a person to read and decide:
+	// Carve takes only blank disks and never wipes one. Empty when every
+	// selected disk is taken, or when no declaration applies.
+	// +optional
+	DiskRefusals []DiskRefusal `json:"diskRefusals,omitempty"`
+}
+
+// DiskRefusal is a disk a declaration selects for a volume group that the
+// agent will not take.
+type DiskRefusal struct {
+	VolumeGroup string `json:"volumeGroup"`
+	Device      string `json:"device"`
+	Reason      string `json:"reason"`
 }
 
 // VolumeGroupStatus is one VG's space and health.
