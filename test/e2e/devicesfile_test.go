@@ -11,10 +11,14 @@ import (
 
 // TestNodeAdministration: what an administrator does to a node's LVM
 // while Carve serves, one node each, side by side (alone otherwise: they
-// change a node's capacity).
+// change a node's capacity); then a disk declaration takes the disk
+// testDevicesFile gave back.
 func TestNodeAdministration(t *testing.T) {
-	t.Run("DevicesFile", testDevicesFile)
-	t.Run("ThinPoolFills", testThinPoolFills)
+	t.Run("SideBySide", func(t *testing.T) {
+		t.Run("DevicesFile", testDevicesFile)
+		t.Run("ThinPoolFills", testThinPoolFills)
+	})
+	t.Run("DeclaredDisks", testDeclaredDisks)
 }
 
 // lvm2's devices file (use_devicesfile = 1, as on RHEL 9 and
