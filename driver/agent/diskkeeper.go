@@ -72,8 +72,12 @@ func (k *DiskKeeper) Pass(ctx context.Context) error {
 		return err
 	}
 	var node corev1.Node
-	if err := k.Nodes.Get(ctx, types.NamespacedName{Name: k.Setup.Node}, &node); err != nil {
-		return fmt.Errorf("read node %s for its labels: %w", k.Setup.Node, err)
+	// Nothing declared (most clusters): no need to read the Node, each
+	// minute on every node.
+	if len(decl.VolumeGroups) > 0 {
+		if err := k.Nodes.Get(ctx, types.NamespacedName{Name: k.Setup.Node}, &node); err != nil {
+			return fmt.Errorf("read node %s for its labels: %w", k.Setup.Node, err)
+		}
 	}
 	plans, applyErr := k.Setup.Apply(ctx, decl, node.Labels)
 	if errors.Is(applyErr, disks.ErrInvalid) {
