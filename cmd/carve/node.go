@@ -82,7 +82,7 @@ func runNode(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := addDiskKeeper(mgr, lf.nodeID, st, storage, diskDecl); err != nil {
+	if err := addDiskKeeper(mgr, lf.nodeID, lf.vgs, st, storage, diskDecl); err != nil {
 		return err
 	}
 	srv := csi.NewServer(csi.NewIdentity(version, false, vols), nil, node, csi.NewSnapshotMetadata(vols))
@@ -128,11 +128,11 @@ func addAgent(mgr manager.Manager, lf localFlags, vols *lvmvol.Manager, every ti
 // addDiskKeeper registers the disk setup when a declaration's file is
 // named: its lvm2 commands go through the node's runner and report cache
 // (a VG made or grown is read afresh), its probes through the runner.
-func addDiskKeeper(mgr manager.Manager, nodeID string, st stack, storage *agent.StorageReporter, decl string) error {
+func addDiskKeeper(mgr manager.Manager, nodeID string, served []string, st stack, storage *agent.StorageReporter, decl string) error {
 	if decl == "" {
 		return nil
 	}
-	setup := &agent.DiskSetup{Node: nodeID, LVM: st.lvm,
+	setup := &agent.DiskSetup{Node: nodeID, Served: served, LVM: st.lvm,
 		Scan: func() ([]disks.Disk, error) { return disks.Scan("/sys/block", "/dev") },
 		Probe: func(ctx context.Context, dev string) (disks.Signatures, error) {
 			return disks.Probe(ctx, st.run, dev)

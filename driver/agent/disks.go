@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"k8s.io/klog/v2"
 
@@ -34,7 +35,11 @@ type DiskLVM interface {
 // the disk keeps its data, and the next pass refuses it.
 type DiskSetup struct {
 	Node string
-	LVM  DiskLVM
+	// Served are the VGs the node serves (--volume-groups): a declared VG
+	// that is not one of them is not made, since Carve would never carve
+	// from it. Nil: any.
+	Served []string
+	LVM    DiskLVM
 	// Scan lists the node's disks (disks.Scan of /sys/block and /dev).
 	Scan func() ([]disks.Disk, error)
 	// Probe tells what a device holds (disks.Probe with the node's
@@ -49,8 +54,20 @@ type DiskSetup struct {
 // stop the others.
 func (s *DiskSetup) Apply(ctx context.Context, decl disks.Declaration, labels map[string]string) ([]disks.Plan, error) {
 	decls, err := decl.ForNode(s.Node, labels)
-	if err != nil || len(decls) == 0 {
+	if err != nil {
 		return nil, err
+	}
+	var errs []error
+	decls = slices.DeleteFunc(decls, func(d disks.VGDecl) bool {
+		if s.Served == nil || slices.Contains(s.Served, d.VG) {
+			return false
+		}
+		errs = append(errs, fmt.Errorf("volume group %s is declared for node %s, which does not serve it (--volume-groups %v): its disks are not taken",
+			d.VG, s.Node, s.Served))
+		return true
+	})
+	if len(decls) == 0 {
+		return nil, errors.Join(errs...)
 	}
 	all, err := s.Scan()
 	if err != nil {
@@ -61,7 +78,6 @@ func (s *DiskSetup) Apply(ctx context.Context, decl disks.Declaration, labels ma
 		return nil, fmt.Errorf("list physical volumes: %w", err)
 	}
 	plans := disks.PlanNode(decls, all, s.probeSelected(ctx, decls, all), pvs)
-	var errs []error
 	for _, p := range plans {
 		errs = append(errs, s.take(ctx, p))
 	}

@@ -170,6 +170,18 @@ volumeGroups:
 		t.Errorf("another node's declaration: plans %+v, err %v, commands %q", plans, err, l.calls)
 	}
 
+	// A VG the node does not serve is not made: Carve would never use it.
+	s = n.setup(l)
+	s.Served = []string{"b"}
+	l.fail = ""
+	if _, err := s.Apply(context.Background(), decl, nil); err == nil || !strings.Contains(err.Error(), "volume group a is declared for node node-a, which does not serve it") {
+		t.Errorf("a VG the node does not serve: %v", err)
+	}
+	if want := []string{"vgcreate b /dev/vdc"}; !slices.Equal(l.calls, want) {
+		t.Errorf("commands %q, want %q", l.calls, want)
+	}
+	l.calls = nil
+
 	twice := declare(t, `
 volumeGroups:
 - volumeGroup: a
