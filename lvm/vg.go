@@ -104,17 +104,7 @@ func (c *Client) GetVG(ctx context.Context, vg string) (VG, error) {
 // CreateVG creates a volume group on devices, initialising them as PVs.
 // lvm2 refuses devices that are already PVs of another VG.
 func (c *Client) CreateVG(ctx context.Context, vg string, devices ...string) error {
-	if err := ValidateVGName(vg); err != nil {
-		return err
-	}
-	if len(devices) == 0 {
-		return errors.New("vgcreate " + vg + ": no devices")
-	}
-	args := append([]string{"vgcreate", "--yes", vg}, devices...)
-	if _, err := c.run(ctx, args...); err != nil {
-		return fmt.Errorf("vgcreate %s: %w", vg, err)
-	}
-	return nil
+	return c.vgWithDevices(ctx, "vgcreate", "--yes", vg, devices)
 }
 
 // CreateVGOnBlank and ExtendVGOnBlank make a volume group of devices, or
@@ -128,22 +118,24 @@ func (c *Client) CreateVG(ctx context.Context, vg string, devices ...string) err
 // this one included: a caller that retries after a cut must first see what
 // the VG holds.
 func (c *Client) CreateVGOnBlank(ctx context.Context, vg string, devices ...string) error {
-	return c.takeBlank(ctx, "vgcreate", vg, devices)
+	return c.vgWithDevices(ctx, "vgcreate", "-qq", vg, devices)
 }
 
 // ExtendVGOnBlank: see CreateVGOnBlank.
 func (c *Client) ExtendVGOnBlank(ctx context.Context, vg string, devices ...string) error {
-	return c.takeBlank(ctx, "vgextend", vg, devices)
+	return c.vgWithDevices(ctx, "vgextend", "-qq", vg, devices)
 }
 
-func (c *Client) takeBlank(ctx context.Context, cmd, vg string, devices []string) error {
+// vgWithDevices runs cmd (vgcreate, vgextend) with its one option on VG
+// vg and devices, which must be some.
+func (c *Client) vgWithDevices(ctx context.Context, cmd, option, vg string, devices []string) error {
 	if err := ValidateVGName(vg); err != nil {
 		return err
 	}
 	if len(devices) == 0 {
 		return errors.New(cmd + " " + vg + ": no devices")
 	}
-	args := append([]string{cmd, "-qq", vg}, devices...)
+	args := append([]string{cmd, option, vg}, devices...)
 	if _, err := c.run(ctx, args...); err != nil {
 		return fmt.Errorf("%s %s: %w", cmd, vg, err)
 	}
