@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -47,20 +47,10 @@ type DiskKeeper struct {
 // Start passes now and then every Interval until ctx ends. A failed pass
 // is logged and the next one tries again.
 func (k *DiskKeeper) Start(ctx context.Context) error {
-	every := k.Interval
-	if every == 0 {
-		every = time.Minute
-	}
-	for {
-		if err := k.Pass(ctx); err != nil {
-			klog.ErrorS(err, "Disk setup pass failed; the next one tries again", "node", k.Setup.Node, "declaration", k.Declaration)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(every):
-		}
-	}
+	repeat(ctx, cmp.Or(k.Interval, time.Minute), k.Pass, func(err error) {
+		klog.ErrorS(err, "Disk setup pass failed; the next one tries again", "node", k.Setup.Node, "declaration", k.Declaration)
+	})
+	return nil
 }
 
 // Pass reads the declaration and the node's labels, carries the
@@ -121,23 +111,12 @@ func refusalsOf(plans []disks.Plan) []v1alpha1.DiskRefusal {
 // hold yet, so that each is told once.
 func (s *StorageReporter) SetDiskRefusals(ctx context.Context, refusals []v1alpha1.DiskRefusal) error {
 	return s.withSpace(ctx, func(space []volume.VGSpace) error {
-		var was []v1alpha1.DiskRefusal
-		var ns v1alpha1.NodeStorage
-		err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-			var err error
-			if ns, err = s.nodeStorage(ctx); err != nil {
-				return err
-			}
-			was = ns.Status.DiskRefusals
-			next := *ns.Status.DeepCopy()
-			next.VolumeGroups, next.DiskRefusals = vgStatuses(space), refusals
-			return s.write(ctx, &ns, next)
-		})
+		ns, was, err := s.rewrite(ctx, space, func(next *v1alpha1.NodeStorageStatus) { next.DiskRefusals = refusals })
 		if err != nil {
 			return err
 		}
 		for _, r := range refusals {
-			if slices.Contains(was, r) {
+			if slices.Contains(was.DiskRefusals, r) {
 				continue
 			}
 			klog.InfoS("A declared disk is refused", "node", s.Node, "volumeGroup", r.VolumeGroup, "device", r.Device, "reason", r.Reason)

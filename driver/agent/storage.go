@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -64,17 +65,22 @@ type StorageReporter struct {
 // Start reports now and then every Interval until ctx ends (a
 // controller-runtime Runnable). A failed report is logged and retried.
 func (s *StorageReporter) Start(ctx context.Context) error {
-	every := s.Interval
-	if every == 0 {
-		every = 30 * time.Second
-	}
+	repeat(ctx, cmp.Or(s.Interval, 30*time.Second), s.Report, func(err error) {
+		klog.ErrorS(err, "Storage report failed", "node", s.Node)
+	})
+	return nil
+}
+
+// repeat runs pass now and then every interval until ctx ends, handing
+// each failure to failed: a pass that fails is retried at the next.
+func repeat(ctx context.Context, every time.Duration, pass func(context.Context) error, failed func(error)) {
 	for {
-		if err := s.Report(ctx); err != nil {
-			klog.ErrorS(err, "Storage report failed", "node", s.Node)
+		if err := pass(ctx); err != nil {
+			failed(err)
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-time.After(every):
 		}
 	}
@@ -144,16 +150,29 @@ func (s *StorageReporter) RefreshSpace(ctx context.Context) error {
 	// read from may not hold the last write yet: its conflict is retried
 	// on the cache's next view (client-go's retry, about 1.5 s in all).
 	return s.withSpace(ctx, func(space []volume.VGSpace) error {
-		return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-			ns, err := s.nodeStorage(ctx)
-			if err != nil {
-				return err
-			}
-			next := *ns.Status.DeepCopy()
-			next.VolumeGroups = vgStatuses(space)
-			return s.write(ctx, &ns, next)
-		})
+		_, _, err := s.rewrite(ctx, space, func(*v1alpha1.NodeStorageStatus) {})
+		return err
 	})
+}
+
+// rewrite writes the VGs of space into the node's NodeStorage, and what
+// edit changes of the rest of its status, the rest as the last write
+// left it. It returns the NodeStorage as written, and its status before.
+// A conflict is retried on a fresh read (client-go's retry).
+func (s *StorageReporter) rewrite(ctx context.Context, space []volume.VGSpace, edit func(*v1alpha1.NodeStorageStatus)) (
+	ns v1alpha1.NodeStorage, was v1alpha1.NodeStorageStatus, err error) {
+	err = retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		var err error
+		if ns, err = s.nodeStorage(ctx); err != nil {
+			return err
+		}
+		was = ns.Status
+		next := *ns.Status.DeepCopy()
+		next.VolumeGroups = vgStatuses(space)
+		edit(&next)
+		return s.write(ctx, &ns, next)
+	})
+	return ns, was, err
 }
 
 // withSpace reads the served VGs, sets their metrics and runs f on them,
