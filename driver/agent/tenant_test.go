@@ -6,10 +6,7 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -22,22 +19,9 @@ import (
 const tenantNS = "tenant-a"
 
 // tenantClaim makes a claim in tenantNS and returns it as a requester.
-func tenantClaim(t *testing.T, cs kubernetes.Interface, name string) *v1alpha1.Requester {
+func tenantClaim(t *testing.T, name string) *v1alpha1.Requester {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantNS}}
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: name},
-		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("4Mi")}}},
-	}
-	pvc, err := cs.CoreV1().PersistentVolumeClaims(tenantNS).Create(ctx, pvc, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cs.CoreV1().PersistentVolumeClaims(tenantNS).Delete(ctx, name, metav1.DeleteOptions{}) })
+	pvc, _ := server.Claim(t, tenantNS, name)
 	return &v1alpha1.Requester{APIVersion: "v1", Kind: volume.RequesterClaim, Namespace: tenantNS, Name: name, UID: string(pvc.UID)}
 }
 
@@ -89,7 +73,7 @@ func TestEventsReachTheClaim(t *testing.T) {
 	lv := lvResource("pvc-1", node, 4*mib)
 	r := newRig(t)
 	rec, cs := apiRecorder(t)
-	lv.Spec.Requester = tenantClaim(t, cs, "data")
+	lv.Spec.Requester = tenantClaim(t, "data")
 	if err := r.c.Create(ctx, lv); err != nil {
 		t.Fatal(err)
 	}

@@ -4,41 +4,11 @@ import (
 	"context"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 
 	"carve.dev/carve/driver/api/v1alpha1"
 	"carve.dev/carve/driver/volume"
 )
-
-// claimIn makes the claim ns/name and returns its UID.
-func claimIn(t *testing.T, ns, name string) types.UID {
-	t.Helper()
-	cs, err := kubernetes.NewForConfig(server.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-		metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	pvc, err := cs.CoreV1().PersistentVolumeClaims(ns).Create(context.Background(), &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("4Mi")}}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cs.CoreV1().PersistentVolumeClaims(ns).Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
-	return pvc.UID
-}
 
 // The claim a CreateVolume names (csi-provisioner's metadata) is recorded
 // on the resource with its UID, for the agent's events; a retry naming
@@ -49,13 +19,13 @@ func claimIn(t *testing.T, ns, name string) types.UID {
 func TestRequesterRecorded(t *testing.T) {
 	b, f := cluster(t)
 	ctx := within(t)
-	uid := claimIn(t, "tenant-b", "data")
+	pvc, _ := server.Claim(t, "tenant-b", "data")
 	claim := &volume.Requester{Kind: volume.RequesterClaim, Namespace: "tenant-b", Name: "data"}
 	vol, err := b.CreateVolume(volume.WithRequester(ctx, claim), req("pvc-1", 4*mib))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := v1alpha1.Requester{APIVersion: "v1", Kind: volume.RequesterClaim, Namespace: "tenant-b", Name: "data", UID: string(uid)}
+	want := v1alpha1.Requester{APIVersion: "v1", Kind: volume.RequesterClaim, Namespace: "tenant-b", Name: "data", UID: string(pvc.UID)}
 	requesterIs(t, b, "pvc-1", &want)
 	other := &volume.Requester{Kind: volume.RequesterClaim, Namespace: "tenant-b", Name: "other"}
 	for _, r := range []*volume.Requester{other, nil} {
