@@ -37,6 +37,15 @@ func (f *diskLVM) record(cmd, vg string, devices []string) error {
 	return nil
 }
 
+// took checks the commands run since the last check, and forgets them.
+func (f *diskLVM) took(t *testing.T, want ...string) {
+	t.Helper()
+	if !slices.Equal(f.calls, want) {
+		t.Errorf("commands %q, want %q", f.calls, want)
+	}
+	f.calls = nil
+}
+
 // diskNode is a node's disks and what each holds (absent: the probe
 // fails), and how often each was probed.
 type diskNode struct {
@@ -95,9 +104,7 @@ volumeGroups:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"vgcreate fresh /dev/vdb /dev/vdc"}; !slices.Equal(l.calls, want) {
-		t.Errorf("commands %q, want %q", l.calls, want)
-	}
+	l.took(t, "vgcreate fresh /dev/vdb /dev/vdc")
 	refused := map[string]string{}
 	for _, p := range plans {
 		for _, r := range p.Refused {
@@ -125,13 +132,10 @@ volumeGroups:
 - volumeGroup: fresh
   paths: ["/dev/vd[bch]"]
 `)
-	l.calls = nil
 	if _, err := n.setup(l).Apply(context.Background(), decl, nil); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"vgextend fresh /dev/vdh"}; !slices.Equal(l.calls, want) {
-		t.Errorf("commands %q, want %q", l.calls, want)
-	}
+	l.took(t, "vgextend fresh /dev/vdh")
 }
 
 // A failing command is reported with its volume group and disks, and the
@@ -153,11 +157,8 @@ volumeGroups:
 	if err == nil || !strings.Contains(err.Error(), "volume group a from declared disks [/dev/vdb]") {
 		t.Errorf("err %v, want volume group a's failure", err)
 	}
-	if want := []string{"vgcreate a /dev/vdb", "vgcreate b /dev/vdc"}; !slices.Equal(l.calls, want) {
-		t.Errorf("commands %q, want %q", l.calls, want)
-	}
+	l.took(t, "vgcreate a /dev/vdb", "vgcreate b /dev/vdc")
 
-	l.calls = nil
 	other := declare(t, `
 volumeGroups:
 - volumeGroup: a
@@ -177,10 +178,7 @@ volumeGroups:
 	if _, err := s.Apply(context.Background(), decl, nil); err == nil || !strings.Contains(err.Error(), "volume group a is declared for node node-a, which does not serve it") {
 		t.Errorf("a VG the node does not serve: %v", err)
 	}
-	if want := []string{"vgcreate b /dev/vdc"}; !slices.Equal(l.calls, want) {
-		t.Errorf("commands %q, want %q", l.calls, want)
-	}
-	l.calls = nil
+	l.took(t, "vgcreate b /dev/vdc")
 
 	twice := declare(t, `
 volumeGroups:
