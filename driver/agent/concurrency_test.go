@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -150,7 +149,7 @@ func TestCopyingIsReportedThenDeletable(t *testing.T) {
 		}
 	}
 	lv := r.get("pvc-clone")
-	c := meta.FindStatusCondition(lv.Status.Conditions, ConditionReady)
+	c := lv.Ready()
 	if lv.Status.Phase != v1alpha1.PhasePending || lv.Status.Error != nil || lv.Status.VolumeID != "" ||
 		c == nil || c.Status != metav1.ConditionFalse || c.Reason != ReasonCopying {
 		t.Fatalf("status while copying: %+v", lv.Status)

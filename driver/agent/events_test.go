@@ -73,7 +73,7 @@ func TestEventsAndReadyCondition(t *testing.T) {
 		t.Fatal("a volume that cannot fit was created")
 	}
 	wantEvents(t, rec, "Warning Failed ResourceExhausted: ")
-	c := meta.FindStatusCondition(big.Status.Conditions, ConditionReady)
+	c := big.Ready()
 	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != "ResourceExhausted" || c.Message == "" {
 		t.Errorf("Ready condition of a failed volume: %+v", c)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -47,7 +46,7 @@ func TestGroupDeleteWhileAWipeRunsIsPending(t *testing.T) {
 	if err := r.c.Get(ctx, types.NamespacedName{Name: g.Name}, &got); err != nil {
 		t.Fatal(err)
 	}
-	c := meta.FindStatusCondition(got.Status.Conditions, ConditionReady)
+	c := got.Ready()
 	if got.Status.Error != nil || got.Status.Phase == v1alpha1.PhaseFailed || c == nil || c.Status != metav1.ConditionFalse || c.Reason != ReasonWiping {
 		t.Errorf("status while the wipe runs: %+v", got.Status)
 	}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 
 	"carve.dev/carve/driver/agent"
@@ -96,7 +95,7 @@ func copying(ctx context.Context, name string) (bool, error) {
 		_, err = gone(err)
 		return false, err
 	}
-	c := meta.FindStatusCondition(lv.Status.Conditions, agent.ConditionReady)
+	c := lv.Ready()
 	return lv.Status.VolumeID == "" && c != nil && c.Reason == agent.ReasonCopying, nil
 }
 

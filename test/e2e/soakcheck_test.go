@@ -11,13 +11,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"carve.dev/carve/driver/agent"
 	"carve.dev/carve/driver/api/v1alpha1"
 )
 
@@ -216,7 +214,7 @@ func (s *clusterSoak) logicalVolumes(items []v1alpha1.LogicalVolume, want map[st
 			continue
 		}
 		got[l.Name] = l.Spec.PublishedNode == vmNode && l.Status.Published
-		ready := meta.FindStatusCondition(l.Status.Conditions, agent.ConditionReady)
+		ready := l.Ready()
 		if _, ok := want[l.Name]; ok && (ready == nil || ready.Status != metav1.ConditionTrue || l.Status.SizeBytes != sizes[l.Name]) {
 			s.t.Errorf("LogicalVolume %s: %d bytes, want %d; Ready %+v", l.Name, l.Status.SizeBytes, sizes[l.Name], ready)
 		}
