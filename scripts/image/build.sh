@@ -18,8 +18,17 @@
 # module cache (mounted, GOPROXY=off: the build never reaches the network
 # for Go) and build cache (mounted: the same toolchain and flags reuse it).
 #
+# Reproducible: two builds of one commit on one day give one digest (make
+# release checks it). Every time written into the image is
+# SOURCE_DATE_EPOCH (default: the commit's time): the files' and the
+# configs' (buildah --timestamp); the base's, which is the day's, is that
+# day's midnight (UTC), whichever commit made it first; the Go build is
+# -trimpath; the Dockerfile removes the one file that recorded inode times.
+# The Debian packages are the mirror's of the day, as the base is.
+#
 # usage: scripts/image/build.sh [OUT]   (default _output/image/carve.tar)
-# Env: IMAGE (the reference; the Makefile passes deploy/'s), VERSION.
+# Env: IMAGE (the reference; the Makefile passes deploy/'s), VERSION,
+# SOURCE_DATE_EPOCH.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd -P)
 cd "$repo"
@@ -31,6 +40,8 @@ out=${1:-_output/image/carve.tar}
 image=${IMAGE:?IMAGE is not set: run make image}
 version=${VERSION:-dev}
 cache=${CARVE_IMAGE_CACHE:-$HOME/.cache/carve-image}
+SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
+export SOURCE_DATE_EPOCH
 
 log() { printf 'carve-image: [%ds] %s\n' "$SECONDS" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -61,8 +72,10 @@ apt_sources() {
 # The slim Debian base, cached as a tar per recipe (this script) and day:
 # Debian's security updates arrive daily, a stale base would keep old ones.
 base_image() {
-	local ref=localhost/debian:bookworm-slim key tar
-	key=$({ declare -f base_image; cat "$(apt_sources)"; } | sha256sum | cut -c1-12)-$(date -u +%Y%m%d)
+	local ref=localhost/debian:bookworm-slim key tar day
+	day=$(date -u +%Y-%m-%d)
+	key=$({ declare -f base_image; cat "$(apt_sources)"; } | sha256sum | cut -c1-12)-${day//-/}
+	day=$(date -u -d "$day" +%s)
 	if buildah inspect --type image "$ref" 2>/dev/null | grep -q "carve.base.key=$key"; then
 		return
 	fi
@@ -74,7 +87,7 @@ base_image() {
 		# Dockerfile's apt-get install leaves docs out as well.
 		# merged-usr: /usr merged at setup, as Debian's images are; without
 		# it bookworm pulls usrmerge and with it the whole of perl (40 MB).
-		mmdebstrap --variant=minbase --mode=root --format=tar \
+		SOURCE_DATE_EPOCH=$day mmdebstrap --variant=minbase --mode=root --format=tar \
 			--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
 			--aptopt='Acquire::Languages "none"' \
 			--dpkgopt='path-exclude=/usr/share/doc/*' \
@@ -93,7 +106,7 @@ base_image() {
 	buildah add "$c" "$tar" / >/dev/null
 	buildah config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
 		--cmd bash --label "carve.base.key=$key" "$c"
-	buildah commit -q --rm "$c" "$ref" >/dev/null
+	buildah commit -q --rm --timestamp "$day" "$c" "$ref" >/dev/null
 	log "base image $ref (key $key)"
 }
 
@@ -117,7 +130,7 @@ base_image
 golang_image
 
 log "building $image from the Dockerfile"
-buildah bud "${bud[@]}" --layers=false \
+buildah bud "${bud[@]}" --layers=false --timestamp "$SOURCE_DATE_EPOCH" \
 	--volume "$(go env GOMODCACHE):/go/pkg/mod" \
 	--volume "$(go env GOCACHE):/root/.cache/go-build" \
 	--build-arg GOPROXY=off --build-arg "GOFLAGS=-mod=mod $GOFLAGS" \

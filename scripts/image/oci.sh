@@ -14,7 +14,7 @@ oci_archive() {
 	done
 	buildah config --entrypoint "[\"$entrypoint\"]" \
 		--env PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin "$c"
-	buildah commit -q --rm "$c" "$ref" >/dev/null
+	buildah commit -q --rm --timestamp "${SOURCE_DATE_EPOCH:-0}" "$c" "$ref" >/dev/null
 	mkdir -p "$(dirname "$out")"
 	rm -f "$out"
 	buildah push -q "$ref" "oci-archive:$out:$ref" >/dev/null
