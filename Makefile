@@ -13,8 +13,9 @@ export GOFLAGS
 export CGO_ENABLED = 0
 
 # Carve's image reference, as deploy/'s manifests and the Helm chart name it
-# (deploy_test.go checks that they agree).
-IMAGE     ?= carvedev/carve:v0.1.0
+# (deploy_test.go checks that they agree): a localhost/ name, which no
+# registry serves (deploy/kubernetes/base says why).
+IMAGE     ?= localhost/carve/carve:v0.1.0
 
 # With TAG_OUTPUT set (make test's parallel run), a recipe line ending in
 # $(TAG) prefixes its output lines with the target's name; pipefail keeps
@@ -198,7 +199,7 @@ FUZZ_TARGETS := \
 	driver/lvmvol:FuzzCreateVolume driver/lvmvol:FuzzCreateSnapshot driver/lvmvol:FuzzTags \
 	driver/disks:FuzzParse driver/disks:FuzzParseBlkid \
 	driver/nodepath:FuzzCheck driver/iolimit:FuzzPodOfTarget driver/nodefs:FuzzCheckMountFlags driver/nodefs:FuzzMountInfo driver/nodefs:FuzzParseMkfsOptions driver/crypt:FuzzMappingName \
-	cmd/carve:FuzzParseVGs test/e2e:FuzzSoakWrites
+	cmd/carve:FuzzParseVGs test/e2e:FuzzSoakWrites scripts/release:FuzzDpkgStatus
 FUZZ_SEEDS_ONLY := driver/agent:FuzzCreateFromResource
 FUZZTIME ?= 30s
 # Fuzz workers per target (go test -parallel; default: one per core). CI

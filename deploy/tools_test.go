@@ -202,6 +202,20 @@ func TestHelmChart(t *testing.T) {
 		}
 	})
 
+	// A digest pins an image (make release sets them all): repository@digest,
+	// the tag left out, imageRegistry still applied; the others keep tags.
+	t.Run("digests", func(t *testing.T) {
+		d := "sha256:" + strings.Repeat("0123456789abcdef", 4)
+		objs := helmTemplate(t, helm, "--set", "imageRegistry=mirror/sig",
+			"--set", "image.digest="+d, "--set", "sidecars.provisioner.digest="+d)
+		images := checkImages(t, objs, true)
+		for _, want := range []string{"mirror/sig/carve@" + d, "mirror/sig/csi-provisioner@" + d, "mirror/sig/csi-attacher:v4.13.0"} {
+			if !slices.Contains(images, want) {
+				t.Errorf("no image %s in %v", want, images)
+			}
+		}
+	})
+
 	// A declaration in the values reaches carve node as the ConfigMap
 	// it reads, as written; none renders no ConfigMap (the node's
 	// optional mount then holds no file: nothing declared).
@@ -426,7 +440,8 @@ func TestHelmChart(t *testing.T) {
 
 	t.Run("refused values", func(t *testing.T) {
 		for _, set := range []string{"volumeGroups=null", "controller.replicas=2,controller.leaderElection=false", "logFormat=xml",
-			"metrics.serviceMonitor.enabled=true,metrics.service.enabled=false", "metrics.podMonitor.enabled=true,node.metricsPort=0"} {
+			"metrics.serviceMonitor.enabled=true,metrics.service.enabled=false", "metrics.podMonitor.enabled=true,node.metricsPort=0",
+			"image.digest=sha256:abc", "sidecars.resizer.digest=v2.3.0"} {
 			cmd := exec.Command(helm, "template", "carve", "helm/carve", "--set", set)
 			if out, err := cmd.CombinedOutput(); err == nil {
 				t.Errorf("helm template --set %s rendered; want a failure\n%s", set, out)

@@ -17,7 +17,7 @@ var fuzzFunc = regexp.MustCompile(`(?m)^func (Fuzz\w+)\(\w+ \*testing\.F\)`)
 // source of every test file of the module's packages.
 func eachTestFile(t *testing.T, visit func(path, src string)) {
 	t.Helper()
-	for _, root := range []string{"cmd", "deploy", "driver", "lvm", "test"} {
+	for _, root := range []string{"cmd", "deploy", "driver", "lvm", "scripts", "test"} {
 		err := filepath.WalkDir("../../"+root, func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(path, "_test.go") {
 				return err

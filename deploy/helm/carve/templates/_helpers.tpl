@@ -7,13 +7,18 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
-{{/* An image reference: (dict "root" $ "repository" R "tag" T); imageRegistry replaces R's registry and path. */}}
+{{/* An image reference: (dict "root" $ "image" V), V a value with repository, tag and digest; imageRegistry replaces the repository's registry and path. A digest (make release sets them) pins the image: repository@digest, the tag left out. */}}
 {{- define "carve.image" -}}
 {{- $reg := .root.Values.imageRegistry | default "" | trimSuffix "/" -}}
-{{- if $reg -}}
-{{ printf "%s/%s:%s" $reg (base .repository) (toString .tag) }}
+{{- $repo := .image.repository -}}
+{{- if $reg -}}{{- $repo = printf "%s/%s" $reg (base .image.repository) -}}{{- end -}}
+{{- if .image.digest -}}
+{{- if not (regexMatch "^sha256:[0-9a-f]{64}$" (toString .image.digest)) -}}
+{{- fail (printf "image digest %q of %s: want sha256: and 64 hex digits" (toString .image.digest) .image.repository) -}}
+{{- end -}}
+{{ printf "%s@%s" $repo .image.digest }}
 {{- else -}}
-{{ printf "%s:%s" .repository (toString .tag) }}
+{{ printf "%s:%s" $repo (toString .image.tag) }}
 {{- end -}}
 {{- end -}}
 
