@@ -16,6 +16,10 @@ export CGO_ENABLED = 0
 # (deploy_test.go checks that they agree): a localhost/ name, which no
 # registry serves (deploy/kubernetes/base says why).
 IMAGE     ?= localhost/carve/carve:v0.1.0
+# make release: Carve's version (IMAGE's tag) and the prefix of the images'
+# names (the default, again served by no registry: load the archives).
+RELEASE_VERSION ?= $(lastword $(subst :, ,$(IMAGE)))
+REGISTRY        ?= localhost/carve
 
 # With TAG_OUTPUT set (make test's parallel run), a recipe line ending in
 # $(TAG) prefixes its output lines with the target's name; pipefail keeps
@@ -28,7 +32,7 @@ BG           = $(if $(TAG_OUTPUT),nice -n 10)
 CONTROLLER_GEN ?= $(shell go env GOPATH)/bin/controller-gen
 CONTROLLER_GEN_VERSION := v0.23.0
 
-.PHONY: all build image test test-full test-vm-build image-then-unit vet check-generated test-unit test-vm test-vm-production test-vm-selinux vm-lane test-crash soak soak-cluster test-vm-full e2e e2e-upstream bench-cluster demo lint fuzz fuzz-ci bench generate clean
+.PHONY: all build image image-again release test test-full test-vm-build image-then-unit vet check-generated test-unit test-vm test-vm-production test-vm-selinux vm-lane test-crash soak soak-cluster test-vm-full e2e e2e-upstream bench-cluster demo lint fuzz fuzz-ci bench generate clean
 
 all: build
 
@@ -93,6 +97,7 @@ test-full: ## every test make test leaves out too: the long VM tables, crash mat
 # make test's third lane; the image is also the e2e's prerequisite, made
 # once.
 image-then-unit: image
+	$(BG) $(MAKE) --no-print-directory image-again
 	$(if $(FULL),$(MAKE) --no-print-directory fuzz-ci)
 	$(BG) $(MAKE) --no-print-directory test-unit
 
@@ -112,6 +117,21 @@ vet: ## gofmt and go vet clean, with every build tag
 # which scripts/promtool.sh builds once, after the Kubernetes build rather
 # than against it (that build is on the e2e's path), and names last. A
 # failed build of either fails here, not as tests that skip.
+# make image once more, under another name (the name is no part of the
+# digest): one digest, or the build is not reproducible and make release
+# would refuse it. make test runs it beside the e2e.
+image-again:
+	IMAGE=localhost/carve-again/carve:$(RELEASE_VERSION) VERSION=$(VERSION) scripts/image/build.sh _output/image/carve-again.tar $(TAG)
+	@a=$$(tar -xOf _output/image/carve.tar index.json | jq -r '.manifests[0].digest'); \
+	 b=$$(tar -xOf _output/image/carve-again.tar index.json | jq -r '.manifests[0].digest'); \
+	 rm -f _output/image/carve-again.tar; \
+	 if [[ $$a != "$$b" ]]; then echo "== $@: two builds, two digests: $$a and $$b (not reproducible)"; exit 1; fi; \
+	 echo "== $@: two builds, one digest $$a"
+
+release: ## what a user installs from, in _output/release: Carve's image built twice (one digest, or no release) and the CSI sidecars' as OCI archives, deploy/kubernetes and the Helm chart with every image pinned by digest, an SPDX SBOM and SHA256SUMS (REGISTRY: the images' name prefix; deploy/README.md, Install from a release)
+	VERSION=$(RELEASE_VERSION) REGISTRY=$(REGISTRY) scripts/release.sh _output/release
+	@echo "== $@ passed at $$(date -u +%T)"
+
 test-unit: vet check-generated ## vet and the generated files' check, then unit tests, real loop-device mounts (as root), a real API server for the agent and backend, the alerts' promtool tests, fuzz seeds
 	assets="$$(scripts/k8s/build.sh | tail -n 1)" && promtool="$$(scripts/promtool.sh | tail -n 1)" && \
 		KUBEBUILDER_ASSETS="$$assets" CARVE_PROMTOOL="$$promtool" $(GO) test -count=1 ./... $(TAG)

@@ -111,6 +111,10 @@ func TestKustomizeBuild(t *testing.T) {
 	// The e2e's scenarios and the upstream volume-modify suite switch
 	// claims between the example classes: its overlay opts in.
 	t.Run("e2e overlay", func(t *testing.T) {
+		// It renders the release scripts/e2e.sh makes before it runs these tests.
+		if _, err := os.Stat("../_output/e2e/release/kubernetes/base"); err != nil {
+			t.Fatalf("the e2e overlay's release: %v (scripts/e2e.sh makes it with scripts/release.sh --from-image)", err)
+		}
 		objs := parseDocs(t, "e2e overlay", run(t, kubectl, "kustomize", "../test/e2e/overlay"))
 		sameClasses(t, "test/e2e/overlay", attributesClasses(t, objs), attributesClasses(t, loadDir(t, optInClasses)))
 	})

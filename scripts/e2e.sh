@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # make e2e: Carve in cluster mode on real Kubernetes components, installed
-# from deploy/ as real pods under containerd.
+# from a release (deploy/ pinned by digest) as real pods under containerd.
 # Builds (or takes from the cache) etcd, Kubernetes, the CSI sidecars and
-# snapshot-controller (scripts/k8s/build.sh) and their images
-# (scripts/k8s/images.sh), and the test; Carve's image is make image's.
+# snapshot-controller (scripts/k8s/build.sh), the images of the last and of
+# the test's pods (scripts/k8s/images.sh), the release of make image's image
+# and the sidecars (scripts/release.sh --from-image), and the test.
 # The test (test/e2e) then starts a loopback control plane, a node on the
 # host (containerd, kubelet; the controller Deployment runs there) and two
 # VM nodes on real LVM, all inside network, mount and PID namespaces of its
@@ -47,6 +48,9 @@ go build -o "$out/bin/pause" ./test/e2e/pause
 
 scripts/k8s/build.sh
 scripts/k8s/images.sh "$out/images" "$out/bin/pause"
+# Carve is installed from a release of make image's image: deploy/'s
+# manifests and chart with it and the sidecars pinned by digest.
+scripts/release.sh --from-image "$image" "$out/release"
 
 # The Kubernetes project's storage suite (e2e.test, agnhost) and its
 # images, when CARVE_E2E_UPSTREAM asks for it (subset or full; make e2e,
@@ -89,7 +93,7 @@ rc=0
 env CARVE_E2E_WORK="$out" CARVE_E2E_K8S_BIN="$K8S_BIN" CARVE_E2E_K8S_CRD="$K8S_CRD" \
 	CARVE_E2E_K8S_ADDONS="$K8S_DIR/addons" \
 	CARVE_E2E_UPSTREAM_BUILD_RC="$upstream_rc" CARVE_E2E_UPSTREAM_IMAGES="$out/images-upstream" \
-	CARVE_E2E_CARVE_IMAGE="$image" CARVE_E2E_IMAGES="$out/images" CARVE_E2E_VMEXEC="$out/bin/vmexec" \
+	CARVE_E2E_RELEASE="$out/release" CARVE_E2E_IMAGES="$out/images" CARVE_E2E_VMEXEC="$out/bin/vmexec" \
 	unshare --net --mount --pid --fork --mount-proc --propagation private -- bash -c '
 		set -e
 		ip link set lo up

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The e2e cluster's images besides Carve's, as OCI archives for
-# `ctr images import` (no registry, no pull):
-#   the CSI sidecars and snapshot-controller, from the binaries build.sh
-#     made, under the official references deploy/ names (so the manifests
-#     run exactly as a user gets them);
+# The e2e cluster's images besides the release's (Carve's and the CSI
+# sidecars', scripts/release.sh), as OCI archives for `ctr images import`
+# (no registry, no pull):
+#   snapshot-controller, from the binary build.sh made, under the official
+#     reference;
 #   pause, the pod sandbox image (test/e2e/pause);
 #   busybox, the workloads' image (Debian's static busybox and its applets).
 #
@@ -105,10 +105,6 @@ if $upstream; then
 	exit 0
 fi
 
-image csi-provisioner "$sig/csi-provisioner:$PROVISIONER_VERSION" /csi-provisioner "$K8S_BIN/csi-provisioner:/csi-provisioner"
-image csi-attacher "$sig/csi-attacher:$ATTACHER_VERSION" /csi-attacher "$K8S_BIN/csi-attacher:/csi-attacher"
-image csi-resizer "$sig/csi-resizer:$RESIZER_VERSION" /csi-resizer "$K8S_BIN/csi-resizer:/csi-resizer"
-image csi-snapshotter "$sig/csi-snapshotter:$SNAPSHOTTER_VERSION" /csi-snapshotter "$K8S_BIN/csi-snapshotter:/csi-snapshotter"
 image snapshot-controller "$sig/snapshot-controller:$SNAPSHOTTER_VERSION" /snapshot-controller "$K8S_BIN/snapshot-controller:/snapshot-controller"
 image pause "$PAUSE_REF" /pause "$pause:/pause"
 

@@ -7,10 +7,11 @@
 // QEMU VM nodes on real LVM (containerd, runc, kubelet), booted as users'
 // nodes are (udevd, autoactivation, dmeventd, the devices file), where the
 // node DaemonSet's pods and the workloads run: the scheduler places each
-// claim on one of them. deploy/'s manifests are applied
-// as rendered, from the images Carve and the sidecars are published as
-// (imported, never pulled), and workload containers write and read the
-// data themselves.
+// claim on one of them. Carve is installed from a release
+// (scripts/release.sh): deploy/'s manifests and Helm chart with every
+// image pinned by digest, the images loaded from the release's archives as
+// deploy/README.md tells a user (imported, never pulled), and workload
+// containers write and read the data themselves.
 //
 // Scenarios that change what the others see (a full VG, killed or replaced
 // Carve pods, a throttled node) run one at a time; those that touch only
@@ -58,8 +59,10 @@ type harness struct {
 	procs            map[string]*proc
 	vms              map[string]*vm // by node name; vmOf
 	vmsMu            sync.Mutex
-	// images: name -> OCI archive (carve, the sidecars, pause, busybox)
+	// images: name -> OCI archive (the release's carve and sidecars;
+	// snapshot-controller, pause, busybox)
 	images     map[string]string
+	release    string   // scripts/release.sh's output: images, manifests, chart
 	loop       string   // the host node's PV
 	hostLVMEnv []string // its private LVM configuration
 	madeDirs   []string // mount points made on the machine, removed at teardown
@@ -109,8 +112,8 @@ func setUp() (*harness, error) {
 	}
 	x := &harness{repo: repo, work: env("CARVE_E2E_WORK"), kbin: env("CARVE_E2E_K8S_BIN"),
 		crdDir: env("CARVE_E2E_K8S_CRD"), addons: env("CARVE_E2E_K8S_ADDONS"), vmexec: env("CARVE_E2E_VMEXEC"),
-		procs: map[string]*proc{}}
-	if x.images, err = imageArchives(env("CARVE_E2E_CARVE_IMAGE"), env("CARVE_E2E_IMAGES")); err != nil {
+		release: env("CARVE_E2E_RELEASE"), procs: map[string]*proc{}}
+	if x.images, err = imageArchives(x.release, env("CARVE_E2E_IMAGES")); err != nil {
 		return x, err
 	}
 	x.logs = filepath.Join(x.work, "logs")

@@ -105,13 +105,18 @@ func (x *harness) helm(args ...string) (string, error) {
 	return string(out), nil
 }
 
-// helmInstall installs the chart with test/e2e/helm-values.yaml and waits
+// helmInstall installs the release's chart (its images pinned by digest)
+// with test/e2e/helm-values.yaml and waits
 // for its pods, as installCarve does for the kustomize install.
 func (x *harness) helmInstall() error {
 	start := time.Now()
 	// Set first: teardown uninstalls whatever part of the release was made.
 	x.helmInstalled = true
-	out, err := x.helm("install", helmRelease, filepath.Join(x.repo, "deploy/helm/carve"),
+	charts, err := filepath.Glob(filepath.Join(x.release, "carve-*.tgz"))
+	if err != nil || len(charts) != 1 {
+		return fmt.Errorf("release %s: want one chart carve-*.tgz, found %v (%v)", x.release, charts, err)
+	}
+	out, err := x.helm("install", helmRelease, charts[0],
 		"--namespace", driverNS,
 		"--values", filepath.Join(x.repo, "test/e2e/helm-values.yaml"), "--wait", "--timeout", "5m")
 	if err != nil {

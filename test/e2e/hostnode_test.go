@@ -208,7 +208,7 @@ func (x *harness) startHostContainerd(dir string) (string, error) {
 }
 
 // importImages imports every archive of dir (stageImages) into the
-// runtime's k8s.io namespace under the name the CRI looks it up by.
+// runtime's k8s.io namespace under the names the CRI looks it up by.
 func importImages(sock, dir string) error {
 	archives, err := filepath.Glob(filepath.Join(dir, "*.tar"))
 	if err != nil {
@@ -230,12 +230,15 @@ func importImages(sock, dir string) error {
 		if err != nil {
 			return err
 		}
-		ref, err := os.ReadFile(base + ".ref")
+		refs, err := os.ReadFile(base + ".ref")
 		if err != nil {
 			return err
 		}
-		if string(name) != string(ref) {
-			if err := ctr("images", "tag", "--force", string(name), string(ref)); err != nil {
+		for _, ref := range strings.Fields(string(refs)) {
+			if ref == string(name) {
+				continue
+			}
+			if err := ctr("images", "tag", "--force", string(name), ref); err != nil {
 				return err
 			}
 		}

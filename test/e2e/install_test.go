@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -17,10 +18,22 @@ import (
 	sigyaml "sigs.k8s.io/yaml"
 )
 
-// imageArchives lists the image archives the nodes import: Carve's (make
-// image) and those scripts/k8s/images.sh made (its refs file names them).
-func imageArchives(carve, dir string) (map[string]string, error) {
-	m := map[string]string{"carve": carve}
+// imageArchives lists the image archives the nodes import: the release's
+// (scripts/release.sh --from-image: Carve's and the sidecars', which its
+// manifests name by digest) and those scripts/k8s/images.sh made (its refs
+// file names them).
+func imageArchives(release, dir string) (map[string]string, error) {
+	m := map[string]string{}
+	tars, err := filepath.Glob(filepath.Join(release, "images", "*.tar"))
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range tars {
+		m[strings.TrimSuffix(filepath.Base(a), ".tar")] = a
+	}
+	if m["carve"] == "" {
+		return nil, fmt.Errorf("release %s: no images/carve.tar", release)
+	}
 	f, err := os.Open(filepath.Join(dir, "refs"))
 	if err != nil {
 		return nil, fmt.Errorf("images: %w", err)
@@ -81,13 +94,17 @@ func (x *harness) installSnapshotAddon() error {
 	return err
 }
 
-// installCarve applies deploy/'s manifests rendered through
-// test/e2e/overlay, as a user installs them, and waits for the pods: the
+// installCarve applies the release's manifests (deploy/'s, every image
+// pinned by digest) rendered through test/e2e/overlay, as a user installs
+// them, and waits for the pods: the
 // controller Deployment's on the host node, the node DaemonSet's on both
 // nodes, each registered with its kubelet and reporting its VG.
 func (x *harness) installCarve() error {
 	out, err := x.kubectl("kustomize", filepath.Join(x.repo, "test/e2e/overlay"))
 	if err != nil {
+		return err
+	}
+	if err := x.checkPinned(out); err != nil {
 		return err
 	}
 	path := filepath.Join(x.work, "rendered.yaml")
@@ -276,4 +293,34 @@ func processesOutsideContainers(procDir, ns string) ([]string, error) {
 		}
 	}
 	return found, nil
+}
+
+// checkPinned: every image of Carve's pods in the rendered manifests is one
+// the release lists (images.txt: name, tagged, repository@digest), and each
+// is used.
+func (x *harness) checkPinned(rendered string) error {
+	b, err := os.ReadFile(filepath.Join(x.release, "images.txt"))
+	if err != nil {
+		return err
+	}
+	want := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 || !strings.Contains(f[2], "@sha256:") {
+			return fmt.Errorf("release images.txt: bad line %q", line)
+		}
+		want[f[2]] = false
+	}
+	for _, m := range regexp.MustCompile(`(?m)^\s+image: (\S+)$`).FindAllStringSubmatch(rendered, -1) {
+		if _, ok := want[m[1]]; !ok {
+			return fmt.Errorf("the rendered manifests run %s, which the release does not pin", m[1])
+		}
+		want[m[1]] = true
+	}
+	for ref, used := range want {
+		if !used {
+			return fmt.Errorf("the rendered manifests do not run the release's %s", ref)
+		}
+	}
+	return nil
 }

@@ -69,12 +69,14 @@ for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.1; done
 step "containerd started"
 
 # Images: no registry, no pull. Names as the CRI looks them up (the test
-# wrote each archive's normalized reference beside it).
+# wrote beside each archive its normalized reference and repository@digest,
+# one a line).
 for f in "$work"/vm-images/*.tar; do
 	ctr -a "$sock" -n k8s.io images import "$f" >>"$logs/images.log" 2>&1
-	ref=$(<"${f%.tar}.ref")
 	name=$(<"${f%.tar}.name")
-	[[ $ref == "$name" ]] || ctr -a "$sock" -n k8s.io images tag --force "$name" "$ref" >>"$logs/images.log"
+	while read -r ref; do
+		[[ $ref == "$name" ]] || ctr -a "$sock" -n k8s.io images tag --force "$name" "$ref" >>"$logs/images.log"
+	done <"${f%.tar}.ref"
 done
 step "images imported: $(ctr -a "$sock" -n k8s.io images ls -q | grep -vc '^sha256:')"
 

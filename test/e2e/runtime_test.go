@@ -8,8 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 
 	"github.com/distribution/reference"
+	godigest "github.com/opencontainers/go-digest"
 )
 
 // Both nodes run pods under containerd and runc (Debian's packages) with
@@ -58,52 +60,79 @@ const (
 )
 
 // stageImages copies the image archives a node imports into dir, each
-// with the reference it is named by in the archive (NAME.name) and the
-// one the CRI looks it up by (NAME.ref, the normalized reference: a pod's
-// "carvedev/carve:v0.1.0" is looked up with the default registry's name).
+// with the reference it is named by in the archive (NAME.name) and, one a
+// line, those the CRI looks it up by (NAME.ref): the normalized reference
+// (a pod's "busybox:1" is looked up with the default registry's name) and
+// the normalized repository at the manifest's digest, which the release's
+// manifests name. `ctr images import` names the image only as the archive
+// does; a pull by digest would name it repository@digest, so the import
+// tags it so (deploy/README.md, Install from a release).
 func stageImages(dir string, archives map[string]string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	for name, src := range archives {
-		ref, err := archiveRef(src)
+		refs, err := criRefs(src)
 		if err != nil {
 			return err
-		}
-		n, err := reference.ParseNormalizedNamed(ref)
-		if err != nil {
-			return fmt.Errorf("%s: reference %q: %w", src, ref, err)
 		}
 		dst := filepath.Join(dir, name)
 		if err := os.Link(src, dst+".tar"); err != nil {
 			return err
 		}
-		if err := os.WriteFile(dst+".name", []byte(ref), 0o644); err != nil {
+		if err := os.WriteFile(dst+".name", []byte(refs[0]), 0o644); err != nil {
 			return err
 		}
-		if err := os.WriteFile(dst+".ref", []byte(n.String()), 0o644); err != nil {
+		if err := os.WriteFile(dst+".ref", []byte(strings.Join(refs[1:], "\n")+"\n"), 0o644); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// criRefs: the archive's reference, then the normalized one and the
+// normalized repository@digest.
+func criRefs(src string) ([]string, error) {
+	ref, digest, err := archiveImage(src)
+	if err != nil {
+		return nil, err
+	}
+	n, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return nil, fmt.Errorf("%s: reference %q: %w", src, ref, err)
+	}
+	d, err := reference.WithDigest(reference.TrimNamed(n), godigest.Digest(digest))
+	if err != nil {
+		return nil, fmt.Errorf("%s: digest %q: %w", src, digest, err)
+	}
+	return []string{ref, n.String(), d.String()}, nil
+}
+
 // archiveRef is the reference an OCI archive's one image is named by.
 func archiveRef(path string) (string, error) {
+	ref, _, err := archiveImage(path)
+	return ref, err
+}
+
+// archiveImage is the reference and manifest digest of an OCI archive's
+// one image.
+func archiveImage(path string) (ref, digest string, err error) {
 	out, err := exec.Command("tar", "-xOf", path, "index.json").Output()
 	if err != nil {
-		return "", fmt.Errorf("%s: index.json: %w", path, errText(err))
+		return "", "", fmt.Errorf("%s: index.json: %w", path, errText(err))
 	}
 	var idx struct {
 		Manifests []struct {
+			Digest      string            `json:"digest"`
 			Annotations map[string]string `json:"annotations"`
 		} `json:"manifests"`
 	}
 	if err := json.Unmarshal(out, &idx); err != nil {
-		return "", fmt.Errorf("%s: index.json: %w", path, err)
+		return "", "", fmt.Errorf("%s: index.json: %w", path, err)
 	}
 	if len(idx.Manifests) != 1 || idx.Manifests[0].Annotations["org.opencontainers.image.ref.name"] == "" {
-		return "", fmt.Errorf("%s: want one image with a reference, index.json has %d manifests", path, len(idx.Manifests))
+		return "", "", fmt.Errorf("%s: want one image with a reference, index.json has %d manifests", path, len(idx.Manifests))
 	}
-	return idx.Manifests[0].Annotations["org.opencontainers.image.ref.name"], nil
+	m := idx.Manifests[0]
+	return m.Annotations["org.opencontainers.image.ref.name"], m.Digest, nil
 }

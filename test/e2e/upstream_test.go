@@ -154,10 +154,11 @@ func (x *harness) importUpstreamImages(dir string) error {
 	const vmSock = "/run/carve-containerd/containerd.sock"
 	for name := range archives {
 		base := filepath.Join(staged, name)
-		script := `ctr -a "$1" -n k8s.io images import "$2.tar" >/dev/null &&
-if [ "$(cat "$2.name")" != "$(cat "$2.ref")" ]; then
-	ctr -a "$1" -n k8s.io images tag --force "$(cat "$2.name")" "$(cat "$2.ref")" >/dev/null
-fi`
+		script := `ctr -a "$1" -n k8s.io images import "$2.tar" >/dev/null || exit 1
+name=$(cat "$2.name")
+for ref in $(cat "$2.ref"); do
+	[ "$ref" = "$name" ] || ctr -a "$1" -n k8s.io images tag --force "$name" "$ref" >/dev/null || exit 1
+done`
 		for _, node := range lvmNodes() {
 			if _, err := x.vmOf(node).sh("sh", "-c", script, "sh", vmSock, base); err != nil {
 				return fmt.Errorf("%s: %w", node, err)
