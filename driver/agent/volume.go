@@ -398,9 +398,10 @@ func (r *VolumeReconciler) remove(ctx context.Context, lv *v1alpha1.LogicalVolum
 }
 
 // SetupWithManager watches LogicalVolumes (the reconciler skips other
-// nodes' ones).
+// nodes' ones), a publish or unpublish ahead of the rest (publishFirst).
 func (r *VolumeReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).For(&v1alpha1.LogicalVolume{}).Named("logicalvolume").
+	return ctrl.NewControllerManagedBy(mgr).Named("logicalvolume").
+		Watches(&v1alpha1.LogicalVolume{}, &publishFirst{}).
 		WithOptions(r.controllerOptions()).Complete(r)
 }
 
