@@ -24,11 +24,14 @@ FROM debian:bookworm-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       lvm2 thin-provisioning-tools e2fsprogs xfsprogs btrfs-progs util-linux mount cryptsetup-bin kmod \
- # ldconfig's aux-cache records the files' inode times, the one thing that
- # made two builds of the same sources differ (make release checks that
- # they do not); it is only a cache, ldconfig rebuilds it when it runs.
+ # What would make two builds of the same sources differ (make release
+ # and make test check that they do not): ldconfig's aux-cache records the
+ # files' inode times (only a cache, rebuilt when ldconfig runs); lvm2's
+ # postinst scans the build machine's block devices and wrote a metadata
+ # backup of a VG it found there (the e2e's, on a loop device) into
+ # /etc/lvm/backup: the build host's state, never the image's.
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/apt /var/log/dpkg.log \
-      /var/cache/ldconfig/aux-cache \
+      /var/cache/ldconfig/aux-cache /etc/lvm/backup /etc/lvm/archive \
  # No udev in the container: let lvm2 create device nodes itself and never
  # wait for udev events that will not come.
  && sed -i -e 's/^\(\s*\)# *udev_sync = 1/\1udev_sync = 0/' \

@@ -69,6 +69,13 @@ apt_sources() {
 	die "no Debian apt sources on this machine"
 }
 
+# label REF KEY: the value of an image's label, empty if it has none or
+# there is no such image. (A grep of `buildah inspect` for KEY=VALUE never
+# matched its JSON, so both bases were made again at every build.)
+label() {
+	buildah inspect --type image -f "{{index .OCIv1.Config.Labels \"$2\"}}" "$1" 2>/dev/null || true
+}
+
 # The slim Debian base, cached as a tar per recipe (this script) and day:
 # Debian's security updates arrive daily, a stale base would keep old ones.
 base_image() {
@@ -76,7 +83,7 @@ base_image() {
 	day=$(date -u +%Y-%m-%d)
 	key=$({ declare -f base_image; cat "$(apt_sources)"; } | sha256sum | cut -c1-12)-${day//-/}
 	day=$(date -u -d "$day" +%s)
-	if buildah inspect --type image "$ref" 2>/dev/null | grep -q "carve.base.key=$key"; then
+	if [[ $(label "$ref" carve.base.key) == "$key" ]]; then
 		return
 	fi
 	tar=$cache/base-$key.tar
@@ -115,7 +122,7 @@ golang_image() {
 	local ref=localhost/${golang_ref} key goroot c
 	goroot=$(go env GOROOT)
 	key=$(buildah inspect --type image -f '{{.FromImageID}}' localhost/debian:bookworm-slim)-$go_version
-	if buildah inspect --type image "$ref" 2>/dev/null | grep -q "carve.golang.key=$key"; then
+	if [[ $(label "$ref" carve.golang.key) == "$key" ]]; then
 		return
 	fi
 	c=$(buildah from --pull=never localhost/debian:bookworm-slim)

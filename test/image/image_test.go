@@ -144,6 +144,25 @@ func TestSlim(t *testing.T) {
 	}
 }
 
+// TestNoBuildHostState: nothing of the machine that built the image: no
+// LVM metadata backup or archive (lvm2's postinst scans the build
+// machine's disks and backed up a VG it found there), no ldconfig
+// aux-cache (inode times). Either also made two builds differ.
+func TestNoBuildHostState(t *testing.T) {
+	img := load(t)
+	var bad []string
+	for name := range img.files {
+		if strings.HasPrefix(name, "etc/lvm/backup/") || strings.HasPrefix(name, "etc/lvm/archive/") ||
+			name == "var/cache/ldconfig/aux-cache" {
+			bad = append(bad, name)
+		}
+	}
+	slices.Sort(bad)
+	if len(bad) > 0 {
+		t.Errorf("the build machine's state in the image: %q", bad)
+	}
+}
+
 // TestLVMWithoutUdev: the image's lvm.conf lets lvm2 make device nodes
 // itself (no udev in a container).
 func TestLVMWithoutUdev(t *testing.T) {
