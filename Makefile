@@ -97,7 +97,7 @@ test-full: ## every test make test leaves out too: the long VM tables, crash mat
 # make test's third lane; the image is also the e2e's prerequisite, made
 # once.
 image-then-unit: image
-	$(BG) $(MAKE) --no-print-directory image-again
+	$(BG) $(MAKE) --no-print-directory image-again VERSION=$(VERSION)
 	$(if $(FULL),$(MAKE) --no-print-directory fuzz-ci)
 	$(BG) $(MAKE) --no-print-directory test-unit
 
@@ -119,7 +119,8 @@ vet: ## gofmt and go vet clean, with every build tag
 # failed build of either fails here, not as tests that skip.
 # make image once more, under another name (the name is no part of the
 # digest): one digest, or the build is not reproducible and make release
-# would refuse it. make test runs it beside the e2e.
+# would refuse it. make test runs it beside the e2e, with the first build's
+# VERSION (a tree made dirty meanwhile would change the binary's).
 image-again:
 	IMAGE=localhost/carve-again/carve:$(RELEASE_VERSION) VERSION=$(VERSION) scripts/image/build.sh _output/image/carve-again.tar $(TAG)
 	@a=$$(tar -xOf _output/image/carve.tar index.json | jq -r '.manifests[0].digest'); \
