@@ -4,6 +4,7 @@ package lifecycle
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,7 +20,9 @@ import (
 
 // counterWriter writes 1, 2, 3... to the file "counter" of each target in
 // turn, unsynced, until stopped: at any instant the first holds the
-// second's count or one more.
+// second's count or one more. Each count is one write of a fixed width in
+// place: os.WriteFile's truncate and write were two steps, and a snapshot
+// between them restored an empty counter (a flake of this test).
 type counterWriter struct {
 	stop, done chan struct{}
 	n          atomic.Int64
@@ -31,7 +34,7 @@ func startCounter(t *testing.T, targets ...string) *counterWriter {
 		defer close(w.done)
 		for i := int64(1); ; i++ {
 			for _, dir := range targets {
-				if err := os.WriteFile(filepath.Join(dir, "counter"), []byte(strconv.FormatInt(i, 10)), 0o644); err != nil {
+				if err := writeCount(filepath.Join(dir, "counter"), i); err != nil {
 					t.Errorf("counter %d in %s: %v", i, dir, err)
 					return
 				}
@@ -45,6 +48,19 @@ func startCounter(t *testing.T, targets ...string) *counterWriter {
 		}
 	}()
 	return w
+}
+
+// writeCount overwrites the file's first 20 bytes with n, in one write.
+func writeCount(path string, n int64) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteAt([]byte(fmt.Sprintf("%020d", n)), 0)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func (w *counterWriter) halt() int64 { close(w.stop); <-w.done; return w.n.Load() }
