@@ -35,7 +35,7 @@ if [[ ! -x $dir/promtool ]]; then
   # Prometheus' own packages without optimisation or inlining (-N -l):
   # the compiler is about twice as fast on them, and promtool only checks
   # and evaluates a few rules (scripts/k8s/build.sh does the same).
-  GOBIN=$tmp nice -n "${CARVE_BUILD_NICE:-10}" go install -tags remove_all_sd -ldflags='-s -w' \
+  GOBIN=$tmp proxy_retry nice -n "${CARVE_BUILD_NICE:-10}" go install -tags remove_all_sd -ldflags='-s -w' \
     -gcflags='github.com/prometheus/prometheus/...=-N -l -dwarf=false' \
     "github.com/prometheus/prometheus/cmd/promtool@$PROMTOOL_VERSION" 2> >(grep -v '^go: downloading' >&2)
   mkdir -p "$dir"

@@ -78,7 +78,9 @@ mkdir -p "$K8S_BIN" "$K8S_CRD" "$K8S_DIR/stamps" "$K8S_DIR/src"
 # minutes, and a QEMU VM running tests beside them must keep its core. Not
 # 19: at that weight a cold build got nothing while the unit tests and the
 # VM ran, and became the path to the e2e (test/README.md).
-gorun() { nice -n "${CARVE_BUILD_NICE:-10}" go "$@"; }
+# proxy_retry (goenv.sh): a fetch from the module proxy that fails on the
+# network is tried again.
+gorun() { proxy_retry nice -n "${CARVE_BUILD_NICE:-10}" go "$@"; }
 
 # As few module graphs as the versions allow, so that client-go,
 # apimachinery, grpc and the rest compile once, not once per sidecar:

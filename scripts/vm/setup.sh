@@ -37,7 +37,7 @@ apt_updated=0
 apt_update_once() {
   if [[ $apt_updated -eq 0 ]]; then
     vm_log "apt-get update"
-    as_root apt-get update -qq >&2
+    as_root apt-get -o Acquire::Retries=3 update -qq >&2
     apt_updated=1
   fi
 }
@@ -54,7 +54,7 @@ ensure_packages() {
   # network-bound part and a no-op run must stay fast.
   apt_update_once
   as_root env DEBIAN_FRONTEND=noninteractive \
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+    apt-get -o Acquire::Retries=3 install -y -qq --no-install-recommends "${missing[@]}" >&2
 }
 
 # Print "PACKAGE VERSION" of the kernel package linux-image-amd64 currently
@@ -102,7 +102,7 @@ download_deb() {
   if [[ $EUID -eq 0 ]] && getent passwd _apt >/dev/null; then
     chown _apt "$scratch"
   fi
-  if ! (cd "$scratch" && apt-get download -q "$pkg=$ver" >&2); then
+  if ! (cd "$scratch" && apt-get -o Acquire::Retries=3 download -q "$pkg=$ver" >&2); then
     rm -rf -- "$scratch"
     return 1
   fi
