@@ -90,13 +90,15 @@ base_image() {
 	if [[ ! -s $tar ]]; then
 		mkdir -p "$cache"
 		log "making debian:bookworm-slim with mmdebstrap"
-		# --dpkgopt lines stay in the image (dpkg.cfg.d/99mmdebstrap), so the
-		# Dockerfile's apt-get install leaves docs out as well.
+		# --dpkgopt and --aptopt lines stay in the image (dpkg.cfg.d and
+		# apt.conf.d/99mmdebstrap), so the Dockerfile's apt-get install leaves
+		# docs out as well, and tries a failed download again (Retries).
 		# merged-usr: /usr merged at setup, as Debian's images are; without
 		# it bookworm pulls usrmerge and with it the whole of perl (40 MB).
 		SOURCE_DATE_EPOCH=$day mmdebstrap --variant=minbase --mode=root --format=tar \
 			--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
 			--aptopt='Acquire::Languages "none"' \
+			--aptopt='Acquire::Retries "3"' \
 			--dpkgopt='path-exclude=/usr/share/doc/*' \
 			--dpkgopt='path-include=/usr/share/doc/*/copyright' \
 			--dpkgopt='path-exclude=/usr/share/man/*' \
