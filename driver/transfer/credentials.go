@@ -1,0 +1,77 @@
+package transfer
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+)
+
+// alpn names the protocol in the TLS handshake: a peer speaking another
+// protocol (or another version of this one) fails the handshake.
+const alpn = "carve-transfer/1"
+
+// Credentials are a node's: its certificate (whose one DNS name is the
+// node's name, usable for server and client authentication) with its key,
+// and the CA that signs every node's certificate.
+type Credentials struct {
+	Certificate tls.Certificate
+	CA          *x509.CertPool
+}
+
+// LoadCredentials reads a node's credentials from PEM files.
+func LoadCredentials(certFile, keyFile, caFile string) (Credentials, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return Credentials{}, fmt.Errorf("transfer credentials: %w", err)
+	}
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		return Credentials{}, fmt.Errorf("transfer credentials: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return Credentials{}, fmt.Errorf("transfer credentials: %s holds no PEM certificate", caFile)
+	}
+	return Credentials{Certificate: cert, CA: pool}, nil
+}
+
+// serverConfig: TLS 1.3 only, and a client certificate signed by the CA
+// is required (crypto/tls then also checks it is for client
+// authentication).
+func (c Credentials) serverConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		Certificates: []tls.Certificate{c.Certificate},
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		ClientCAs:    c.CA,
+		NextProtos:   []string{alpn},
+	}
+}
+
+// clientConfig for a connection to node's server: its certificate must be
+// signed by the CA and name node.
+func (c Credentials) clientConfig(node string) *tls.Config {
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		Certificates: []tls.Certificate{c.Certificate},
+		RootCAs:      c.CA,
+		ServerName:   node,
+		NextProtos:   []string{alpn},
+	}
+}
+
+// peerNode is the node a verified peer certificate names: its one DNS
+// name. A certificate naming none or several is refused: which node it
+// stands for would be a guess.
+func peerNode(state tls.ConnectionState) (string, error) {
+	if len(state.VerifiedChains) == 0 || len(state.PeerCertificates) == 0 {
+		return "", errors.New("no verified peer certificate")
+	}
+	names := state.PeerCertificates[0].DNSNames
+	if len(names) != 1 {
+		return "", fmt.Errorf("the peer's certificate names %d DNS names (%v), want its node's name alone", len(names), names)
+	}
+	return names[0], nil
+}

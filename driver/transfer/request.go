@@ -1,0 +1,84 @@
+package transfer
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"carve.dev/carve/driver/volume"
+)
+
+// Request is what a receiver asks a server for.
+type Request struct {
+	// Version of the protocol: 1.
+	Version int `json:"version"`
+	// Source is the volume or snapshot to read, a Carve volume ID on the
+	// server's node.
+	Source string `json:"source"`
+	// From is the first byte to send: 0, or where a cut transfer's last
+	// checkpoint was.
+	From int64 `json:"from"`
+}
+
+// protocolVersion is Request.Version.
+const protocolVersion = 1
+
+// maxRequest bounds a request's encoding.
+const maxRequest = 4096
+
+// writeRequest sends req, its JSON after its length (u16).
+func writeRequest(w io.Writer, req Request) error {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	if len(b) > maxRequest {
+		return fmt.Errorf("request of %d bytes: at most %d", len(b), maxRequest)
+	}
+	out := binary.BigEndian.AppendUint16(nil, uint16(len(b)))
+	_, err = w.Write(append(out, b...))
+	return err
+}
+
+// readRequest reads and checks a request. Unknown fields, a wrong
+// version, an invalid ID or a negative start are ErrProtocol.
+func readRequest(r io.Reader) (Request, error) {
+	var n [2]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return Request{}, fmt.Errorf("reading the request: %w", err)
+	}
+	size := binary.BigEndian.Uint16(n[:])
+	if size == 0 || size > maxRequest {
+		return Request{}, fmt.Errorf("%w: request of %d bytes", ErrProtocol, size)
+	}
+	b := make([]byte, size)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return Request{}, fmt.Errorf("reading the request: %w", unexpected(err))
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var req Request
+	if err := dec.Decode(&req); err != nil {
+		return Request{}, fmt.Errorf("%w: request: %v", ErrProtocol, err)
+	}
+	if dec.More() {
+		return Request{}, fmt.Errorf("%w: request: data after the JSON object", ErrProtocol)
+	}
+	return req, req.check()
+}
+
+// check refuses a request a server must not act on.
+func (r Request) check() error {
+	if r.Version != protocolVersion {
+		return fmt.Errorf("%w: version %d, this node speaks %d", ErrProtocol, r.Version, protocolVersion)
+	}
+	if _, err := volume.ParseID(r.Source); err != nil {
+		return fmt.Errorf("%w: source %q: %v", ErrProtocol, r.Source, err)
+	}
+	if r.From < 0 || r.From >= maxOffset {
+		return fmt.Errorf("%w: from %d", ErrProtocol, r.From)
+	}
+	return nil
+}
