@@ -220,7 +220,7 @@ FUZZ_TARGETS := \
 	driver/lvmvol:FuzzCreateVolume driver/lvmvol:FuzzCreateSnapshot driver/lvmvol:FuzzTags \
 	driver/disks:FuzzParse driver/disks:FuzzParseBlkid \
 	driver/nodepath:FuzzCheck driver/iolimit:FuzzPodOfTarget driver/nodefs:FuzzCheckMountFlags driver/nodefs:FuzzMountInfo driver/nodefs:FuzzParseMkfsOptions driver/crypt:FuzzMappingName \
-	driver/transfer:FuzzReadFrame driver/transfer:FuzzReadRequest \
+	driver/transfer:FuzzReadFrame driver/transfer:FuzzReadRequest driver/nodecert:FuzzCheck \
 	cmd/carve:FuzzParseVGs test/e2e:FuzzSoakWrites scripts/release:FuzzDpkgStatus
 FUZZ_SEEDS_ONLY := driver/agent:FuzzCreateFromResource
 FUZZTIME ?= 30s

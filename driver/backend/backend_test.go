@@ -108,15 +108,7 @@ func startAgent(t *testing.T, m *lvmvol.Manager) {
 	if err := (&agent.GroupSnapshotReconciler{Client: c, Node: "node-a", Groups: m}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("agent: %v", err)
-		}
-	})
+	apiserver.RunManager(t, mgr)
 }
 
 func within(t *testing.T) context.Context {
