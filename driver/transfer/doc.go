@@ -12,14 +12,15 @@
 // that the server is the source's node (the name it dialled for); the
 // server knows the receiver by its certificate's name and asks its
 // Authorizer whether that node may read that source: the agent answers
-// from the cluster's state (a volume carved on that node names the source
-// as its content), so a node can read only what it was asked to copy.
+// from the cluster's state (the LogicalVolume the request names is on that
+// node and names the source as its content), so a node can read only
+// what it was asked to copy.
 // There is no port in clear text and no request without a certificate.
 //
 // # The protocol (version 1, ALPN "carve-transfer/1")
 //
-// The receiver sends one request (request.go): the source's ID and the
-// byte to start from. The server answers with a header frame (the
+// The receiver sends one request (request.go): the source's ID, the
+// LogicalVolume it fills and the byte to start from. The server answers with a header frame (the
 // source's size and its segment size) or an error frame, then streams the
 // source from that byte to its end as frames (frame.go):
 //

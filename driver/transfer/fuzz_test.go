@@ -71,8 +71,9 @@ func checkFrame(t *testing.T, fr frame) {
 // crash; an accepted request encodes back to one that reads the same.
 func FuzzReadRequest(f *testing.F) {
 	for _, s := range []string{
-		`{"version":1,"source":"node-a/vg/lv","from":0}`,
-		`{"version":1,"source":"node-a/vg/lv","from":1048576}`,
+		`{"version":1,"source":"node-a/vg/lv","for":"pvc-1","from":0}`,
+		`{"version":1,"source":"node-a/vg/lv","for":"pvc-1","from":1048576}`,
+		`{"version":1,"source":"node-a/vg/lv","for":"../lv"}`,
 		`{"version":2,"source":"node-a/vg/lv"}`,
 		`{"version":1,"source":"../../etc/passwd"}`,
 		`{"version":1,"source":"a/b/c","from":-1}`,

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"carve.dev/carve/driver/volume"
 )
 
@@ -17,6 +19,10 @@ type Request struct {
 	// Source is the volume or snapshot to read, a Carve volume ID on the
 	// server's node.
 	Source string `json:"source"`
+	// For names the LogicalVolume the transfer fills: the server's
+	// Authorizer reads it to see that it is on the peer's node and made
+	// from Source.
+	For string `json:"for"`
 	// From is the first byte to send: 0, or where a cut transfer's last
 	// checkpoint was.
 	From int64 `json:"from"`
@@ -76,6 +82,9 @@ func (r Request) check() error {
 	}
 	if _, err := volume.ParseID(r.Source); err != nil {
 		return fmt.Errorf("%w: source %q: %v", ErrProtocol, r.Source, err)
+	}
+	if errs := validation.IsDNS1123Subdomain(r.For); len(errs) > 0 {
+		return fmt.Errorf("%w: for %q: %v", ErrProtocol, r.For, errs)
 	}
 	if r.From < 0 || r.From >= maxOffset {
 		return fmt.Errorf("%w: from %d", ErrProtocol, r.From)

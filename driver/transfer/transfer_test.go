@@ -237,7 +237,7 @@ func TestTransferCopiesTheSource(t *testing.T) {
 			size := len(im.data)
 			target := newTarget(t, size+mib) // a target larger than the source
 			var cp checkpoints
-			res, err := w.client.Receive(context.Background(), w.addr, "node-a", Request{Source: sourceID}, target, int64(size+mib), cp.record)
+			res, err := w.client.Receive(context.Background(), w.addr, "node-a", Request{Source: sourceID, For: "pvc-1"}, target, int64(size+mib), cp.record)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -292,7 +292,7 @@ func TestTransferResumesFromItsCheckpoint(t *testing.T) {
 		return &cutConn{Conn: c, left: 2*mib + 300<<10}, err // inside the third segment
 	}
 	var cp checkpoints
-	_, err := cut.Receive(context.Background(), w.addr, "node-a", Request{Source: sourceID}, target, int64(size), cp.record)
+	_, err := cut.Receive(context.Background(), w.addr, "node-a", Request{Source: sourceID, For: "pvc-1"}, target, int64(size), cp.record)
 	if err == nil {
 		t.Fatal("a transfer whose connection dropped succeeded")
 	}
@@ -301,7 +301,7 @@ func TestTransferResumesFromItsCheckpoint(t *testing.T) {
 	if from != 2*mib {
 		t.Fatalf("last checkpoint %d before the cut, want %d (the segments before it)", from, 2*mib)
 	}
-	res, err := w.client.Receive(context.Background(), w.addr, "node-a", Request{Source: sourceID, From: from}, target, int64(size), cp.record)
+	res, err := w.client.Receive(context.Background(), w.addr, "node-a", Request{Source: sourceID, For: "pvc-1", From: from}, target, int64(size), cp.record)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +320,7 @@ func TestTransferChecksWhatWasWritten(t *testing.T) {
 	target := newTarget(t, size)
 	target.corrupt = 3 * mib // the fourth segment's first write
 	var cp checkpoints
-	_, err := w.client.Receive(context.Background(), w.addr, "node-a", Request{Source: sourceID}, target, int64(size), cp.record)
+	_, err := w.client.Receive(context.Background(), w.addr, "node-a", Request{Source: sourceID, For: "pvc-1"}, target, int64(size), cp.record)
 	if !errors.Is(err, ErrMismatch) {
 		t.Fatalf("a target that corrupts a write: %v, want ErrMismatch", err)
 	}
@@ -341,14 +341,14 @@ func TestTransferRefusals(t *testing.T) {
 			a := cfg.Authorize
 			cfg.Authorize = func(ctx context.Context, _ string, req Request) (Source, error) { return a(ctx, "node-c", req) }
 		})
-		err := receive(w, w.client, "node-a", Request{Source: sourceID})
+		err := receive(w, w.client, "node-a", Request{Source: sourceID, For: "pvc-1"})
 		if !errors.Is(err, ErrRefused) || !errors.Is(err, volume.ErrFailedPrecondition) || !strings.Contains(err.Error(), "node-c") {
 			t.Fatalf("got %v, want ErrRefused (a failed precondition) saying which node", err)
 		}
 	})
 	t.Run("no such source", func(t *testing.T) {
 		w := newWorld(t, im)
-		err := receive(w, w.client, "node-a", Request{Source: "node-a/vg/other"})
+		err := receive(w, w.client, "node-a", Request{Source: "node-a/vg/other", For: "pvc-1"})
 		if !errors.Is(err, volume.ErrNotFound) {
 			t.Fatalf("got %v, want not found", err)
 		}
@@ -366,7 +366,7 @@ func TestTransferRefusals(t *testing.T) {
 	for name, client := range unauthenticated {
 		t.Run(name, func(t *testing.T) {
 			w := newWorld(t, im)
-			if err := receive(w, client(w), "node-a", Request{Source: sourceID}); err == nil {
+			if err := receive(w, client(w), "node-a", Request{Source: sourceID, For: "pvc-1"}); err == nil {
 				t.Fatal("an unauthenticated client was served")
 			}
 			if n := w.asked.Load(); n != 0 {
@@ -376,7 +376,7 @@ func TestTransferRefusals(t *testing.T) {
 	}
 	t.Run("a server that is not the source's node", func(t *testing.T) {
 		w := newWorld(t, im)
-		err := receive(w, w.client, "node-z", Request{Source: sourceID})
+		err := receive(w, w.client, "node-z", Request{Source: sourceID, For: "pvc-1"})
 		if err == nil || !strings.Contains(err.Error(), "handshake") {
 			t.Fatalf("a server whose certificate names node-a was taken for node-z: %v", err)
 		}
@@ -385,7 +385,7 @@ func TestTransferRefusals(t *testing.T) {
 		ca := newTestCA(t, "ca")
 		w := newWorld(t, im, func(cfg *ServerConfig) { cfg.Credentials = ca.node(t, "node-a") })
 		both := &Client{Credentials: ca.node(t, "node-b", "node-c")}
-		if err := receive(w, both, "node-a", Request{Source: sourceID}); err == nil {
+		if err := receive(w, both, "node-a", Request{Source: sourceID, For: "pvc-1"}); err == nil {
 			t.Fatal("a client whose certificate names two nodes was served")
 		}
 		if n := w.asked.Load(); n != 0 {
@@ -398,7 +398,7 @@ func TestTransferRefusals(t *testing.T) {
 		w.source.block = make(chan struct{})
 		first := make(chan error, 1)
 		go func() {
-			_, err := w.client.Receive(ctx, w.addr, "node-a", Request{Source: sourceID}, newTarget(t, 4*mib), 4*mib, (&checkpoints{}).record)
+			_, err := w.client.Receive(ctx, w.addr, "node-a", Request{Source: sourceID, For: "pvc-1"}, newTarget(t, 4*mib), 4*mib, (&checkpoints{}).record)
 			first <- err
 		}()
 		// The first transfer holds the only slot while its read blocks.
@@ -406,7 +406,7 @@ func TestTransferRefusals(t *testing.T) {
 		for w.asked.Load() == 0 && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
-		err := receive(w, w.client, "node-a", Request{Source: sourceID})
+		err := receive(w, w.client, "node-a", Request{Source: sourceID, For: "pvc-1"})
 		close(w.source.block)
 		if !errors.Is(err, ErrBusy) || !errors.Is(err, volume.ErrOperationPending) {
 			t.Fatalf("a second transfer beside the only one allowed: %v, want ErrBusy", err)
@@ -415,16 +415,23 @@ func TestTransferRefusals(t *testing.T) {
 			t.Fatalf("the first transfer: %v", err)
 		}
 	})
+	t.Run("a request naming no volume to fill", func(t *testing.T) {
+		w := newWorld(t, im)
+		err := receive(w, w.client, "node-a", Request{Source: sourceID})
+		if !errors.Is(err, ErrProtocol) || w.asked.Load() != 0 {
+			t.Fatalf("got %v (the Authorizer asked %d times), want a protocol error before any request", err, w.asked.Load())
+		}
+	})
 	t.Run("a request past the source's end", func(t *testing.T) {
 		w := newWorld(t, im)
-		err := receive(w, w.client, "node-a", Request{Source: sourceID, From: 2 * mib})
+		err := receive(w, w.client, "node-a", Request{Source: sourceID, For: "pvc-1", From: 2 * mib})
 		if !errors.Is(err, ErrProtocol) {
 			t.Fatalf("got %v, want a protocol error", err)
 		}
 	})
 	t.Run("a target smaller than the source", func(t *testing.T) {
 		w := newWorld(t, im)
-		_, err := w.client.Receive(ctx, w.addr, "node-a", Request{Source: sourceID}, newTarget(t, mib/2), mib/2, (&checkpoints{}).record)
+		_, err := w.client.Receive(ctx, w.addr, "node-a", Request{Source: sourceID, For: "pvc-1"}, newTarget(t, mib/2), mib/2, (&checkpoints{}).record)
 		if err == nil {
 			t.Fatal("a source was written into a smaller target")
 		}
@@ -438,7 +445,7 @@ func TestTransferStopsWhenCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(200*time.Millisecond, cancel)
 	start := time.Now()
-	_, err := w.client.Receive(ctx, w.addr, "node-a", Request{Source: sourceID}, newTarget(t, 4*mib), 4*mib, (&checkpoints{}).record)
+	_, err := w.client.Receive(ctx, w.addr, "node-a", Request{Source: sourceID, For: "pvc-1"}, newTarget(t, 4*mib), 4*mib, (&checkpoints{}).record)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}

@@ -160,7 +160,7 @@ func transferBetween(t *testing.T, a, b transfer.Credentials) {
 	}()
 	dst := &bytesTarget{data: make([]byte, len(data))}
 	c := &transfer.Client{Credentials: b}
-	if _, err := c.Receive(ctx, l.Addr().String(), nodeA, transfer.Request{Source: nodeA + "/vg0/snap"}, dst, int64(len(data)),
+	if _, err := c.Receive(ctx, l.Addr().String(), nodeA, transfer.Request{Source: nodeA + "/vg0/snap", For: "pvc-restored"}, dst, int64(len(data)),
 		func(int64) error { return nil }); err != nil {
 		t.Fatalf("a transfer between the two nodes' certificates: %v", err)
 	}
