@@ -2,8 +2,6 @@ package nodecert
 
 import (
 	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
@@ -16,6 +14,8 @@ import (
 	"time"
 
 	certv1 "k8s.io/api/certificates/v1"
+
+	"carve.dev/carve/test/testpki"
 )
 
 const requester = "system:serviceaccount:carve-system:carve-node"
@@ -30,15 +30,6 @@ func csrPEM(t testing.TB, key crypto.Signer, tmpl *x509.CertificateRequest) []by
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
 }
 
-func ecKey(t testing.TB) *ecdsa.PrivateKey {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
-
 // agentCSR is the request the agent of node makes, as the API server
 // records it from a token bound to a pod on node.
 func agentCSR(t testing.TB, node string) *certv1.CertificateSigningRequest {
@@ -47,7 +38,7 @@ func agentCSR(t testing.TB, node string) *certv1.CertificateSigningRequest {
 		Username:   requester,
 		Extra:      map[string]certv1.ExtraValue{NodeNameExtra: {node}},
 		Usages:     []certv1.KeyUsage{certv1.UsageClientAuth, certv1.UsageDigitalSignature, certv1.UsageServerAuth},
-		Request:    csrPEM(t, ecKey(t), &x509.CertificateRequest{Subject: pkix.Name{CommonName: node}, DNSNames: []string{node}}),
+		Request:    csrPEM(t, testpki.Key(t), &x509.CertificateRequest{Subject: pkix.Name{CommonName: node}, DNSNames: []string{node}}),
 	}}
 }
 
@@ -81,9 +72,9 @@ func TestCheck(t *testing.T) {
 		}, "PEM"},
 		"a forged signature":   {func(c *certv1.CertificateSigningRequest) { c.Spec.Request = forged(t, c.Spec.Request) }, "signature"},
 		"huge":                 {func(c *certv1.CertificateSigningRequest) { c.Spec.Request = make([]byte, maxRequest+1) }, "bytes"},
-		"two DNS names":        {withRequest(t, ecKey(t), &x509.CertificateRequest{Subject: pkix.Name{CommonName: "node-a"}, DNSNames: []string{"node-a", "node-b"}}), "DNS names"},
-		"an IP address":        {withRequest(t, ecKey(t), &x509.CertificateRequest{Subject: pkix.Name{CommonName: "node-a"}, DNSNames: []string{"node-a"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}), "addresses"},
-		"another common name":  {withRequest(t, ecKey(t), &x509.CertificateRequest{Subject: pkix.Name{CommonName: "system:masters"}, DNSNames: []string{"node-a"}}), "common name"},
+		"two DNS names":        {withRequest(t, testpki.Key(t), &x509.CertificateRequest{Subject: pkix.Name{CommonName: "node-a"}, DNSNames: []string{"node-a", "node-b"}}), "DNS names"},
+		"an IP address":        {withRequest(t, testpki.Key(t), &x509.CertificateRequest{Subject: pkix.Name{CommonName: "node-a"}, DNSNames: []string{"node-a"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}), "addresses"},
+		"another common name":  {withRequest(t, testpki.Key(t), &x509.CertificateRequest{Subject: pkix.Name{CommonName: "system:masters"}, DNSNames: []string{"node-a"}}), "common name"},
 		"an RSA key too small": {withRequest(t, rsaSmall, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "node-a"}, DNSNames: []string{"node-a"}}), "not accepted"},
 	} {
 		t.Run(name, func(t *testing.T) {

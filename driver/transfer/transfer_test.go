@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"carve.dev/carve/driver/volume"
+	"carve.dev/carve/test/testpki"
 )
 
 const (
@@ -171,10 +172,10 @@ type world struct {
 // client gets node-b's. The server stops at the test's end.
 func newWorld(t *testing.T, im image, opts ...func(*ServerConfig)) *world {
 	t.Helper()
-	ca := newTestCA(t, "carve transfer CA")
-	w := &world{source: &memSource{im: im}, client: &Client{Credentials: ca.node(t, "node-b"), Idle: 10 * time.Second}}
+	ca := testpki.New(t, "carve transfer CA")
+	w := &world{source: &memSource{im: im}, client: &Client{Credentials: credentials(t, ca, "node-b"), Idle: 10 * time.Second}}
 	cfg := ServerConfig{
-		Credentials: ca.node(t, "node-a"),
+		Credentials: credentials(t, ca, "node-a"),
 		SegmentSize: testSegment,
 		Idle:        10 * time.Second,
 		Authorize: func(ctx context.Context, peer string, req Request) (Source, error) {
@@ -355,7 +356,7 @@ func TestTransferRefusals(t *testing.T) {
 	})
 	unauthenticated := map[string]func(w *world) *Client{
 		"a client certificate of another CA": func(w *world) *Client {
-			c := &Client{Credentials: newTestCA(t, "another CA").node(t, "node-b")}
+			c := &Client{Credentials: credentials(t, testpki.New(t, "another CA"), "node-b")}
 			c.Credentials.CA = w.client.Credentials.CA // it trusts the server
 			return c
 		},
@@ -382,9 +383,9 @@ func TestTransferRefusals(t *testing.T) {
 		}
 	})
 	t.Run("a certificate naming two nodes", func(t *testing.T) {
-		ca := newTestCA(t, "ca")
-		w := newWorld(t, im, func(cfg *ServerConfig) { cfg.Credentials = ca.node(t, "node-a") })
-		both := &Client{Credentials: ca.node(t, "node-b", "node-c")}
+		ca := testpki.New(t, "ca")
+		w := newWorld(t, im, func(cfg *ServerConfig) { cfg.Credentials = credentials(t, ca, "node-a") })
+		both := &Client{Credentials: credentials(t, ca, "node-b", "node-c")}
 		if err := receive(w, both, "node-a", Request{Source: sourceID, For: "pvc-1"}); err == nil {
 			t.Fatal("a client whose certificate names two nodes was served")
 		}
