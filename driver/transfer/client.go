@@ -32,7 +32,8 @@ type Checkpoint func(done int64) error
 
 // Client receives sources from other nodes' servers.
 type Client struct {
-	Credentials Credentials
+	// Keyring holds the node's credentials.
+	Keyring *Keyring
 	// Idle is how long a read may wait for the server (default 2
 	// minutes): a server gone without a word does not hold a transfer
 	// forever.
@@ -102,7 +103,7 @@ func (c *Client) dial(ctx context.Context, addr, node string) (*tls.Conn, error)
 	if err != nil {
 		return nil, fmt.Errorf("transfer from %s: %w", node, err)
 	}
-	conn := tls.Client(raw, c.Credentials.clientConfig(node))
+	conn := tls.Client(raw, c.Keyring.Get().clientConfig(node))
 	if err := conn.HandshakeContext(ctx); err != nil {
 		_ = raw.Close()
 		return nil, fmt.Errorf("transfer from %s (%s): TLS handshake: %w", node, addr, err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 )
 
 // alpn names the protocol in the TLS handshake: a peer speaking another
@@ -19,6 +20,24 @@ type Credentials struct {
 	Certificate tls.Certificate
 	CA          *x509.CertPool
 }
+
+// Keyring holds a node's current credentials. A renewal replaces them
+// while transfers run: each connection takes the credentials that are
+// current when it starts, and those running keep theirs.
+type Keyring struct{ p atomic.Pointer[Credentials] }
+
+// NewKeyring holds c.
+func NewKeyring(c Credentials) *Keyring {
+	k := &Keyring{}
+	k.Set(c)
+	return k
+}
+
+// Set replaces the credentials.
+func (k *Keyring) Set(c Credentials) { k.p.Store(&c) }
+
+// Get returns the current credentials.
+func (k *Keyring) Get() Credentials { return *k.p.Load() }
 
 // LoadCredentials reads a node's credentials from PEM files.
 func LoadCredentials(certFile, keyFile, caFile string) (Credentials, error) {

@@ -38,8 +38,9 @@ type Authorizer func(ctx context.Context, peer string, req Request) (Source, err
 
 // ServerConfig configures a Server.
 type ServerConfig struct {
-	Credentials Credentials
-	Authorize   Authorizer
+	// Keyring holds the node's credentials.
+	Keyring   *Keyring
+	Authorize Authorizer
 	// MaxTransfers is how many transfers run at once (default 4); one
 	// more is answered busy. Each reads its source at full speed: more
 	// would only share the disk and the network between them.
@@ -86,7 +87,11 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	stop := context.AfterFunc(ctx, func() { _ = l.Close() })
 	defer stop()
 	defer s.wg.Wait()
-	tl := tls.NewListener(l, s.cfg.Credentials.serverConfig())
+	// Each handshake takes the credentials current then.
+	tl := tls.NewListener(l, &tls.Config{MinVersion: tls.VersionTLS13,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			return s.cfg.Keyring.Get().serverConfig(), nil
+		}})
 	for {
 		c, err := tl.Accept()
 		if err != nil {

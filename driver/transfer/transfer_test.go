@@ -166,6 +166,8 @@ type world struct {
 	source *memSource
 	// asked counts the Authorizer's calls.
 	asked atomic.Int32
+	// serverKeys are the server's credentials.
+	serverKeys *Keyring
 }
 
 // newWorld starts node-a's server with its credentials from ca; the
@@ -173,9 +175,9 @@ type world struct {
 func newWorld(t *testing.T, im image, opts ...func(*ServerConfig)) *world {
 	t.Helper()
 	ca := testpki.New(t, "carve transfer CA")
-	w := &world{source: &memSource{im: im}, client: &Client{Credentials: credentials(t, ca, "node-b"), Idle: 10 * time.Second}}
+	w := &world{source: &memSource{im: im}, client: &Client{Keyring: NewKeyring(credentials(t, ca, "node-b")), Idle: 10 * time.Second}}
 	cfg := ServerConfig{
-		Credentials: credentials(t, ca, "node-a"),
+		Keyring:     NewKeyring(credentials(t, ca, "node-a")),
 		SegmentSize: testSegment,
 		Idle:        10 * time.Second,
 		Authorize: func(ctx context.Context, peer string, req Request) (Source, error) {
@@ -192,6 +194,7 @@ func newWorld(t *testing.T, im image, opts ...func(*ServerConfig)) *world {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	w.serverKeys = cfg.Keyring
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -356,12 +359,12 @@ func TestTransferRefusals(t *testing.T) {
 	})
 	unauthenticated := map[string]func(w *world) *Client{
 		"a client certificate of another CA": func(w *world) *Client {
-			c := &Client{Credentials: credentials(t, testpki.New(t, "another CA"), "node-b")}
-			c.Credentials.CA = w.client.Credentials.CA // it trusts the server
-			return c
+			c := credentials(t, testpki.New(t, "another CA"), "node-b")
+			c.CA = w.client.Keyring.Get().CA // it trusts the server
+			return &Client{Keyring: NewKeyring(c)}
 		},
 		"no client certificate": func(w *world) *Client {
-			return &Client{Credentials: Credentials{CA: w.client.Credentials.CA}}
+			return &Client{Keyring: NewKeyring(Credentials{CA: w.client.Keyring.Get().CA})}
 		},
 	}
 	for name, client := range unauthenticated {
@@ -384,8 +387,8 @@ func TestTransferRefusals(t *testing.T) {
 	})
 	t.Run("a certificate naming two nodes", func(t *testing.T) {
 		ca := testpki.New(t, "ca")
-		w := newWorld(t, im, func(cfg *ServerConfig) { cfg.Credentials = credentials(t, ca, "node-a") })
-		both := &Client{Credentials: credentials(t, ca, "node-b", "node-c")}
+		w := newWorld(t, im, func(cfg *ServerConfig) { cfg.Keyring = NewKeyring(credentials(t, ca, "node-a")) })
+		both := &Client{Keyring: NewKeyring(credentials(t, ca, "node-b", "node-c"))}
 		if err := receive(w, both, "node-a", Request{Source: sourceID, For: "pvc-1"}); err == nil {
 			t.Fatal("a client whose certificate names two nodes was served")
 		}
@@ -437,6 +440,28 @@ func TestTransferRefusals(t *testing.T) {
 			t.Fatal("a source was written into a smaller target")
 		}
 	})
+}
+
+// TestTransferTakesRenewedCredentials: credentials set in a keyring (a
+// renewal, a new CA) are those of the next connection, on both sides.
+func TestTransferTakesRenewedCredentials(t *testing.T) {
+	im := image{data: thinImage().data}
+	w := newWorld(t, im)
+	size := len(im.data)
+	receive := func() error {
+		_, err := w.client.Receive(context.Background(), w.addr, "node-a", Request{Source: sourceID, For: "pvc-1"},
+			newTarget(t, size), int64(size), (&checkpoints{}).record)
+		return err
+	}
+	renewed := testpki.New(t, "renewed CA")
+	w.client.Keyring.Set(credentials(t, renewed, "node-b"))
+	if err := receive(); err == nil {
+		t.Fatal("a receiver that trusts only the renewed CA took the server's certificate of the old one")
+	}
+	w.serverKeys.Set(credentials(t, renewed, "node-a"))
+	if err := receive(); err != nil {
+		t.Fatalf("both sides renewed: %v", err)
+	}
 }
 
 func TestTransferStopsWhenCancelled(t *testing.T) {

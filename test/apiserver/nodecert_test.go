@@ -150,7 +150,7 @@ func transferBetween(t *testing.T, a, b transfer.Credentials) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
-		_ = transfer.NewServer(transfer.ServerConfig{Credentials: a,
+		_ = transfer.NewServer(transfer.ServerConfig{Keyring: transfer.NewKeyring(a),
 			Authorize: func(_ context.Context, peer string, _ transfer.Request) (transfer.Source, error) {
 				if peer != nodeB {
 					return nil, transfer.ErrRefused
@@ -159,7 +159,7 @@ func transferBetween(t *testing.T, a, b transfer.Credentials) {
 			}}).Serve(sctx, l)
 	}()
 	dst := &bytesTarget{data: make([]byte, len(data))}
-	c := &transfer.Client{Credentials: b}
+	c := &transfer.Client{Keyring: transfer.NewKeyring(b)}
 	if _, err := c.Receive(ctx, l.Addr().String(), nodeA, transfer.Request{Source: nodeA + "/vg0/snap", For: "pvc-restored"}, dst, int64(len(data)),
 		func(int64) error { return nil }); err != nil {
 		t.Fatalf("a transfer between the two nodes' certificates: %v", err)

@@ -29,7 +29,7 @@ func serveSnapshots(t *testing.T, m *lvmvol.Manager) string {
 	must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	srv := transfer.NewServer(transfer.ServerConfig{Credentials: loadCreds(t, ca.Node(t, node)),
+	srv := transfer.NewServer(transfer.ServerConfig{Keyring: transfer.NewKeyring(loadCreds(t, ca.Node(t, node))),
 		Authorize: func(ctx context.Context, peer string, req transfer.Request) (transfer.Source, error) {
 			id, err := volume.ParseID(req.Source)
 			if err != nil {
@@ -63,7 +63,7 @@ func receive(t *testing.T, m *lvmvol.Manager, addr, snap string, lv lvm.LV) tran
 	target, closeTarget, err := m.TransferTarget(ctx, lv)
 	must(t, err)
 	defer func() { must(t, closeTarget()) }()
-	c := &transfer.Client{Credentials: clientCreds}
+	c := &transfer.Client{Keyring: transfer.NewKeyring(clientCreds)}
 	res, err := c.Receive(ctx, addr, node, transfer.Request{Source: snap, For: "pvc-tx"}, target, int64(lv.Size),
 		func(int64) error { return nil })
 	must(t, err)
