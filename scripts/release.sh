@@ -49,8 +49,6 @@ export SOURCE_DATE_EPOCH
 
 log() { printf 'carve-release: [%ds] %s\n' "$SECONDS" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
-# digest ARCHIVE: the manifest digest of an OCI archive's one image.
-digest() { tar -xOf "$1" index.json | jq -er '.manifests | if length == 1 then .[0].digest else error("not one image") end'; }
 
 # ref ARCHIVE: the reference an OCI archive's one image is named by.
 ref() { tar -xOf "$1" index.json | jq -r '.manifests[0].annotations["org.opencontainers.image.ref.name"]'; }
@@ -73,17 +71,14 @@ trap 'rm -rf "$tmp"' EXIT
 
 if [[ $from ]]; then
 	cp "$from" "$out/images/carve.tar"
-	first=$(digest "$from")
+	first=$(oci_digest "$from")
 	log "Carve's image $carve_ref, as built: $first"
 else
 	log "Carve's image $carve_ref, built twice"
 	IMAGE=$carve_ref VERSION=$version scripts/image/build.sh "$out/images/carve.tar"
-	first=$(digest "$out/images/carve.tar")
-	IMAGE=$carve_ref VERSION=$version scripts/image/build.sh "$tmp/carve-again.tar"
-	second=$(digest "$tmp/carve-again.tar")
-	[[ $first == "$second" ]] ||
-		die "two builds of $carve_ref gave two digests, $first and $second: the build is not reproducible; unpack both archives' last layers and compare them"
-	log "both builds: $first"
+	first=$(oci_digest "$out/images/carve.tar")
+	again=$(build_again "$out/images/carve.tar" "$carve_ref" "$version") || die "$carve_ref: the release is refused"
+	log "$again"
 fi
 
 log "the sidecars, from the binaries the e2e runs"
@@ -103,7 +98,7 @@ go run ./scripts/release pin -images "$out/images" \
 
 for a in "$out"/images/*.tar; do
 	r=$(ref "$a")
-	echo "$(basename "$a" .tar) $r ${r%:*}@$(digest "$a")"
+	echo "$(basename "$a" .tar) $r ${r%:*}@$(oci_digest "$a")"
 done >"$out/images.txt"
 
 log "the software bill of materials"
