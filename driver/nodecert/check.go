@@ -105,10 +105,10 @@ func parseRequest(b []byte) (*x509.CertificateRequest, error) {
 	}
 	req, err := x509.ParseCertificateRequest(block.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errDenied, err)
+		return nil, fmt.Errorf("%w: %w", errDenied, err)
 	}
 	if err := req.CheckSignature(); err != nil {
-		return nil, fmt.Errorf("%w: signature: %v", errDenied, err)
+		return nil, fmt.Errorf("%w: signature: %w", errDenied, err)
 	}
 	return req, nil
 }

@@ -67,7 +67,7 @@ func readRequest(r io.Reader) (Request, error) {
 	dec.DisallowUnknownFields()
 	var req Request
 	if err := dec.Decode(&req); err != nil {
-		return Request{}, fmt.Errorf("%w: request: %v", ErrProtocol, err)
+		return Request{}, fmt.Errorf("%w: request: %w", ErrProtocol, err)
 	}
 	if dec.More() {
 		return Request{}, fmt.Errorf("%w: request: data after the JSON object", ErrProtocol)
@@ -81,7 +81,7 @@ func (r Request) check() error {
 		return fmt.Errorf("%w: version %d, this node speaks %d", ErrProtocol, r.Version, protocolVersion)
 	}
 	if _, err := volume.ParseID(r.Source); err != nil {
-		return fmt.Errorf("%w: source %q: %v", ErrProtocol, r.Source, err)
+		return fmt.Errorf("%w: source %q: %w", ErrProtocol, r.Source, err)
 	}
 	if errs := validation.IsDNS1123Subdomain(r.For); len(errs) > 0 {
 		return fmt.Errorf("%w: for %q: %v", ErrProtocol, r.For, errs)

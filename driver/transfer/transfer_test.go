@@ -274,7 +274,7 @@ type cutConn struct {
 
 func (c *cutConn) Read(b []byte) (int, error) {
 	if c.left <= 0 {
-		_ = c.Conn.Close()
+		_ = c.Close()
 		return 0, net.ErrClosed
 	}
 	if int64(len(b)) > c.left {
