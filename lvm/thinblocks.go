@@ -390,8 +390,11 @@ func thinSnapPoolOf(rows []thinBlocksRow, vg string, lvs []string) (thinSnapPool
 	}
 	p.chunk = fp.uint("chunk_size", pool.Chunk)
 	meta, ok := byName[strings.Trim(pool.Metadata, "[]")]
-	if fp.err != nil || p.chunk == 0 || !ok {
-		return p, fmt.Errorf("thin pool %s/%s: no chunk size (%q) or metadata LV (%q) %v", vg, p.name, pool.Chunk, pool.Metadata, fp.err)
+	if fp.err != nil {
+		return p, fmt.Errorf("thin pool %s/%s: %w", vg, p.name, fp.err)
+	}
+	if p.chunk == 0 || !ok {
+		return p, fmt.Errorf("thin pool %s/%s: no chunk size (%q) or metadata LV (%q)", vg, p.name, pool.Chunk, pool.Metadata)
 	}
 	dm, ok := strings.CutPrefix(pool.DMPath, "/dev/mapper/")
 	if !ok || dm == "" || strings.ContainsAny(dm, "/ ") || !strings.HasPrefix(meta.DMPath, "/dev/mapper/") ||

@@ -186,7 +186,7 @@ func xmlTokens(r io.Reader, start func(path []string, e xml.StartElement) error)
 	roots := 0
 	for {
 		tok, err := d.Token()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			if roots == 0 {
 				return errors.New("no document")
 			}

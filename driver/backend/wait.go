@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -72,7 +73,7 @@ func (b *Backend) awaitDone(ctx context.Context, kind string, obj client.Object,
 // CO shows the error to the tenant (csi-provisioner's event on the
 // claim), who has no right to read the resource.
 func stillAtWork(obj client.Object, err error) error {
-	if err != errPending {
+	if !errors.Is(err, errPending) {
 		return err
 	}
 	r, ok := obj.(interface{ Ready() *metav1.Condition })

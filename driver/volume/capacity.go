@@ -60,8 +60,7 @@ func CapacityOf(vg VGSpace, t Type, overprovision float64) Capacity {
 	slices.Sort(free)
 	slices.Reverse(free)
 	perLeg := free[legs-1]
-	switch {
-	case t.Mirrors > 0 || t.RAID != "":
+	if t.Mirrors > 0 || t.RAID != "" {
 		// The largest size whose leg (data, raid metadata, integrity
 		// metadata) fits the legs-th largest PV: lvm's own rule for what a
 		// leg takes, which CheckPlacement applies before lvcreate, so the

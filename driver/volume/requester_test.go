@@ -77,7 +77,7 @@ func FuzzRequesterFrom(f *testing.F) {
 			t.Fatalf("%v: requester %+v from invalid parameters", params, r)
 		case !valid && hasName && hasNS && err == nil:
 			t.Fatalf("%v: no error", params)
-		case !(hasName && hasNS) && err != nil:
+		case (!hasName || !hasNS) && err != nil:
 			t.Fatalf("%v, a part or none: %v", params, err)
 		}
 	})

@@ -73,12 +73,12 @@ func (c VGChoice) Validate() error {
 	}
 	if c.Tag != "" {
 		if err := lvm.ValidateTag(c.Tag); err != nil {
-			return fmt.Errorf("volume group tag: %v: %w", err, ErrInvalidArgument)
+			return fmt.Errorf("volume group tag: %v: %w", err, ErrInvalidArgument) //nolint:errorlint // the request is what is invalid: lvm's error is told, not its class
 		}
 	}
 	for i, n := range c.Names {
 		if err := lvm.ValidateVGName(n); err != nil {
-			return fmt.Errorf("volume group %q: %v: %w", n, err, ErrInvalidArgument)
+			return fmt.Errorf("volume group %q: %v: %w", n, err, ErrInvalidArgument) //nolint:errorlint // as above
 		}
 		if slices.Contains(c.Names[:i], n) {
 			return fmt.Errorf("volume group %q named twice: %w", n, ErrInvalidArgument)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -473,7 +474,9 @@ func startShell(ctx context.Context, id int, profile string, env []string) (*lvm
 	}
 
 	cmd := exec.Command(lvmBinary)
-	cmd.Env = append(env,
+	// A copy: env is the runner's, shared by every start, and an append
+	// into its spare capacity would write under another start.
+	cmd.Env = append(slices.Clone(env),
 		"LVM_COMMAND_PROFILE="+profile,
 		"LVM_REPORT_FD=3", // ExtraFiles[0]
 		// The shell would read ~/.lvm_history when it starts and write

@@ -74,7 +74,8 @@ func setUpLVM() (*lvmFixture, string) {
 	}
 	f := &lvmFixture{dir: dir, vg: fmt.Sprintf("carveshell%d", os.Getpid())}
 	img := filepath.Join(dir, "pv.img")
-	if err := os.WriteFile(img, nil, 0o600); err == nil {
+	err = os.WriteFile(img, nil, 0o600)
+	if err == nil {
 		err = os.Truncate(img, 256<<20)
 	}
 	if err != nil {

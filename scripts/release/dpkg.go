@@ -151,7 +151,7 @@ func parseSource(field, name, version string) (string, string, error) {
 	if field == "" {
 		return name, version, nil
 	}
-	bad := fmt.Errorf("Source %q is not \"name\" or \"name (version)\"", field)
+	bad := fmt.Errorf("field Source: %q is not \"name\" or \"name (version)\"", field)
 	src, rest, _ := strings.Cut(field, " ")
 	rest = strings.TrimSpace(rest)
 	if !oneWord(src) || strings.ContainsAny(src, "()") {

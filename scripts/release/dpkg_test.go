@@ -158,7 +158,7 @@ Version: 2:2.6.1-4~deb12u2
 	{
 		name:    "source version without its closing parenthesis",
 		status:  "Package: a\nStatus: install ok installed\nVersion: 1\nSource: b (2\n",
-		wantErr: `package a: Source "b (2" is not "name" or "name (version)"`,
+		wantErr: `package a: field Source: "b (2" is not "name" or "name (version)"`,
 	},
 	{
 		name:    "source version without parentheses",

@@ -40,12 +40,12 @@ func main() {
 // run dispatches to a subcommand and turns its error into an exit code.
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage())
+		_, _ = fmt.Fprint(stderr, usage())
 		return 2
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "release: unknown subcommand %q\n%s", args[0], usage())
+		_, _ = fmt.Fprintf(stderr, "release: unknown subcommand %q\n%s", args[0], usage())
 		return 2
 	}
 	err := cmd.run(args[1:], getenv, stdout, stderr)
@@ -56,10 +56,10 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, &usageErr):
-		fmt.Fprintf(stderr, "release %s: %v\n", args[0], err)
+		_, _ = fmt.Fprintf(stderr, "release %s: %v\n", args[0], err)
 		return 2
 	default:
-		fmt.Fprintf(stderr, "release %s: %v\n", args[0], err)
+		_, _ = fmt.Fprintf(stderr, "release %s: %v\n", args[0], err)
 		return 1
 	}
 }

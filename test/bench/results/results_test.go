@@ -50,8 +50,8 @@ func TestWriteRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := Read(path)
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || len(out.Rows) != 1 {
+		t.Fatalf("read back %+v, %v", out, err)
 	}
 	in.Rows = append(in.Rows, Row{Op: "y", Raw: 1, Carve: 1, LVMD: 4, LVMDCommands: map[string]float64{"lvcreate": 1}})
 	if err := Write(path, in); err != nil {
