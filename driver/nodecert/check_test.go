@@ -174,3 +174,32 @@ func FuzzCheck(f *testing.F) {
 		}
 	})
 }
+
+// TestValidity: a week by default, less when the request asks, never
+// under ten minutes, so that a new certificate is not due for renewal
+// (two thirds into a life that starts 5 minutes back) when it is signed.
+func TestValidity(t *testing.T) {
+	secs := func(n int32) *int32 { return &n }
+	for _, c := range []struct {
+		signer time.Duration
+		asked  *int32
+		want   time.Duration
+	}{
+		{0, nil, DefaultValidity},
+		{0, secs(3600), time.Hour},
+		{time.Hour, secs(7200), time.Hour},
+		{time.Minute, nil, minValidity},
+		{0, secs(1), minValidity},
+	} {
+		csr := &certv1.CertificateSigningRequest{Spec: certv1.CertificateSigningRequestSpec{ExpirationSeconds: c.asked}}
+		got := (&Signer{Validity: c.signer}).validity(csr)
+		if got != c.want {
+			t.Errorf("signer %v, asked %v: %v, want %v", c.signer, c.asked, got, c.want)
+		}
+		now := time.Now()
+		renew := now.Add(-5 * time.Minute).Add((got + 5*time.Minute) * 2 / 3)
+		if !renew.After(now) {
+			t.Errorf("a certificate valid %v is due for renewal when signed", got)
+		}
+	}
+}
