@@ -91,13 +91,15 @@ func (m *Manager) openTransferSource(ctx, rctx context.Context, id volume.ID) (*
 func (s *transferSource) Size() int64 { return int64(s.lv.Size) }
 
 // ReadAt implements transfer.Source: through the aligned buffer when the
-// device is open with O_DIRECT (the server's buffer need not be aligned)
-// and the read is aligned, as every read of a transfer of an LV is.
+// device is open with O_DIRECT (the server's buffer need not be aligned).
+// Every read of a transfer of an LV starts and ends on 4 KiB (chunks,
+// extents, MaxData); one that did not would fail with EINVAL, not read
+// wrong bytes.
 func (s *transferSource) ReadAt(b []byte, off int64) (int, error) {
-	if err := s.ctx.Err(); err != nil {
-		return 0, fmt.Errorf("snapshot %s/%s was deleted during the transfer: %w", s.lv.VGName, s.lv.Name, volume.ErrSnapshotNotFound)
+	if s.ctx.Err() != nil {
+		return 0, s.deleted()
 	}
-	if !s.direct || off%directAlign != 0 || len(b)%directAlign != 0 || len(b) > len(s.buf) {
+	if !s.direct || len(b) > len(s.buf) {
 		return s.f.ReadAt(b, off)
 	}
 	n, err := s.f.ReadAt(s.buf[:len(b)], off)
@@ -118,9 +120,14 @@ func (s *transferSource) Allocated(ctx context.Context, from int64, each func(vo
 		return each(volume.Range{Offset: int64(r.Offset), Length: int64(r.Length)})
 	})
 	if err != nil && s.ctx.Err() != nil {
-		return fmt.Errorf("snapshot %s/%s was deleted during the transfer: %w", s.lv.VGName, s.lv.Name, volume.ErrSnapshotNotFound)
+		return s.deleted()
 	}
 	return err
+}
+
+// deleted is the error of a transfer whose snapshot was deleted under it.
+func (s *transferSource) deleted() error {
+	return fmt.Errorf("snapshot %s/%s was deleted during the transfer: %w", s.lv.VGName, s.lv.Name, volume.ErrSnapshotNotFound)
 }
 
 // Close implements transfer.Source.

@@ -47,7 +47,7 @@ const (
 // while it has more than a third of its life left and the CA still
 // signs it, or a new one the controller signs for the node's key.
 func (r *Requester) Credentials(ctx context.Context) (transfer.Credentials, time.Time, error) {
-	caPEM, pool, err := r.caPool(ctx)
+	pool, err := r.caPool(ctx)
 	if err != nil {
 		return transfer.Credentials{}, time.Time{}, err
 	}
@@ -81,22 +81,21 @@ func (r *Requester) Credentials(ctx context.Context) (transfer.Credentials, time
 	if err != nil {
 		return transfer.Credentials{}, time.Time{}, fmt.Errorf("transfer certificate: %w", err)
 	}
-	klog.V(2).InfoS("Transfer credentials ready", "node", r.Node, "renewAt", renew, "caBytes", len(caPEM))
+	klog.V(2).InfoS("Transfer credentials ready", "node", r.Node, "renewAt", renew)
 	return transfer.Credentials{Certificate: pair, CA: pool}, renew, nil
 }
 
 // caPool reads the CA's certificate from its ConfigMap.
-func (r *Requester) caPool(ctx context.Context) ([]byte, *x509.CertPool, error) {
+func (r *Requester) caPool(ctx context.Context) (*x509.CertPool, error) {
 	var cm corev1.ConfigMap
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: CAName}, &cm); err != nil {
-		return nil, nil, fmt.Errorf("transfer CA from configmap %s/%s: %w", r.Namespace, CAName, err)
+		return nil, fmt.Errorf("transfer CA from configmap %s/%s: %w", r.Namespace, CAName, err)
 	}
-	pemBytes := []byte(cm.Data[ConfigMapKey])
 	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pemBytes) {
-		return nil, nil, fmt.Errorf("transfer CA: configmap %s/%s holds no certificate in %s", r.Namespace, CAName, ConfigMapKey)
+	if !pool.AppendCertsFromPEM([]byte(cm.Data[ConfigMapKey])) {
+		return nil, fmt.Errorf("transfer CA: configmap %s/%s holds no certificate in %s", r.Namespace, CAName, ConfigMapKey)
 	}
-	return pemBytes, pool, nil
+	return pool, nil
 }
 
 // key reads the node's key from Dir, or makes and keeps one.

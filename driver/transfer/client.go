@@ -243,16 +243,13 @@ func (rc *receiver) endSegment(f frame) error {
 	}
 	var d segmentDigest
 	for _, r := range rc.runs {
-		if r.kind == kindZero {
-			d.addRun(kindZero, r.off, r.n)
-			continue
+		if r.kind == kindData {
+			r.data = rc.check[:r.n]
+			if _, err := rc.t.ReadAt(r.data, r.off); err != nil {
+				return fmt.Errorf("reading back %d bytes at %d: %w", r.n, r.off, err)
+			}
 		}
-		b := rc.check[:r.n]
-		if _, err := rc.t.ReadAt(b, r.off); err != nil {
-			return fmt.Errorf("reading back %d bytes at %d: %w", r.n, r.off, err)
-		}
-		d.addRun(kindData, r.off, r.n)
-		d.h.Write(b)
+		d.add(r)
 	}
 	if sum := d.sum(); !bytes.Equal(sum[:], f.digest[:]) {
 		return fmt.Errorf("%w: the segment [%d, %d) reads back with SHA-256 %x, sent as %x", ErrMismatch, rc.cursor, f.off, sum, f.digest)
