@@ -97,13 +97,17 @@ func (c *Client) dial(ctx context.Context, addr, node string) (*tls.Conn, error)
 	if dial == nil {
 		dial = (&net.Dialer{}).DialContext
 	}
+	creds := c.Keyring.Get()
+	if err := creds.ready(); err != nil {
+		return nil, fmt.Errorf("transfer from %s: %w", node, err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.idle())
 	defer cancel()
 	raw, err := dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("transfer from %s: %w", node, err)
 	}
-	conn := tls.Client(raw, c.Keyring.Get().clientConfig(node))
+	conn := tls.Client(raw, creds.clientConfig(node))
 	if err := conn.HandshakeContext(ctx); err != nil {
 		_ = raw.Close()
 		return nil, fmt.Errorf("transfer from %s (%s): TLS handshake: %w", node, addr, err)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"sync/atomic"
+
+	"carve.dev/carve/driver/volume"
 )
 
 // alpn names the protocol in the TLS handshake: a peer speaking another
@@ -36,8 +38,14 @@ func NewKeyring(c Credentials) *Keyring {
 // Set replaces the credentials.
 func (k *Keyring) Set(c Credentials) { k.p.Store(&c) }
 
-// Get returns the current credentials.
-func (k *Keyring) Get() Credentials { return *k.p.Load() }
+// Get returns the current credentials; none (a connection then fails its
+// handshake) while a Keyring made without NewKeyring has had no Set.
+func (k *Keyring) Get() Credentials {
+	if c := k.p.Load(); c != nil {
+		return *c
+	}
+	return Credentials{}
+}
 
 // LoadCredentials reads a node's credentials from PEM files.
 func LoadCredentials(certFile, keyFile, caFile string) (Credentials, error) {
@@ -54,6 +62,18 @@ func LoadCredentials(certFile, keyFile, caFile string) (Credentials, error) {
 		return Credentials{}, fmt.Errorf("transfer credentials: %s holds no PEM certificate", caFile)
 	}
 	return Credentials{Certificate: cert, CA: pool}, nil
+}
+
+// errNoCredentials: the Keyring holds none yet. Without a CA, crypto/tls
+// would check a peer against the system's roots, which sign no node.
+var errNoCredentials = fmt.Errorf("%w: this node has no transfer credentials yet", volume.ErrOperationPending)
+
+// ready fails while c holds no certificate or CA.
+func (c Credentials) ready() error {
+	if c.CA == nil || c.Certificate.PrivateKey == nil {
+		return errNoCredentials
+	}
+	return nil
 }
 
 // serverConfig: TLS 1.3 only, and a client certificate signed by the CA

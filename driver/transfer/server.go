@@ -90,7 +90,11 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	// Each handshake takes the credentials current then.
 	tl := tls.NewListener(l, &tls.Config{MinVersion: tls.VersionTLS13,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-			return s.cfg.Keyring.Get().serverConfig(), nil
+			c := s.cfg.Keyring.Get()
+			if err := c.ready(); err != nil {
+				return nil, err
+			}
+			return c.serverConfig(), nil
 		}})
 	for {
 		c, err := tl.Accept()

@@ -3,6 +3,7 @@ package transfer
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -363,9 +364,6 @@ func TestTransferRefusals(t *testing.T) {
 			c.CA = w.client.Keyring.Get().CA // it trusts the server
 			return &Client{Keyring: NewKeyring(c)}
 		},
-		"no client certificate": func(w *world) *Client {
-			return &Client{Keyring: NewKeyring(Credentials{CA: w.client.Keyring.Get().CA})}
-		},
 	}
 	for name, client := range unauthenticated {
 		t.Run(name, func(t *testing.T) {
@@ -378,6 +376,39 @@ func TestTransferRefusals(t *testing.T) {
 			}
 		})
 	}
+	t.Run("no client certificate", func(t *testing.T) {
+		w := newWorld(t, im)
+		// The Client refuses to dial without credentials, so a bare TLS
+		// client stands for a peer that has none.
+		conn, err := tls.Dial("tcp", w.addr, &tls.Config{RootCAs: w.client.Keyring.Get().CA, ServerName: "node-a",
+			MinVersion: tls.VersionTLS13, NextProtos: []string{alpn}})
+		if err == nil {
+			// TLS 1.3 reports the server's refusal of the client at the
+			// first read.
+			_, err = conn.Read(make([]byte, 1))
+			_ = conn.Close()
+		}
+		if err == nil {
+			t.Fatal("a client without a certificate was served")
+		}
+		if n := w.asked.Load(); n != 0 {
+			t.Fatalf("the Authorizer was asked %d times for an unauthenticated peer", n)
+		}
+	})
+	t.Run("a receiver with no credentials yet", func(t *testing.T) {
+		w := newWorld(t, im)
+		err := receive(w, &Client{Keyring: &Keyring{}}, "node-a", Request{Source: sourceID, For: "pvc-1"})
+		if !errors.Is(err, volume.ErrOperationPending) {
+			t.Fatalf("got %v, want a pending operation (no credentials yet)", err)
+		}
+	})
+	t.Run("a server with no credentials yet", func(t *testing.T) {
+		w := newWorld(t, im, func(cfg *ServerConfig) { cfg.Keyring = &Keyring{} })
+		err := receive(w, w.client, "node-a", Request{Source: sourceID, For: "pvc-1"})
+		if err == nil || !strings.Contains(err.Error(), "handshake") {
+			t.Fatalf("a server without credentials: %v, want a failed handshake", err)
+		}
+	})
 	t.Run("a server that is not the source's node", func(t *testing.T) {
 		w := newWorld(t, im)
 		err := receive(w, w.client, "node-z", Request{Source: sourceID, For: "pvc-1"})
