@@ -27,6 +27,7 @@ func runController(args []string) error {
 		volumeGroups string
 		leaderElect  bool
 		leaderNS     string
+		transfers    controllerTransferFlags
 	)
 	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
 	c.register(fs)
@@ -34,6 +35,7 @@ func runController(args []string) error {
 	fs.StringVar(&volumeGroups, "volume-groups", "", "comma-separated volume groups StorageClasses may name; the first is the default")
 	fs.BoolVar(&leaderElect, "leader-elect", false, "elect a leader among controller replicas")
 	fs.StringVar(&leaderNS, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's)")
+	transfers.register(fs)
 	logging := loggingFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -69,6 +71,11 @@ func runController(args []string) error {
 	// Releases what is deleted on a node declared lost; with leadership.
 	lost := &nodeloss.Reconciler{Client: mgr.GetClient(), Events: mgr.GetEventRecorder("carve-controller")}
 	if err := lost.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	// The signer of the node agents' transfer certificates; with
+	// leadership.
+	if err := addSigner(context.Background(), transfers, b.Client, mgr); err != nil {
 		return err
 	}
 	probe := apiProber{b.Client}

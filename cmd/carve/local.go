@@ -156,8 +156,9 @@ type stack struct {
 // build makes the LVM semantics and the CSI Node service on this node, and
 // repairs what a carve killed mid-command left. background: the Manager
 // leaves long data work in the background (carve node's agent; see
-// lvmvol.Config.BackgroundDataWork).
-func (f *localFlags) build(background bool) stack {
+// lvmvol.Config.BackgroundDataWork); remote receives other nodes'
+// snapshots (carve node's transfers; nil: none).
+func (f *localFlags) build(background bool, remote lvmvol.Remote) stack {
 	var vols *lvmvol.Manager
 	var node *csi.Node
 	run := runner.New(f.cmdTimeout, lvmEnv(udevControl)...)
@@ -170,7 +171,8 @@ func (f *localFlags) build(background bool) stack {
 	layers := mapper.NewLinear(run)
 	cache := lvm.NewCache(lvm.New(run), f.lvmCacheAge)
 	cfg := lvmvol.Config{LVM: cache, Cache: cache, Wiper: lvmvol.ZeroWiper{Run: run},
-		Node: f.nodeID, VolumeGroups: f.vgs, MaxPublished: int(f.maxVolumes), Overprovision: f.overprov, Layers: layers}
+		Node: f.nodeID, VolumeGroups: f.vgs, MaxPublished: int(f.maxVolumes), Overprovision: f.overprov, Layers: layers,
+		Remote: remote}
 	if background {
 		// Copies into clones and restores, and wipes, may take hours: the
 		// agent leaves them in the background so that they hold no worker

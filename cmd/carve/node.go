@@ -29,6 +29,7 @@ func runNode(args []string) error {
 		reportEvery time.Duration
 		workers     int
 		diskDecl    string
+		transfers   nodeTransferFlags
 	)
 	fs := flag.NewFlagSet("node", flag.ContinueOnError)
 	c.register(fs)
@@ -41,6 +42,7 @@ func runNode(args []string) error {
 		"LogicalVolumes (and, apart, LogicalVolumeSnapshots and group snapshots) reconciled at once; one volume is never reconciled twice at once")
 	fs.StringVar(&diskDecl, "disk-declaration", "",
 		"file of the declaration of which disks make which volume groups on which nodes (a ConfigMap's key, mounted; read each minute, none there: nothing declared); empty: the agent takes no disks")
+	transfers.register(fs)
 	logging := loggingFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -64,15 +66,19 @@ func runNode(args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", kubeletFlag, err)
 	}
-	st := lf.build(true)
+	cfg, err := c.restConfig()
+	if err != nil {
+		return err
+	}
+	moves, err := newNodeTransfers(cfg, transfers, lf.nodeID)
+	if err != nil {
+		return err
+	}
+	st := lf.build(true, moves.remote())
 	defer st.closeLVM()
 	vols, node := st.vols, st.node
 	if lf.maxVolumes > 0 {
 		klog.InfoS("Attach limit advertised to the scheduler", "maxVolumes", lf.maxVolumes)
-	}
-	cfg, err := c.restConfig()
-	if err != nil {
-		return err
 	}
 	mgr, err := newManager(cfg, &c, manager.Options{Cache: agent.CacheOptions(lf.nodeID)})
 	if err != nil {
@@ -83,6 +89,9 @@ func runNode(args []string) error {
 		return err
 	}
 	if err := addDiskKeeper(mgr, lf.nodeID, lf.vgs, st, storage, diskDecl); err != nil {
+		return err
+	}
+	if err := moves.add(mgr, vols, storage); err != nil {
 		return err
 	}
 	srv := csi.NewServer(csi.NewIdentity(version, false, vols), nil, node, csi.NewSnapshotMetadata(vols))

@@ -29,7 +29,7 @@ func runStandalone(args []string) error {
 	if err := f.validate(); err != nil {
 		return err
 	}
-	st := f.build(false)
+	st := f.build(false, nil)
 	defer st.closeLVM()
 	vols, node := st.vols, st.node
 	srv := csi.NewServer(csi.NewIdentity(version, true, vols), csi.NewController(vols), node, csi.NewSnapshotMetadata(vols))

@@ -125,7 +125,8 @@ func (s *StorageReporter) report(ctx context.Context, space []volume.VGSpace) er
 		UpdateTime:         ns.Status.UpdateTime,
 		OrphanedVolumes:    orphans,
 		MissingVolumes:     missing,
-		DiskRefusals:       ns.Status.DiskRefusals, // the disk setup's (SetDiskRefusals)
+		DiskRefusals:       ns.Status.DiskRefusals,    // the disk setup's (SetDiskRefusals)
+		TransferAddress:    ns.Status.TransferAddress, // the transfer service's (SetTransferAddress)
 	}
 	if err := s.write(ctx, &ns, next); err != nil || auditErr != nil {
 		return errors.Join(auditErr, err)

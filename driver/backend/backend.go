@@ -71,13 +71,21 @@ func (b *Backend) CreateVolume(ctx context.Context, req volume.CreateRequest) (v
 	if err != nil && !apierrors.IsNotFound(err) {
 		return volume.Volume{}, fmt.Errorf("get %s: %w", name, err)
 	}
+	remote := isRemote(req)
+	if remote {
+		if err := b.settleRemoteSource(ctx, &req); err != nil {
+			return volume.Volume{}, err
+		}
+	}
 	if req.VGs != nil {
 		if req.VG, err = b.pickVG(ctx, req, lv.Spec); err != nil {
 			return volume.Volume{}, err
 		}
 	}
-	if err := req.SettleSourceVG(); err != nil {
-		return volume.Volume{}, err
+	if !remote {
+		if err := req.SettleSourceVG(); err != nil {
+			return volume.Volume{}, err
+		}
 	}
 	want := resourceFor(req)
 	switch {

@@ -123,7 +123,7 @@ func req(name string, size int64) volume.CreateRequest {
 
 func wantCode(t *testing.T, what string, err error, code codes.Code) {
 	t.Helper()
-	if got := status.Code(err); got != code {
+	if got := volume.CodeOf(err); got != code { // as the CSI layer answers
 		t.Errorf("%s: code %v (%v), want %v", what, got, err, code)
 	}
 }

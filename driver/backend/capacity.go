@@ -70,7 +70,8 @@ func spaceOf(st v1alpha1.VolumeGroupStatus) volume.VGSpace {
 // while the choice still names it, whatever the space says now, and the
 // agent refusing a stale pick for want of room drops the resource
 // (dropUncarved) so that the CO's retry picks again. A volume made from
-// a source goes in the source's VG, which the choice must name.
+// a source goes in the source's VG, which the choice must name, unless
+// the source is another node's (remote.go).
 func (b *Backend) pickVG(ctx context.Context, req volume.CreateRequest, have v1alpha1.LogicalVolumeSpec) (string, error) {
 	spaces, ratio, err := b.nodeSpace(ctx, req.Node)
 	if err != nil {
@@ -79,7 +80,7 @@ func (b *Backend) pickVG(ctx context.Context, req volume.CreateRequest, have v1a
 	switch {
 	case have.NodeName == req.Node && have.VolumeGroup != "" && req.VGs.Includes(have.VolumeGroup, spaces):
 		return have.VolumeGroup, nil
-	case req.Source != nil:
+	case req.Source != nil && !isRemote(req):
 		if !req.VGs.Includes(req.Source.ID.VG, spaces) {
 			return "", fmt.Errorf("the source lives in %s, not one of %s: %w", req.Source.ID.VG, req.VGs, volume.ErrSourceMismatch)
 		}

@@ -33,7 +33,12 @@ func (m *Manager) CreateVolume(ctx context.Context, req volume.CreateRequest) (v
 	var src lvm.LV
 	if req.Source != nil {
 		var err error
-		if src, err = m.resolveSource(ctx, r, &req); err != nil {
+		if m.isRemote(req.Source) {
+			err = m.settleRemoteSource(&req)
+		} else {
+			src, err = m.resolveSource(ctx, r, &req)
+		}
+		if err != nil {
 			return volume.Volume{}, err
 		}
 	}
@@ -169,7 +174,7 @@ func (m *Manager) adopt(ctx context.Context, r lvm.Reads, lv lvm.LV, req volume.
 		// asked for last (see ModifyVolume).
 		return volume.Volume{}, fmt.Errorf("volume %q exists with %d mirrors, not %d: %w", req.Name, got, req.Type.Mirrors, volume.ErrNameConflict)
 	}
-	if !sourceMatches(lv, req.Source) {
+	if !m.sourceMatches(lv, req.Source) {
 		return volume.Volume{}, fmt.Errorf("volume %q exists with another content source: %w", req.Name, volume.ErrNameConflict)
 	}
 	size := int64(lv.Size)

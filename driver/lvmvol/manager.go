@@ -158,6 +158,8 @@ type Manager struct {
 	// metaReads: the snapshots' block metadata reads, which a deletion
 	// stops (blocks.go).
 	metaReads keylock.Readers
+	// remote receives other nodes' snapshots (Config.Remote).
+	remote Remote
 }
 
 // Config is what a Manager is made of (NewManager): its whole
@@ -205,13 +207,17 @@ type Config struct {
 	// process without a node, where a change of limits is recorded only,
 	// and the node applies it when it next publishes the volume.
 	ApplyLimits LimitsApplier
+	// Remote receives another node's snapshot for a volume restored from
+	// it on this node (remote.go): the node agent's transfer client. nil
+	// (standalone mode, or transfers off): such a snapshot is not found.
+	Remote Remote
 }
 
 // NewManager makes the Manager of cfg.
 func NewManager(cfg Config) *Manager {
 	m := &Manager{lvm: cfg.LVM, cache: cfg.Cache, wiper: cfg.Wiper, copier: cfg.Copier, node: cfg.Node, vgs: slices.Clone(cfg.VolumeGroups),
 		maxPublished: cfg.MaxPublished, overprovision: cfg.Overprovision, background: cfg.BackgroundDataWork,
-		dataGrace: max(cfg.DataGrace, 0), layers: cfg.Layers, applyLimits: cfg.ApplyLimits,
+		dataGrace: max(cfg.DataGrace, 0), layers: cfg.Layers, applyLimits: cfg.ApplyLimits, remote: cfg.Remote,
 		wipeChunk: defaultWipeChunk, progressEvery: defaultProgressEvery}
 	if m.copier == nil {
 		m.copier = DeviceCopier{}

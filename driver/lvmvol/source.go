@@ -23,14 +23,24 @@ import (
 // a crash finds it and resumes the copy (see progress.go), never hands out a
 // half copy.
 
-// sourceTag records where a volume's data came from.
-func sourceTag(s *volume.ContentSource) string { return tagSourcePrefix + s.Kind + ":" + s.ID.LV }
+// sourceTag records where a volume's data came from: the source's LV
+// name, which lives in the volume's VG, or for another node's snapshot
+// (remote.go) its whole ID.
+func (m *Manager) sourceTag(s *volume.ContentSource) string {
+	if m.isRemote(s) {
+		return tagSourcePrefix + s.Kind + ":" + s.ID.String()
+	}
+	return tagSourcePrefix + s.Kind + ":" + s.ID.LV
+}
 
 // contentSourceOf reads a volume's source back from its tag.
 func (m *Manager) contentSourceOf(lv lvm.LV) *volume.ContentSource {
 	kind, name, ok := strings.Cut(tagValue(lv, tagSourcePrefix), ":")
 	if !ok || isSnapshot(lv) {
 		return nil
+	}
+	if id, err := volume.ParseID(name); err == nil {
+		return &volume.ContentSource{Kind: kind, ID: id}
 	}
 	return &volume.ContentSource{Kind: kind, ID: volume.ID{Node: m.node, VG: lv.VGName, LV: name}}
 }
@@ -87,7 +97,7 @@ func settleEncryption(req *volume.CreateRequest, src lvm.LV) error {
 // is the thin pool's report for a thin volume. created tells whether the
 // new LV's lvcreate succeeded (see CreateVolume).
 func (m *Manager) createFromSource(ctx context.Context, r lvm.Reads, req volume.CreateRequest, src lvm.LV, name string, size uint64, vg lvm.VG, pool lvm.LV) (volume.Volume, bool, error) {
-	tags := append(settledTags(req), sourceTag(req.Source))
+	tags := append(settledTags(req), m.sourceTag(req.Source))
 	if src.PoolLV != "" && src.PoolLV == req.Type.ThinPool {
 		// It takes no room of the pool (it shares the snapshot's
 		// blocks), but lvm2 refuses it in a pool whose data is full or
@@ -143,7 +153,11 @@ func (m *Manager) createFromSource(ctx context.Context, r lvm.Reads, req volume.
 // copyIn fills new LV lv from src in a job (see jobs.go), then settles lv.
 func (m *Manager) copyIn(ctx context.Context, r lvm.Reads, lv, src lvm.LV, from *volume.ContentSource) (volume.Volume, error) {
 	key := jobKey(jobCopyIn, lv.VGName, lv.Name)
-	j, started := m.jobs.start(key, int64(src.Size), runner.DataBudget(int64(src.Size)), func(ctx context.Context, mt *meter) error {
+	total := int64(src.Size)
+	if m.isRemote(from) {
+		total = int64(lv.Size) // the source's report is its node's
+	}
+	j, started := m.jobs.start(key, total, runner.DataBudget(total), func(ctx context.Context, mt *meter) error {
 		return m.copyData(ctx, lvm.Fresh, lv, src, from, mt) // a job: its own context, fresh reads
 	})
 	if err := m.awaitData(ctx, key, jobCopyIn, lv, j, started); err != nil {
@@ -155,8 +169,10 @@ func (m *Manager) copyIn(ctx context.Context, r lvm.Reads, lv, src lvm.LV, from 
 // copyData copies src into lv, then drops lv's copying tag.
 func (m *Manager) copyData(ctx context.Context, r lvm.Reads, lv, src lvm.LV, from *volume.ContentSource, mt *meter) error {
 	var err error
-	switch from.Kind {
-	case volume.SourceSnapshot:
+	switch {
+	case m.isRemote(from):
+		err = m.receive(ctx, lv, from.ID, mt)
+	case from.Kind == volume.SourceSnapshot:
 		if err = m.waitSnapshotReady(ctx, src); err == nil {
 			err = m.copyLV(ctx, r, src, lv, src.Size, mt)
 		}
@@ -203,19 +219,22 @@ func (m *Manager) resumeCopy(ctx context.Context, r lvm.Reads, lv lvm.LV) (volum
 	if from == nil {
 		return volume.Volume{}, fmt.Errorf("%s/%s: copying without a recorded source", lv.VGName, lv.Name)
 	}
-	req := volume.CreateRequest{Source: from}
-	src, err := m.resolveSource(ctx, r, &req)
-	if err != nil {
-		return volume.Volume{}, err
+	var src lvm.LV
+	if !m.isRemote(from) {
+		req := volume.CreateRequest{Source: from}
+		var err error
+		if src, err = m.resolveSource(ctx, r, &req); err != nil {
+			return volume.Volume{}, err
+		}
 	}
 	return m.copyIn(ctx, r, lv, src, from)
 }
 
 // sourceMatches tells whether an existing LV was made from the asked source.
-func sourceMatches(lv lvm.LV, from *volume.ContentSource) bool {
+func (m *Manager) sourceMatches(lv lvm.LV, from *volume.ContentSource) bool {
 	got := tagValue(lv, tagSourcePrefix)
 	if from == nil {
 		return got == ""
 	}
-	return got == strings.TrimPrefix(sourceTag(from), tagSourcePrefix)
+	return got == strings.TrimPrefix(m.sourceTag(from), tagSourcePrefix)
 }

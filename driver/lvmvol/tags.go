@@ -110,7 +110,8 @@ const (
 	// tagCopying: the LV's data is still being copied from its source.
 	tagCopying = "carve.dev/copying"
 	// tagSourcePrefix + the source LV name, for snapshots; for volumes made
-	// from a source, + "snapshot:" or "volume:" and the LV name.
+	// from a source, + "snapshot:" or "volume:" and the LV name, or for a
+	// snapshot of another node the whole ID, NODE/VG/LV (remote.go).
 	tagSourcePrefix = "carve.dev/source="
 	// tagCreatedPrefix + the Unix second a thin snapshot was made, written
 	// by its own lvcreate: its creation time without reading it back.
@@ -135,7 +136,8 @@ const (
 
 	// tagWipedPrefix + N: the first N bytes of a deleting LV are zeroed;
 	// tagCopiedPrefix + UUID:N: the first N bytes of a copying LV hold the
-	// data of the source LV with that UUID (progress records, progress.go).
+	// data of the source LV with that UUID (progress records, progress.go);
+	// for another node's snapshot, + NODE/VG/LV:N (remote.go).
 	tagWipedPrefix  = "carve.dev/wiped="
 	tagCopiedPrefix = "carve.dev/copied="
 

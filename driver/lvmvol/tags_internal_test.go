@@ -31,44 +31,53 @@ func FuzzTags(f *testing.F) {
 			kinds > 1 || (pool != "" && lvm.ValidateLVName(pool) != nil) {
 			return // the CSI layer sends none of these (FuzzParseType)
 		}
-		req := volume.CreateRequest{Name: name, ParamsDigest: digest, Type: volume.Type{Stripes: stripes, Mirrors: mirrors, ThinPool: pool}}
-		tags := createTags(req)
-		if kind == volume.SourceSnapshot || kind == volume.SourceVolume {
-			if lvm.ValidateLVName(source) != nil {
-				return
-			}
-			req.Source = &volume.ContentSource{Kind: kind, ID: volume.ID{Node: "n", VG: "vg0", LV: source}}
-			tags = append(tags, sourceTag(req.Source))
-		}
-		for _, tag := range tags {
-			if err := lvm.ValidateTag(tag); err != nil {
-				t.Fatalf("%+v: tag %q: %v", req, tag, err)
-			}
-		}
-		lv := lvm.LV{Name: "x", VGName: "vg0", Tags: tags, PoolLV: pool}
-		want := req.Type
-		if want.Stripes == 1 {
-			want.Stripes = 0
-		}
-		if got := typeOf(lv); got != want {
-			t.Fatalf("%+v: type read back as %+v", req, got)
-		}
-		if got := tagValue(lv, tagParamsPrefix); got != digest {
-			t.Fatalf("%+v: digest read back as %q", req, got)
-		}
-		named := lvm.ValidateTag(tagNamePrefix+name) == nil
-		if got := tagValue(lv, tagNamePrefix); (named && got != name) || (!named && got != "") {
-			t.Fatalf("%+v: name read back as %q", req, got)
-		}
-		m := &Manager{node: "n"}
-		got := m.contentSourceOf(lv)
-		switch {
-		case req.Source == nil && got != nil:
-			t.Fatalf("%+v: source %+v read back", req, got)
-		case req.Source != nil && (got == nil || *got != *req.Source):
-			t.Fatalf("%+v: source %+v read back as %+v", req, req.Source, got)
-		case !sourceMatches(lv, req.Source):
-			t.Fatalf("%+v: source does not match its own tags", req)
+		// Each source twice: on this node ("n") and on another, whose
+		// whole ID the tag records (remote.go).
+		for _, node := range []string{"n", "node-b.example"} {
+			checkTags(t, name, digest, stripes, mirrors, pool, kind, source, node)
 		}
 	})
+}
+
+func checkTags(t *testing.T, name, digest string, stripes, mirrors int, pool, kind, source, node string) {
+	t.Helper()
+	m := &Manager{node: "n"}
+	req := volume.CreateRequest{Name: name, ParamsDigest: digest, Type: volume.Type{Stripes: stripes, Mirrors: mirrors, ThinPool: pool}}
+	tags := createTags(req)
+	if kind == volume.SourceSnapshot || kind == volume.SourceVolume {
+		if lvm.ValidateLVName(source) != nil {
+			return
+		}
+		req.Source = &volume.ContentSource{Kind: kind, ID: volume.ID{Node: node, VG: "vg0", LV: source}}
+		tags = append(tags, m.sourceTag(req.Source))
+	}
+	for _, tag := range tags {
+		if err := lvm.ValidateTag(tag); err != nil {
+			t.Fatalf("%+v: tag %q: %v", req, tag, err)
+		}
+	}
+	lv := lvm.LV{Name: "x", VGName: "vg0", Tags: tags, PoolLV: pool}
+	want := req.Type
+	if want.Stripes == 1 {
+		want.Stripes = 0
+	}
+	if got := typeOf(lv); got != want {
+		t.Fatalf("%+v: type read back as %+v", req, got)
+	}
+	if got := tagValue(lv, tagParamsPrefix); got != digest {
+		t.Fatalf("%+v: digest read back as %q", req, got)
+	}
+	named := lvm.ValidateTag(tagNamePrefix+name) == nil
+	if got := tagValue(lv, tagNamePrefix); (named && got != name) || (!named && got != "") {
+		t.Fatalf("%+v: name read back as %q", req, got)
+	}
+	got := m.contentSourceOf(lv)
+	switch {
+	case req.Source == nil && got != nil:
+		t.Fatalf("%+v: source %+v read back", req, got)
+	case req.Source != nil && (got == nil || *got != *req.Source):
+		t.Fatalf("%+v: source %+v read back as %+v", req, req.Source, got)
+	case !m.sourceMatches(lv, req.Source):
+		t.Fatalf("%+v: source does not match its own tags", req)
+	}
 }

@@ -5,9 +5,11 @@ package lifecycle
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,5 +140,135 @@ func TestTransferOnRealLVM(t *testing.T) {
 	must(t, err)
 	if got, err := e.lvm.GetLV(ctx, vg, sid.LV); err != nil || got.Active {
 		t.Errorf("the snapshot after its transfers: active %v, %v", got.Active, err)
+	}
+}
+
+// remoteOf is node-b's lvmvol.Remote in one VM: the transfer client,
+// dialling serveSnapshots' address. cut, when set, ends the first
+// transfer after its first checked segment, as a dropped connection
+// would.
+type remoteOf struct {
+	addr string
+	cut  bool
+	asks int
+}
+
+func (r *remoteOf) Receive(ctx context.Context, source volume.ID, forLV string, t transfer.Target, size, from int64, checkpoint transfer.Checkpoint) error {
+	r.asks++
+	cp := checkpoint
+	if r.cut && r.asks == 1 {
+		cp = func(done int64) error {
+			if err := checkpoint(done); err != nil {
+				return err
+			}
+			return errors.New("connection cut (test)")
+		}
+	}
+	c := &transfer.Client{Keyring: transfer.NewKeyring(clientCreds)}
+	_, err := c.Receive(ctx, r.addr, source.Node, transfer.Request{Source: source.String(), For: forLV, From: from}, t, size, cp)
+	return err
+}
+
+// TestRestoreFromAnotherNodeOnRealLVM: a volume of "node-b" restored from
+// a snapshot of the test's node, its bytes received over the transfer
+// (both nodes' Managers share the VM's VG, as two nodes' would their
+// own): into a thin and a thick volume, byte for byte as the snapshot's
+// origin, settled (no copying or progress tags), reporting the snapshot
+// as its source, and found again by a retry; a transfer cut after its
+// first segment leaves the volume copying, not handed out, and the retry
+// finishes it. A clone of another node's volume, and a restore on a node
+// that receives nothing, are NOT_FOUND and leave no LV.
+func TestRestoreFromAnotherNodeOnRealLVM(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	e.addPool(512 * mib)
+	const size = 80 * mib // two segments of 64 MiB
+	src := e.thinBlockVolume("pvc-rr-src", size)
+	dev := src.PublishContext["devicePath"]
+	writeDirect(t, dev, 8192, 0, 70*mib)
+	writeDirect(t, dev, 2*mib, 30*mib)
+	snap := e.snapshot("rr-snap", src.ID).GetSnapshotId()
+	want := readDevice(t, dev, size)
+	sid, err := volume.ParseID(snap)
+	must(t, err)
+
+	run := runner.New(time.Minute)
+	cache := lvm.NewCache(lvm.New(run), 0)
+	cfg := lvmvol.Config{LVM: cache, Cache: cache, Wiper: lvmvol.ZeroWiper{Run: run}, Node: node, VolumeGroups: []string{vg}}
+	addr := serveSnapshots(t, lvmvol.NewManager(cfg))
+	remote := &remoteOf{addr: addr, cut: true}
+	cfg.Node, cfg.Remote = "node-b", remote
+	b := lvmvol.NewManager(cfg)
+
+	from := &volume.ContentSource{Kind: volume.SourceSnapshot, ID: sid}
+	for _, typ := range []volume.Type{{ThinPool: pool}, {}} {
+		req := volume.CreateRequest{Name: "pvc-rr-" + map[bool]string{true: "thin", false: "thick"}[typ.IsThin()],
+			Node: "node-b", VG: vg, RequiredBytes: size, Type: typ, Source: from, ParamsDigest: "00"}
+		vol, err := b.CreateVolume(ctx, req)
+		if remote.cut {
+			// The first try is cut after its first segment.
+			if err == nil {
+				t.Fatal("a transfer cut after its first segment made a volume")
+			}
+			lv, gerr := e.lvm.GetLV(ctx, vg, volume.LVName(req.Name))
+			must(t, gerr)
+			if !lv.HasTag("carve.dev/copying") {
+				t.Fatalf("a cut transfer left %s with tags %v, want copying", lv.Name, lv.Tags)
+			}
+			remote.cut = false
+			vol, err = b.CreateVolume(ctx, req)
+		}
+		must(t, err)
+		if vol.Source == nil || *vol.Source != *from {
+			t.Fatalf("%s: source %+v, want %+v", req.Name, vol.Source, from)
+		}
+		lv, err := e.lvm.GetLV(ctx, vg, vol.ID.LV)
+		must(t, err)
+		for _, tag := range lv.Tags {
+			if strings.HasPrefix(tag, "carve.dev/copying") || strings.HasPrefix(tag, "carve.dev/copied=") || tag == "carve.dev/pending" {
+				t.Errorf("%s settled with tag %s", lv.Name, tag)
+			}
+		}
+		if lv.Active {
+			t.Errorf("%s is active after its creation", lv.Name)
+		}
+		must(t, e.lvm.Activate(ctx, vg, lv.Name))
+		got := readDevice(t, "/dev/"+vg+"/"+lv.Name, size)
+		must(t, e.lvm.Deactivate(ctx, vg, lv.Name))
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%s differs from the snapshot's origin", lv.Name)
+		}
+		again, err := b.CreateVolume(ctx, req)
+		if err != nil || again.ID != vol.ID {
+			t.Fatalf("%s: a retry got %+v, %v", req.Name, again.ID, err)
+		}
+	}
+
+	refused := map[string]func() error{
+		"a clone of another node's volume": func() error {
+			srcVol, err := volume.ParseID(src.ID)
+			must(t, err)
+			_, err = b.CreateVolume(ctx, volume.CreateRequest{Name: "pvc-rr-clone", Node: "node-b", VG: vg, RequiredBytes: size,
+				Source: &volume.ContentSource{Kind: volume.SourceVolume, ID: srcVol}, ParamsDigest: "00"})
+			return err
+		},
+		"a node that receives nothing": func() error {
+			c := cfg
+			c.Remote = nil
+			_, err := lvmvol.NewManager(c).CreateVolume(ctx, volume.CreateRequest{Name: "pvc-rr-none", Node: "node-b", VG: vg,
+				RequiredBytes: size, Source: from, ParamsDigest: "00"})
+			return err
+		},
+	}
+	for name, try := range refused {
+		err := try()
+		if !errors.Is(err, volume.ErrVolumeNotFound) && !errors.Is(err, volume.ErrSnapshotNotFound) {
+			t.Errorf("%s: %v, want not found", name, err)
+		}
+	}
+	for _, name := range []string{"pvc-rr-clone", "pvc-rr-none"} {
+		if _, err := e.lvm.GetLV(ctx, vg, volume.LVName(name)); err == nil {
+			t.Errorf("a refused restore left LV %s", name)
+		}
 	}
 }

@@ -34,6 +34,12 @@ type NodeStorageStatus struct {
 	// selected disk is taken, or when no declaration applies.
 	// +optional
 	DiskRefusals []DiskRefusal `json:"diskRefusals,omitempty"`
+	// TransferAddress is where other nodes' agents reach this node's
+	// transfer server (host:port), to copy a snapshot of this node onto
+	// theirs over mutual TLS. Empty while the node has no transfer
+	// certificate yet, or serves no transfers.
+	// +optional
+	TransferAddress string `json:"transferAddress,omitempty"`
 }
 
 // DiskRefusal is a disk a declaration selects for a volume group that the
