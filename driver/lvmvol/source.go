@@ -187,7 +187,11 @@ func (m *Manager) copyData(ctx context.Context, r lvm.Reads, lv, src lvm.LV, fro
 	if err := m.lvm.RemoveTags(ctx, lv.VGName, lv.Name, tagCopying); err != nil {
 		return err
 	}
-	klog.InfoS("Created volume from source by copy", "lv", lv.VGName+"/"+lv.Name, "source", from.Kind+" "+from.ID.String(), "bytes", src.Size)
+	bytes := src.Size
+	if m.isRemote(from) {
+		bytes = lv.Size // the source's report is its node's; the new LV holds it whole
+	}
+	klog.InfoS("Created volume from source by copy", "lv", lv.VGName+"/"+lv.Name, "source", from.Kind+" "+from.ID.String(), "bytes", bytes)
 	return nil
 }
 
