@@ -31,7 +31,7 @@ import (
 //
 // The test runs in network, mount and PID namespaces of its own
 // (scripts/e2e.sh), so this node's paths are the standard ones
-// (/var/lib/kubelet, /etc/lvm, /run/lvm, /run/containerd), each a mount of
+// (/var/lib/kubelet, /var/lib/carve, /etc/lvm, /run/lvm, /run/containerd), each a mount of
 // a directory of the test's over the machine's, seen by nothing outside;
 // its pod network is a bridge in the test's network namespace; and
 // whatever the test leaves running dies with its PID namespace.
@@ -81,6 +81,9 @@ func (x *harness) hostMounts(dir string) error {
 	binds := map[string]string{
 		"/var/lib/kubelet": filepath.Join(dir, "kubelet"),
 		"/etc/lvm":         filepath.Join(dir, "lvm"),
+		// carve node's state on the node: its transfer key and
+		// certificate (/var/lib/carve/transfer).
+		"/var/lib/carve": filepath.Join(dir, "carve"),
 		// Containers' logs, kept with the test's logs.
 		"/var/log/pods": filepath.Join(x.logs, "host-pods"),
 	}
