@@ -374,13 +374,21 @@ func localStatefulSetDown(t *testing.T, n int) {
 	if err := h.kc.Delete(ctx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: benchLocalClass}}); err != nil {
 		t.Fatal(err)
 	}
+	// kubelet may still hold a pod's bind mount of a local volume after
+	// the pod object is gone (its volume manager unmounts afterwards), so
+	// each LV gets a minute to come free before its removal counts as
+	// failed (lvm2: "contains a filesystem in use").
 	script := `set -e
 n=$1 dir=$2
 for i in $(seq $n); do
 	umount $dir/v$i
-	lvremove -q -y e2e/bench-local-$i >/dev/null
+	for try in $(seq 60); do
+		lvremove -q -y e2e/bench-local-$i >/dev/null 2>&1 && continue 2
+		sleep 1
+	done
+	lvremove -q -y e2e/bench-local-$i
 done`
-	if out, err := nodeVM(t, vmNode).shWithin(perVolumeGuard(n), "bash", "-c", script, "bash", strconv.Itoa(n), benchLocalDir); err != nil {
+	if out, err := nodeVM(t, vmNode).shWithin(perVolumeGuard(n)+2*time.Minute, "bash", "-c", script, "bash", strconv.Itoa(n), benchLocalDir); err != nil {
 		t.Fatalf("removing the local volumes on %s: %v: %s", vmNode, err, out)
 	}
 }
