@@ -187,11 +187,9 @@ func (m *Manager) copyData(ctx context.Context, r lvm.Reads, lv, src lvm.LV, fro
 	if err := m.lvm.RemoveTags(ctx, lv.VGName, lv.Name, tagCopying); err != nil {
 		return err
 	}
-	bytes := src.Size
-	if m.isRemote(from) {
-		bytes = lv.Size // the source's report is its node's; the new LV holds it whole
-	}
-	klog.InfoS("Created volume from source by copy", "lv", lv.VGName+"/"+lv.Name, "source", from.Kind+" "+from.ID.String(), "bytes", bytes)
+	// The job's size, which copyIn chose (the source's, or for another
+	// node's snapshot the new LV's).
+	klog.InfoS("Created volume from source by copy", "lv", lv.VGName+"/"+lv.Name, "source", from.Kind+" "+from.ID.String(), "bytes", mt.total.Load())
 	return nil
 }
 
