@@ -166,23 +166,38 @@ printf '127.0.0.1\tlocalhost\n127.0.1.1\tcarve-vm\n::1\tlocalhost ip6-localhost 
 # shellcheck disable=SC2086 # vm_modules is a space-separated list
 [[ -z $vm_modules ]] || modprobe -a $vm_modules || fail "modprobe $vm_modules failed"
 
+# nic_up brings up the interface with MAC $1, gives it address $2 and
+# prints its name. In the production profile udevd renames a new NIC
+# (eth0 to enp0s2...) some moment after it appears: a name read before
+# that is gone by the next command. The kernel renames no interface that
+# is up, so once "ip link set up" has succeeded on a name, that name
+# stays; until then, look it up again and retry.
+nic_up() {
+  local n nic
+  for _ in $(seq 100); do
+    nic=''
+    for n in /sys/class/net/*; do
+      [[ -e $n/device && $(<"$n/address") == "$1" ]] && nic=${n##*/}
+    done
+    if [[ -n $nic ]] && ip link set "$nic" up 2>/dev/null; then
+      ip addr add "$2" dev "$nic" || return 1
+      echo "$nic"
+      return 0
+    fi
+    sleep 0.1
+  done
+  return 1
+}
+
+[[ ${vm_net:-0} = 0 && -z ${vm_link_address:-} ]] || modprobe virtio_net || fail "modprobe virtio_net failed"
 # run.sh --forward: QEMU's user-mode network; the host's forwarded ports
 # answer at 10.0.2.100.
 if [[ ${vm_net:-0} = 1 ]]; then
-  modprobe virtio_net || fail "modprobe virtio_net failed"
-  # eth0, unless udevd (the production profile) gave it a predictable name
-  # (enp0s2...): the one interface with a device behind it.
-  nic=''
-  for _ in $(seq 50); do
-    for n in /sys/class/net/*; do
-      [[ -e $n/device ]] && nic=${n##*/}
-    done
-    [[ -z $nic ]] || break
-    sleep 0.1
-  done
-  [[ -n $nic ]] || fail "no network interface after modprobe virtio_net"
-  ip link set "$nic" up || fail "cannot bring $nic up"
-  ip addr add 10.0.2.15/24 dev "$nic" || fail "cannot address $nic"
+  nic_up "$vm_user_mac" 10.0.2.15/24 >/dev/null || fail "cannot bring up and address the NIC with MAC $vm_user_mac"
+fi
+# run.sh --link: the NIC on the segment shared with another VM.
+if [[ -n ${vm_link_address:-} ]]; then
+  nic_up "$vm_link_mac" "$vm_link_address" >/dev/null || fail "cannot bring up and address the NIC with MAC $vm_link_mac (--link)"
 fi
 
 out='' err=''

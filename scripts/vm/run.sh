@@ -23,6 +23,15 @@
 #                      (10.0.2.2, QEMU's own host alias, refuses guestfwd.)
 #   --expose PORT      let the host reach the guest's PORT at its own
 #                      127.0.0.1:PORT (repeatable; QEMU hostfwd)
+#   --link LOCAL:PEER  a second NIC, wired to another VM's: its Ethernet
+#                      frames go as UDP datagrams from the host's
+#                      127.0.0.1:LOCAL to 127.0.0.1:PEER, where the other
+#                      VM (run with --link PEER:LOCAL) listens. Two VMs so
+#                      linked share one Ethernet segment, as two machines
+#                      on one switch do, and nothing else is on it.
+#   --link-address CIDR  the linked NIC's address (e.g. 192.168.77.1/24);
+#                      its MAC follows from the address's last byte, so
+#                      the two ends differ
 #   --profile P        stripped (default): no udev, no autoactivation, no
 #                      dmeventd, no devices file, the fastest lvm2;
 #                      production: set up as users' nodes are (systemd-udevd
@@ -64,6 +73,8 @@ shares=()
 views=()
 forwards=()
 exposes=()
+link=''
+link_address=''
 while [[ $# -gt 0 ]]; do
   case $1 in
     --disks) disks=${2:?--disks needs a value}; shift 2 ;;
@@ -76,6 +87,8 @@ while [[ $# -gt 0 ]]; do
     --view) views+=("${2:?--view needs a value}"); shift 2 ;;
     --forward) forwards+=("${2:?--forward needs a port}"); shift 2 ;;
     --expose) exposes+=("${2:?--expose needs a port}"); shift 2 ;;
+    --link) link=${2:?--link needs LOCAL:PEER}; shift 2 ;;
+    --link-address) link_address=${2:?--link-address needs an address/prefix}; shift 2 ;;
     --profile) vm_profile=${2:?--profile needs a value}; shift 2 ;;
     --selinux) selinux=1; shift ;;
     --console) console=1; shift ;;
@@ -96,6 +109,16 @@ done
 for p in "${forwards[@]}" "${exposes[@]}"; do
   [[ $p =~ ^[0-9]+$ && $p -gt 0 && $p -lt 65536 ]] || vm_die "--forward needs a port number, got '$p'"
 done
+
+if [[ -n $link || -n $link_address ]]; then
+  [[ $link =~ ^([0-9]+):([0-9]+)$ && ${BASH_REMATCH[1]} -gt 0 && ${BASH_REMATCH[1]} -lt 65536 &&
+    ${BASH_REMATCH[2]} -gt 0 && ${BASH_REMATCH[2]} -lt 65536 ]] || vm_die "--link needs LOCAL:PEER ports, got '$link'"
+  [[ $link_address =~ ^(([0-9]{1,3})\.){3}([0-9]{1,3})/[0-9]{1,2}$ ]] ||
+    vm_die "--link needs --link-address ADDRESS/PREFIX, got '$link_address'"
+  # The MAC's last byte is the address's: two ends with different
+  # addresses on one /24 never share a MAC.
+  link_mac=$(printf '52:54:00:ca:01:%02x' "${BASH_REMATCH[3]}")
+fi
 
 # Build or refresh the boot files when missing or when init.sh/setup.sh changed.
 if [[ ! -f $VM_CACHE/current/.complete ||
@@ -181,7 +204,13 @@ vm_moddir=$kdir/tree/lib/modules/$kver
 vm_modules=${CARVE_VM_MODULES-dm_snapshot dm_thin_pool dm_mirror raid1 raid10 raid456 dm_raid dm_integrity dm_crypt dm_writecache loop}
 vm_net=0
 [[ ${#forwards[@]} -eq 0 && ${#exposes[@]} -eq 0 ]] || vm_net=1
-declare -p vm_cwd vm_argv vm_env vm_shares vm_overlays vm_moddir vm_modules vm_net vm_profile vm_udev_tree >"$job/share/config.sh"
+# The guest tells its NICs apart by MAC: QEMU's user-mode one has
+# QEMU's default, the link its own.
+vm_user_mac=52:54:00:12:34:56
+vm_link_mac=${link_mac:-}
+vm_link_address=$link_address
+declare -p vm_cwd vm_argv vm_env vm_shares vm_overlays vm_moddir vm_modules vm_net vm_profile vm_udev_tree \
+  vm_user_mac vm_link_mac vm_link_address >"$job/share/config.sh"
 cp -- "$VM_DIR/guest.sh" "$job/share/guest.sh"
 
 # COMMAND's output arrives on two virtio-serial ports. QEMU writes each into a
@@ -209,11 +238,18 @@ fi
 # kubelet's long watch) would hang in its TLS handshake.
 net=(-nic none)
 if [[ ${#forwards[@]} -gt 0 || ${#exposes[@]} -gt 0 ]]; then
-  nic=user,model=virtio-net-pci,restrict=on
+  nic=user,model=virtio-net-pci,mac=$vm_user_mac,restrict=on
   for p in "${forwards[@]}"; do nic+=",guestfwd=tcp:10.0.2.100:$p-cmd:busybox nc 127.0.0.1 $p"; done
   # hostfwd listens on the host's loopback only.
   for p in "${exposes[@]}"; do nic+=",hostfwd=tcp:127.0.0.1:$p-:$p"; done
   net=(-nic "$nic")
+fi
+# The link: a point-to-point UDP socket on the host's loopback, carrying
+# Ethernet frames between exactly two VMs (QEMU's socket netdev).
+if [[ -n $link ]]; then
+  [[ ${net[0]} != -nic || ${net[1]} != none ]] || net=()
+  net+=(-netdev "socket,id=link,udp=127.0.0.1:${link#*:},localaddr=127.0.0.1:${link%%:*}"
+    -device "virtio-net-pci,netdev=link,mac=$vm_link_mac")
 fi
 
 # Debian's kernel builds SELinux in but enables AppArmor, the first major

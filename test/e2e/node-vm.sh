@@ -8,7 +8,8 @@
 #
 # usage: node-vm.sh WORKDIR NODE K8S_BIN VMEXEC VMEXEC_PORT
 # WORKDIR (a writable share) holds from the test: nodes/NODE/ (its
-# kubelet.yaml, containerd.toml and cni/, the pod network), vm-images/*.tar
+# kubelet.yaml, containerd.toml and cni/, the pod network; routes, to the
+# other nodes' pods), vm-images/*.tar
 # and cluster/guest.kubeconfig; it receives logs/NODE/.
 set -euo pipefail
 work=$1 node=$2 kbin=$3 vmexec=$4 port=$5
@@ -60,6 +61,13 @@ mount --bind "$logs/vm-pods" /var/log/pods
 # guestfwd at 10.0.2.100).
 ip addr add 10.0.0.1/32 dev lo
 sysctl -qw net.ipv4.ip_forward=1
+# The other VM node's pods, through its end of the link (run.sh --link):
+# one flat pod network over both nodes, as a user's cluster has, so that
+# carve node reaches its peer at the pod address it publishes.
+while read -r subnet via; do
+	if [[ -n $subnet ]]; then ip route add "$subnet" via "$via"; fi
+done <"$conf/routes"
+step "routes to other nodes' pods: $(ip route | grep -c ' via ')"
 
 pids=()
 containerd --config "$conf/containerd.toml" >>"$logs/containerd.log" 2>&1 &

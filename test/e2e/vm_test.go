@@ -47,6 +47,13 @@ type vmNodeSpec struct {
 	execPort    int
 	kubeletPort int
 	podSubnet   string
+	// linkPort and linkAddress: the node's end of the link between the
+	// two VM nodes (run.sh --link), a host loopback UDP port and the
+	// guest's address on the segment, through which each routes to the
+	// other's pod subnet: pods reach pods on the other node by their
+	// own addresses, as on a user's cluster network.
+	linkPort    int
+	linkAddress string
 	// disks: VG e2e takes the first two (node-vm.sh); a third stays blank,
 	// a disk the administrator may give lvm2 later (TestDevicesFile).
 	disks int
@@ -57,8 +64,28 @@ type vmNodeSpec struct {
 // production profile (scripts/vm/run.sh --profile production): udevd with
 // lvm2's rules, event autoactivation, dmeventd, the devices file.
 var vmNodes = []*vmNodeSpec{
-	{name: vmNode, execPort: 7070, kubeletPort: 10252, podSubnet: "10.244.1.0/24", disks: 2},
-	{name: vmNode2, execPort: 7071, kubeletPort: 10253, podSubnet: "10.244.2.0/24", disks: 3},
+	{name: vmNode, execPort: 7070, kubeletPort: 10252, podSubnet: "10.244.1.0/24", disks: 2,
+		linkPort: 7170, linkAddress: "192.168.77.1"},
+	{name: vmNode2, execPort: 7071, kubeletPort: 10253, podSubnet: "10.244.2.0/24", disks: 3,
+		linkPort: 7171, linkAddress: "192.168.77.2"},
+}
+
+// vmPeer is the VM node at the link's other end: the link joins exactly
+// two.
+func vmPeer(n *vmNodeSpec) *vmNodeSpec {
+	for _, p := range vmNodes {
+		if p != n {
+			return p
+		}
+	}
+	panic("one VM node has no peer")
+}
+
+// podRoutes are node n's routes to the other VM node's pods, a line each
+// ("SUBNET via ADDRESS", node-vm.sh's routes file).
+func podRoutes(n *vmNodeSpec) string {
+	p := vmPeer(n)
+	return fmt.Sprintf("%s %s\n", p.podSubnet, p.linkAddress)
 }
 
 // The host node's kubelet port (the VM nodes' are in vmNodes).
@@ -181,6 +208,7 @@ func (x *harness) startVM(n *vmNodeSpec) error {
 			"0.0.0.0", n.kubeletPort, true),
 		"containerd.toml":           containerdConfig("/var/lib/carve-containerd", "/run/carve-containerd", filepath.Join(dir, "cni")),
 		"cni/10-carve-e2e.conflist": cniConfig("carve-vm0", n.podSubnet, "/var/lib/cni/networks"),
+		"routes":                    podRoutes(n),
 	}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
@@ -225,6 +253,7 @@ func (x *harness) bootVM(node string) error {
 		"--disks", fmt.Sprint(n.disks), "--disk-size", vmDiskSize, "--disk-dir", x.vmDisks(node),
 		"--mem", "4G", "--cpus", vmCPUs(), "--timeout", fmt.Sprint(vmLifetime()), "--forward", "6443",
 		"--expose", fmt.Sprint(n.execPort), "--expose", fmt.Sprint(n.kubeletPort),
+		"--link", fmt.Sprintf("%d:%d", n.linkPort, vmPeer(n).linkPort), "--link-address", n.linkAddress+"/24",
 		// The Kubernetes binaries may live under a HOME in /tmp (a cold CI
 		// run), which the guest's own /tmp hides.
 		"--share", x.work, "--view", x.kbin, "--",
