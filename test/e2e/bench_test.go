@@ -35,9 +35,7 @@ import (
 // within twice the raw steps plus that share). It prints the figures and
 // writes them to _output/bench/cluster.json. It asserts nothing on speed.
 func TestClusterBench(t *testing.T) {
-	if os.Getenv("CARVE_E2E_BENCH") == "" {
-		t.Skip("a benchmark: make bench-cluster runs it (CARVE_E2E_BENCH=1)")
-	}
+	benchOnly(t)
 	replicas := 50
 	if v := os.Getenv("CARVE_E2E_BENCH_REPLICAS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -72,7 +70,7 @@ func TestClusterBench(t *testing.T) {
 	}
 	res.CarveCSISeconds = carve
 	res.print(t)
-	res.write(t, filepath.Join(h.repo, "_output", "bench", "cluster.json"))
+	writeFigures(t, "cluster.json", res)
 	down()
 }
 
@@ -112,8 +110,18 @@ func (r clusterBench) print(t *testing.T) {
 		r.Replicas, r.LocalStatefulSetSeconds, budget, r.StatefulSetSeconds/budget)
 }
 
-func (r clusterBench) write(t *testing.T, path string) {
-	b, err := json.MarshalIndent(r, "", "  ")
+// benchOnly skips a benchmark unless make bench-cluster runs it.
+func benchOnly(t *testing.T) {
+	if os.Getenv("CARVE_E2E_BENCH") == "" {
+		t.Skip("a benchmark: make bench-cluster runs it (CARVE_E2E_BENCH=1)")
+	}
+}
+
+// writeFigures writes a benchmark's figures, as JSON, to name in
+// _output/bench.
+func writeFigures(t *testing.T, name string, figures any) {
+	path := filepath.Join(h.repo, "_output", "bench", name)
+	b, err := json.MarshalIndent(figures, "", "  ")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,4 +399,103 @@ done`
 	if out, err := nodeVM(t, vmNode).shWithin(perVolumeGuard(n)+2*time.Minute, "bash", "-c", script, "bash", strconv.Itoa(n), benchLocalDir); err != nil {
 		t.Fatalf("removing the local volumes on %s: %v: %s", vmNode, err, out)
 	}
+}
+
+// TestTransferBench is the transfer's figure (make bench-cluster,
+// CARVE_E2E_BENCH=1; skipped otherwise): a 1 GiB thick volume on
+// carve-vm, filled with random bytes (the transfer sends runs of zeroes
+// as short frames, so zeroes would flatter it), is snapshotted and
+// restored for a pod on carve-vm2; the copy is timed from its
+// LogicalVolume's first Copying to its Ready, polled each second. Against
+// it, a plain copy of the same LV between the two VMs: dd into busybox nc
+// over the link, no TLS, no digests, written by dd into a scratch LV
+// (O_DIRECT both ends). It prints both and writes them to
+// _output/bench/transfer.json. It asserts nothing on speed.
+func TestTransferBench(t *testing.T) {
+	benchOnly(t)
+	create(t, pvc("bench-xfer-src", "carve-thick", "1Gi"))
+	p := runPodWith(t, "bench-xfer-src-1", "bench-xfer-src", onNode(vmNode))
+	writeBlob(t, p, "blob", 896)
+	vs := takeSnapshot(t, "bench-xfer-snap", "bench-xfer-src")
+	srcLV := boundClaim(t, "bench-xfer-src").Spec.VolumeName
+
+	restored := restoreClaim("bench-xfer", "carve-thick", "1Gi", "bench-xfer-snap")
+	create(t, restored)
+	create(t, podWith("bench-xfer-1", "bench-xfer", onNode(vmNode2)))
+	carve := timeCopy(t, "pvc-"+string(restored.UID), "bench-xfer")
+	plain := plainCopy(t, srcLV, 1024)
+
+	res := transferBench{Bytes: 1 << 30, TransferSeconds: carve.Seconds(), PlainSeconds: plain.Seconds()}
+	t.Logf("1 GiB of random bytes from %s to %s: Carve's transfer (mutual TLS, a digest per 64 MiB segment, "+
+		"read back) %.1f s, %.1f MiB/s; dd | nc over the same link %.1f s, %.1f MiB/s; ratio %.2f",
+		vmNode, vmNode2, res.TransferSeconds, 1024/res.TransferSeconds, res.PlainSeconds, 1024/res.PlainSeconds,
+		res.TransferSeconds/res.PlainSeconds)
+	writeFigures(t, "transfer.json", res)
+
+	deleteRestore(t, "bench-xfer-src", "bench-xfer", vs)
+}
+
+type transferBench struct {
+	Bytes           int64   `json:"bytes"`
+	TransferSeconds float64 `json:"transfer_seconds"`
+	PlainSeconds    float64 `json:"plain_copy_seconds"`
+}
+
+// timeCopy waits for LogicalVolume name to copy, then for claim to be
+// bound, which csi-provisioner does once CreateVolume has answered that
+// the volume is made, the copy done; it returns how long that took from
+// the first Copying seen (to the second).
+func timeCopy(t *testing.T, name, claim string) time.Duration {
+	t.Helper()
+	wait(t, "LogicalVolume "+name+" Copying", 5*time.Minute, func(ctx context.Context) (bool, error) {
+		return copying(ctx, name)
+	})
+	start := time.Now()
+	wait(t, "claim "+claim+" bound", 30*time.Minute, func(ctx context.Context) (bool, error) {
+		var c corev1.PersistentVolumeClaim
+		err := get(ctx, claim, &c)
+		return err == nil && c.Status.Phase == corev1.ClaimBound, err
+	})
+	return time.Since(start)
+}
+
+// plainCopy copies mib MiB of LV src on carve-vm into a scratch LV of
+// carve-vm2 with dd and busybox nc over the link between the VMs, and
+// returns how long from the sender's start until the receiving dd had
+// written it all.
+func plainCopy(t *testing.T, src string, mib int) time.Duration {
+	t.Helper()
+	v1, v2 := nodeVM(t, vmNode), nodeVM(t, vmNode2)
+	if _, err := v2.sh("lvcreate", "-q", "-y", "-L", strconv.Itoa(mib)+"m", "-n", "bench-plain", "e2e"); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if _, err := v2.sh("lvremove", "-q", "-y", "e2e/bench-plain"); err != nil {
+			t.Error(err)
+		}
+	}()
+	guard := hangGuard(10 * time.Minute)
+	// The receiver stops after mib MiB, which ends the sender's nc with a
+	// broken pipe.
+	recv := make(chan error, 1)
+	go func() {
+		_, err := v2.shWithin(guard, "bash", "-c",
+			`busybox nc -l -p 7999 | dd of=/dev/e2e/bench-plain bs=1M count="$1" iflag=fullblock oflag=direct 2>/dev/null`,
+			"bash", strconv.Itoa(mib))
+		recv <- err
+	}()
+	wait(t, "the plain copy's receiver listening", time.Minute, func(context.Context) (bool, error) {
+		out, err := v2.sh("ss", "-Hltn", "sport = :7999")
+		return err == nil && strings.TrimSpace(out) != "", nil
+	})
+	start := time.Now()
+	if _, err := v1.shWithin(guard, "bash", "-c",
+		`dd if="/dev/e2e/$1" bs=1M count="$2" iflag=direct 2>/dev/null | busybox nc "$3" 7999; true`,
+		"bash", src, strconv.Itoa(mib), vmSpec(vmNode2).linkAddress); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-recv; err != nil {
+		t.Fatal(err)
+	}
+	return time.Since(start)
 }

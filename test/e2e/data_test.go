@@ -79,8 +79,14 @@ func TestResize(t *testing.T) {
 // copied; thin ones get thin snapshots.
 func TestSnapshotRestore(t *testing.T) {
 	t.Parallel()
+	thickAndThin(t, snapshotRestore)
+}
+
+// thickAndThin runs scenario for the e2e's thick and thin classes, a
+// parallel subtest each.
+func thickAndThin(t *testing.T, scenario func(t *testing.T, class string)) {
 	for _, class := range []string{"carve-thick", "carve-thin"} {
-		t.Run(class, func(t *testing.T) { t.Parallel(); snapshotRestore(t, class) })
+		t.Run(class, func(t *testing.T) { t.Parallel(); scenario(t, class) })
 	}
 }
 
@@ -108,11 +114,7 @@ func snapshotRestore(t *testing.T, class string) {
 		t.Errorf("restored filesystem is %d bytes; the claim asked for 384Mi", got)
 	}
 
-	deletePod(t, dst+"-1")
-	deletePod(t, src+"-1")
-	deleteSnapshot(t, vs)
-	deleteClaim(t, dst)
-	deleteClaim(t, src)
+	deleteRestore(t, src, dst, vs)
 	wait(t, "snapshot LVs removed", 2*time.Minute, func(context.Context) (bool, error) {
 		lvs, err := listLVs(p.Spec.NodeName)
 		for _, l := range lvs {
@@ -122,6 +124,18 @@ func snapshotRestore(t *testing.T, class string) {
 		}
 		return err == nil, err
 	})
+}
+
+// deleteRestore deletes a restore's pod and claim (dst), then its
+// source's (src) and the snapshot vs between them, each pod named for
+// its claim with "-1".
+func deleteRestore(t *testing.T, src, dst string, vs *unstructured.Unstructured) {
+	t.Helper()
+	deletePod(t, dst+"-1")
+	deletePod(t, src+"-1")
+	deleteSnapshot(t, vs)
+	deleteClaim(t, dst)
+	deleteClaim(t, src)
 }
 
 // takeSnapshot makes VolumeSnapshot snap of claim src and waits until it
