@@ -187,7 +187,7 @@ soak-cluster: image ## chaos under load in cluster mode: random claims (thick, t
 		scripts/e2e.sh -test.run TestClusterSoak -test.timeout 0 $(TAG)
 	@echo "== $@ passed at $$(date -u +%T)"
 
-bench-cluster: image ## cluster mode's figures: a pod with a new claim, and a StatefulSet of 50, to Running against the raw lvm2, mkfs and mount steps on the same VM node; a snapshot restored on the other node against dd | nc (printed; _output/bench/cluster.json, transfer.json)
+bench-cluster: image ## cluster mode's figures: a pod with a new claim, and a StatefulSet of 50, to Running against the raw lvm2, mkfs and mount steps on the same VM node; a snapshot restored on the other node against dd over plain TCP (printed; _output/bench/cluster.json, transfer.json)
 	CARVE_E2E_BENCH=1 scripts/e2e.sh -test.run '^(TestClusterBench|TestTransferBench)$$' -test.v -test.timeout 0 $(TAG)
 	@echo "== $@ done at $$(date -u +%T)"
 
@@ -235,8 +235,8 @@ fuzz-ci: ## make fuzz as make test-full runs it (after the image): every target 
 
 # The VM benchmark's knobs (CARVE_BENCH_QUICK=1 and others) are in
 # docs/performance.md; its results land in _output/bench.
-bench: ## benchmarks, figures printed, no pass/fail: report parsing and the CSI call path over gRPC; then Carve against raw lvm2 on real LVM in the VM (table, results.json and plots in _output/bench)
-	$(GO) test -run '^$$' -bench . -benchmem ./lvm/ ./driver/csi/
+bench: ## benchmarks, figures printed, no pass/fail: report parsing, the CSI call path over gRPC and a transfer between nodes over loopback TLS; then Carve against raw lvm2 on real LVM in the VM (table, results.json and plots in _output/bench)
+	$(GO) test -run '^$$' -bench . -benchmem ./lvm/ ./driver/csi/ ./driver/transfer/
 	scripts/bench.sh
 
 generate: ## deepcopy code and CRD manifests of driver/api (controller-gen)

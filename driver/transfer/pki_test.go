@@ -10,7 +10,7 @@ import (
 
 // credentials issues a node's credentials from ca and reads them as carve
 // node does.
-func credentials(t *testing.T, ca *testpki.CA, dnsNames ...string) Credentials {
+func credentials(t testing.TB, ca *testpki.CA, dnsNames ...string) Credentials {
 	t.Helper()
 	f := ca.Node(t, dnsNames...)
 	creds, err := LoadCredentials(f.Cert, f.Key, f.CA)

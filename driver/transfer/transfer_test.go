@@ -120,7 +120,7 @@ type fileTarget struct {
 	zeroed  atomic.Int64
 }
 
-func newTarget(t *testing.T, size int) *fileTarget {
+func newTarget(t testing.TB, size int) *fileTarget {
 	t.Helper()
 	f, err := os.Create(filepath.Join(t.TempDir(), "target"))
 	if err != nil {
@@ -173,7 +173,7 @@ type world struct {
 
 // newWorld starts node-a's server with its credentials from ca; the
 // client gets node-b's. The server stops at the test's end.
-func newWorld(t *testing.T, im image, opts ...func(*ServerConfig)) *world {
+func newWorld(t testing.TB, im image, opts ...func(*ServerConfig)) *world {
 	t.Helper()
 	ca := testpki.New(t, "carve transfer CA")
 	w := &world{source: &memSource{im: im}, client: &Client{Keyring: NewKeyring(credentials(t, ca, "node-b")), Idle: 10 * time.Second}}
