@@ -166,8 +166,7 @@ printf '127.0.0.1\tlocalhost\n127.0.1.1\tcarve-vm\n::1\tlocalhost ip6-localhost 
 # shellcheck disable=SC2086 # vm_modules is a space-separated list
 [[ -z $vm_modules ]] || modprobe -a $vm_modules || fail "modprobe $vm_modules failed"
 
-# nic_up brings up the interface with MAC $1, gives it address $2 and
-# prints its name. In the production profile udevd renames a new NIC
+# nic_up brings up the interface with MAC $1 and gives it address $2. In the production profile udevd renames a new NIC
 # (eth0 to enp0s2...) some moment after it appears: a name read before
 # that is gone by the next command. The kernel renames no interface that
 # is up, so once "ip link set up" has succeeded on a name, that name
@@ -180,9 +179,8 @@ nic_up() {
       [[ -e $n/device && $(<"$n/address") == "$1" ]] && nic=${n##*/}
     done
     if [[ -n $nic ]] && ip link set "$nic" up 2>/dev/null; then
-      ip addr add "$2" dev "$nic" || return 1
-      echo "$nic"
-      return 0
+      ip addr add "$2" dev "$nic"
+      return
     fi
     sleep 0.1
   done
@@ -193,11 +191,11 @@ nic_up() {
 # run.sh --forward: QEMU's user-mode network; the host's forwarded ports
 # answer at 10.0.2.100.
 if [[ ${vm_net:-0} = 1 ]]; then
-  nic_up "$vm_user_mac" 10.0.2.15/24 >/dev/null || fail "cannot bring up and address the NIC with MAC $vm_user_mac"
+  nic_up "$vm_user_mac" 10.0.2.15/24 || fail "cannot bring up and address the NIC with MAC $vm_user_mac"
 fi
 # run.sh --link: the NIC on the segment shared with another VM.
 if [[ -n ${vm_link_address:-} ]]; then
-  nic_up "$vm_link_mac" "$vm_link_address" >/dev/null || fail "cannot bring up and address the NIC with MAC $vm_link_mac (--link)"
+  nic_up "$vm_link_mac" "$vm_link_address" || fail "cannot bring up and address the NIC with MAC $vm_link_mac (--link)"
 fi
 
 out='' err=''

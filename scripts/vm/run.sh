@@ -236,21 +236,21 @@ fi
 # starts per guest connection: a tcp: chardev target is opened once and
 # serves a single connection, so a second client (kubectl beside a
 # kubelet's long watch) would hang in its TLS handshake.
-net=(-nic none)
+net=()
 if [[ ${#forwards[@]} -gt 0 || ${#exposes[@]} -gt 0 ]]; then
   nic=user,model=virtio-net-pci,mac=$vm_user_mac,restrict=on
   for p in "${forwards[@]}"; do nic+=",guestfwd=tcp:10.0.2.100:$p-cmd:busybox nc 127.0.0.1 $p"; done
   # hostfwd listens on the host's loopback only.
   for p in "${exposes[@]}"; do nic+=",hostfwd=tcp:127.0.0.1:$p-:$p"; done
-  net=(-nic "$nic")
+  net+=(-nic "$nic")
 fi
 # The link: a point-to-point UDP socket on the host's loopback, carrying
 # Ethernet frames between exactly two VMs (QEMU's socket netdev).
 if [[ -n $link ]]; then
-  [[ ${net[0]} != -nic || ${net[1]} != none ]] || net=()
   net+=(-netdev "socket,id=link,udp=127.0.0.1:${link#*:},localaddr=127.0.0.1:${link%%:*}"
     -device "virtio-net-pci,netdev=link,mac=$vm_link_mac")
 fi
+[[ ${#net[@]} -gt 0 ]] || net=(-nic none)
 
 # Debian's kernel builds SELinux in but enables AppArmor, the first major
 # LSM of its list: security= picks SELinux instead. enforcing=0: a guest

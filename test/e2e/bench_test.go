@@ -422,7 +422,7 @@ func TestTransferBench(t *testing.T) {
 	restored := restoreClaim("bench-xfer", "carve-thick", "1Gi", "bench-xfer-snap")
 	create(t, restored)
 	create(t, podWith("bench-xfer-1", "bench-xfer", onNode(vmNode2)))
-	carve := timeCopy(t, "pvc-"+string(restored.UID), "bench-xfer")
+	carve := timeCopy(t, claimLV(restored), "bench-xfer")
 	plain := plainCopy(t, srcLV, 1024)
 
 	res := transferBench{Bytes: 1 << 30, TransferSeconds: carve.Seconds(), PlainSeconds: plain.Seconds()}

@@ -49,9 +49,7 @@ func TestPublishWhileACloneCopies(t *testing.T) {
 	clone.Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "copysrc"}
 	create(t, clone)
 	create(t, podWith("copyclone-1", "copyclone", onNode(vmNode)))
-	// csi-provisioner names the volume pvc-<claim UID>; so is its
-	// LogicalVolume (volume.LVName keeps such names).
-	cloneLV := "pvc-" + string(clone.UID)
+	cloneLV := claimLV(clone)
 	wait(t, "the clone's LogicalVolume Copying", 3*time.Minute, func(ctx context.Context) (bool, error) {
 		return copying(ctx, cloneLV)
 	})
@@ -86,6 +84,11 @@ func runPodWithin(t *testing.T, name, claim string, timeout time.Duration) {
 	create(t, podWith(name, claim, onNode(vmNode)))
 	waitRunning(t, name, timeout)
 }
+
+// claimLV is the name of a claim's volume before it is bound:
+// csi-provisioner names the volume pvc-<claim UID>, and so are its
+// LogicalVolume and LV (volume.LVName keeps such names).
+func claimLV(c *corev1.PersistentVolumeClaim) string { return "pvc-" + string(c.UID) }
 
 // copying tells whether LogicalVolume name exists and says its data is
 // being copied.

@@ -116,14 +116,19 @@ func snapshotRestore(t *testing.T, class string) {
 
 	deleteRestore(t, src, dst, vs)
 	wait(t, "snapshot LVs removed", 2*time.Minute, func(context.Context) (bool, error) {
-		lvs, err := listLVs(p.Spec.NodeName)
-		for _, l := range lvs {
-			if strings.HasPrefix(l.Name, "snap-") {
-				return false, err
-			}
-		}
-		return err == nil, err
+		return snapshotLVsGone(p.Spec.NodeName)
 	})
+}
+
+// snapshotLVsGone tells whether VM node node holds no snapshot LV.
+func snapshotLVsGone(node string) (bool, error) {
+	lvs, err := listLVs(node)
+	for _, l := range lvs {
+		if strings.HasPrefix(l.Name, "snap-") {
+			return false, err
+		}
+	}
+	return err == nil, err
 }
 
 // deleteRestore deletes a restore's pod and claim (dst), then its

@@ -122,13 +122,7 @@ func restoreOnTheOtherNode(t *testing.T, class string) {
 		if left != nil || err != nil {
 			return false, err
 		}
-		lvs, err := listLVs(vmNode)
-		for _, l := range lvs {
-			if strings.HasPrefix(l.Name, "snap-") {
-				return false, err
-			}
-		}
-		return err == nil, err
+		return snapshotLVsGone(vmNode)
 	})
 }
 
@@ -210,7 +204,7 @@ func TestTransferSurvivesCrashes(t *testing.T) {
 	restored := restoreClaim("xfer", "carve-thick", "512Mi", "xfer-snap")
 	create(t, restored)
 	create(t, podWith("xfer-1", "xfer", onNode(vmNode2)))
-	lvName := "pvc-" + string(restored.UID)
+	lvName := claimLV(restored)
 	first := waitCheckpoint(t, lvName, 0)
 	killContainer(t, carvePod(t, "node", vmNode2), "carve", "KILL")
 	resumed := waitResumed(t, lvName, first)
