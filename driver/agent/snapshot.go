@@ -101,6 +101,7 @@ func (r *SnapshotReconciler) report(ctx context.Context, s *v1alpha1.LogicalVolu
 	fields.set(s.Generation, opErr)
 	if opErr == nil {
 		st.SnapshotID, st.SizeBytes, st.ReadyToUse = snap.ID.String(), snap.SizeBytes, snap.Ready
+		st.Encrypted = &snap.Encrypted
 		if !snap.CreatedAt.IsZero() {
 			st.CreationTime = timeOrNil(snap.CreatedAt)
 		}

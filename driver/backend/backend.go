@@ -71,9 +71,9 @@ func (b *Backend) CreateVolume(ctx context.Context, req volume.CreateRequest) (v
 	if err != nil && !apierrors.IsNotFound(err) {
 		return volume.Volume{}, fmt.Errorf("get %s: %w", name, err)
 	}
-	remote := isRemote(req)
+	remote, clonedFrom := isRemote(req), ""
 	if remote {
-		if err := b.settleRemoteSource(ctx, &req); err != nil {
+		if clonedFrom, err = b.settleRemoteSource(ctx, &req, &lv); err != nil {
 			return volume.Volume{}, err
 		}
 	}
@@ -88,6 +88,9 @@ func (b *Backend) CreateVolume(ctx context.Context, req volume.CreateRequest) (v
 		}
 	}
 	want := resourceFor(req)
+	if clonedFrom != "" {
+		want.Annotations = map[string]string{v1alpha1.AnnotationClonedFrom: clonedFrom}
+	}
 	switch {
 	case lv.Name == "":
 		want.Spec.Requester = b.requesterOf(ctx)
@@ -104,10 +107,18 @@ func (b *Backend) CreateVolume(ctx context.Context, req volume.CreateRequest) (v
 	case !sameVolume(lv.Spec, want.Spec):
 		return volume.Volume{}, fmt.Errorf("volume %q exists with other arguments: %w", req.Name, volume.ErrNameConflict)
 	}
+	if clonedFrom != "" && lv.Status.VolumeID == "" {
+		if err := b.ownCloneSnapshot(ctx, want); err != nil {
+			return volume.Volume{}, err
+		}
+	}
 	vol, err := b.waitVolume(ctx, want.Name, max(lv.Generation, want.Generation),
 		func(lv *v1alpha1.LogicalVolume) bool { return lv.Status.VolumeID != "" })
 	if status.Code(err) == codes.ResourceExhausted {
 		b.dropUncarved(ctx, want.Name)
+	}
+	if err == nil && clonedFrom != "" {
+		err = b.dropCloneSnapshot(ctx, req.Name)
 	}
 	return vol, err
 }

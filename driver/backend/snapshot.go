@@ -21,12 +21,19 @@ import (
 // waits until the agent has taken it (ready or, for a thick volume, still
 // copying: the CO asks again until ready_to_use).
 func (b *Backend) CreateSnapshot(ctx context.Context, name string, source volume.ID) (volume.Snapshot, error) {
+	return b.createSnapshot(ctx, name, source, nil)
+}
+
+// createSnapshot is CreateSnapshot, the new resource annotated with
+// annotations (nil for a CO's snapshot).
+func (b *Backend) createSnapshot(ctx context.Context, name string, source volume.ID, annotations map[string]string) (volume.Snapshot, error) {
 	if _, err := b.lookup(ctx, source); err != nil {
 		return volume.Snapshot{}, err
 	}
 	want := &v1alpha1.LogicalVolumeSnapshot{
-		ObjectMeta: metav1.ObjectMeta{Name: volume.SnapshotLVName(name), Finalizers: []string{v1alpha1.SnapshotFinalizer}},
-		Spec:       v1alpha1.LogicalVolumeSnapshotSpec{Name: name, NodeName: source.Node, SourceVolumeID: source.String()},
+		ObjectMeta: metav1.ObjectMeta{Name: volume.SnapshotLVName(name), Finalizers: []string{v1alpha1.SnapshotFinalizer},
+			Annotations: annotations},
+		Spec: v1alpha1.LogicalVolumeSnapshotSpec{Name: name, NodeName: source.Node, SourceVolumeID: source.String()},
 	}
 	var have v1alpha1.LogicalVolumeSnapshot
 	err := b.Client.Get(ctx, types.NamespacedName{Name: want.Name}, &have)
@@ -129,8 +136,8 @@ func (b *Backend) ListSnapshots(ctx context.Context, _ lvm.Reads) ([]volume.Snap
 	out := groupMembers(&groups)
 	for i := range list.Items {
 		s := &list.Items[i]
-		if s.Status.SnapshotID == "" || !s.DeletionTimestamp.IsZero() {
-			continue
+		if s.Status.SnapshotID == "" || !s.DeletionTimestamp.IsZero() || s.Annotations[v1alpha1.AnnotationCloneFor] != "" {
+			continue // not taken, going, or a cross-node clone's own
 		}
 		if snap, err := snapshotOf(s); err == nil {
 			out = append(out, snap)

@@ -53,6 +53,7 @@ func (m *Manager) snapshotOf(lv lvm.LV) volume.Snapshot {
 		SizeBytes: int64(lv.Size),
 		CreatedAt: createdAt(lv),
 		Ready:     !lv.HasTag(tagCopying),
+		Encrypted: lv.HasTag(tagEncrypted),
 	}
 	if key := tagValue(lv, tagGroupPrefix); key != "" {
 		s.Group = m.groupID(lv.VGName, key)

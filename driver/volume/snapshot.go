@@ -12,6 +12,9 @@ type Snapshot struct {
 	SizeBytes int64
 	CreatedAt time.Time
 	Ready     bool
+	// Encrypted: the snapshot holds its volume's LUKS2 header and
+	// ciphertext, so a restore of it is encrypted too.
+	Encrypted bool
 	// Group is the group snapshot it is a member of; zero if none.
 	Group ID
 }

@@ -60,3 +60,16 @@ type Requester struct {
 	Name      string `json:"name"`
 	UID       string `json:"uid"`
 }
+
+// Annotations the controller writes on the resources of a clone placed
+// on another node than its source (driver/backend/remote.go): the clone
+// goes through a snapshot of the source, restored on the clone's node.
+const (
+	// AnnotationClonedFrom, on the clone's LogicalVolume: the CSI ID of
+	// the volume it was asked to clone (its spec.source is the snapshot).
+	AnnotationClonedFrom = "lvm.carve.dev/cloned-from"
+	// AnnotationCloneFor, on that snapshot's LogicalVolumeSnapshot: the
+	// LogicalVolume it was taken for. The controller deletes it once the
+	// clone's copy is in, and lists it to no CO.
+	AnnotationCloneFor = "lvm.carve.dev/clone-for"
+)

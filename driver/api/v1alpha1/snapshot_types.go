@@ -34,6 +34,12 @@ type LogicalVolumeSnapshotStatus struct {
 	// CreationTime is when the snapshot point was taken.
 	// +optional
 	CreationTime *metav1.Time `json:"creationTime,omitempty"`
+	// Encrypted tells whether the snapshot holds encrypted data (its
+	// volume's LUKS2 header and ciphertext), so that a restore on another
+	// node is encrypted as it is, even once its volume is gone. Unset in
+	// what an agent older than this field reported.
+	// +optional
+	Encrypted *bool `json:"encrypted,omitempty"`
 	// +optional
 	Error *OperationError `json:"error,omitempty"`
 	// ObservedGeneration is the generation this status is about: the

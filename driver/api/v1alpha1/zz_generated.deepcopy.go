@@ -350,6 +350,11 @@ func (in *LogicalVolumeSnapshotStatus) DeepCopyInto(out *LogicalVolumeSnapshotSt
 		in, out := &in.CreationTime, &out.CreationTime
 		*out = (*in).DeepCopy()
 	}
+	if in.Encrypted != nil {
+		in, out := &in.Encrypted, &out.Encrypted
+		*out = new(bool)
+		**out = **in
+	}
 	if in.Error != nil {
 		in, out := &in.Error, &out.Error
 		*out = new(OperationError)
