@@ -101,14 +101,7 @@ func restoreOnTheOtherNode(t *testing.T, class string) {
 	}
 
 	restored := restoreClaim(dst, class, "256Mi", snap)
-	create(t, restored)
-	start := time.Now()
-	p2 := runPodWith(t, dst+"-1", dst, onNode(vmNode2))
-	t.Logf("restored on %s in %v", vmNode2, time.Since(start).Round(time.Second))
-	if got := blobSum(t, p2, "blob"); got != want {
-		t.Errorf("the volume restored on %s holds a blob of digest %s; the snapshot's is %s", vmNode2, got, want)
-	}
-	pv := boundClaim(t, dst).Spec.VolumeName
+	pv := readOnTheOtherNode(t, restored, want)
 	for node, want := range map[string]bool{vmNode2: true, vmNode: false} {
 		if l, err := lvOn(node, pv); err != nil || (l != nil) != want {
 			t.Errorf("LV %s on %s: %v (error %v); want it there: %v", pv, node, l != nil, err, want)
@@ -124,6 +117,68 @@ func restoreOnTheOtherNode(t *testing.T, class string) {
 		}
 		return snapshotLVsGone(vmNode)
 	})
+}
+
+// TestCloneOnTheOtherNode: a claim cloned for a pod that may run only on
+// the other VM node than its source's. carve controller takes a snapshot
+// of the source on its node, the clone's node receives it as a restore,
+// and the snapshot goes once the copy is in: the pod reads the source's
+// bytes, the claim's tenant reads how far the copy got, and nothing is
+// left on either node once both claims are deleted.
+func TestCloneOnTheOtherNode(t *testing.T) {
+	t.Parallel()
+	thickAndThin(t, cloneOnTheOtherNode)
+}
+
+func cloneOnTheOtherNode(t *testing.T, class string) {
+	src, dst := class+"-far-origin", class+"-far-clone"
+	create(t, pvc(src, class, "256Mi"))
+	p := runPodWith(t, src+"-1", src, onNode(vmNode))
+	want := writeBlob(t, p, "blob", 64)
+
+	clone := pvc(dst, class, "256Mi")
+	clone.Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: src}
+	pv := readOnTheOtherNode(t, clone, want)
+	if l, err := lvOn(vmNode2, pv); err != nil || l == nil {
+		t.Errorf("LV %s on %s: %v (error %v)", pv, vmNode2, l, err)
+	}
+	tenantSees(t, clone, "Copying", "% done")
+	wait(t, "the snapshot the clone went through removed", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		var list v1alpha1.LogicalVolumeSnapshotList
+		if err := h.kc.List(ctx, &list); err != nil {
+			return false, err
+		}
+		for _, s := range list.Items {
+			if s.Annotations[v1alpha1.AnnotationCloneFor] == pv {
+				return false, nil
+			}
+		}
+		return snapshotLVsGone(vmNode)
+	})
+
+	deletePod(t, dst+"-1")
+	deletePod(t, src+"-1")
+	deleteClaim(t, dst)
+	deleteClaim(t, src)
+	wait(t, "the clone's LV removed", 2*time.Minute, func(context.Context) (bool, error) {
+		left, err := lvOn(vmNode2, pv)
+		return left == nil && err == nil, err
+	})
+}
+
+// readOnTheOtherNode creates claim, made from a source on vmNode, runs
+// a pod with it on vmNode2 (pod claim-1), checks that it reads the blob
+// of digest want, and returns the claim's volume.
+func readOnTheOtherNode(t *testing.T, claim *corev1.PersistentVolumeClaim, want string) string {
+	t.Helper()
+	create(t, claim)
+	start := time.Now()
+	p := runPodWith(t, claim.Name+"-1", claim.Name, onNode(vmNode2))
+	t.Logf("%s running on %s in %v", claim.Name, vmNode2, time.Since(start).Round(time.Second))
+	if got := blobSum(t, p, "blob"); got != want {
+		t.Errorf("claim %s on %s holds a blob of digest %s; its source's is %s", claim.Name, vmNode2, got, want)
+	}
+	return boundClaim(t, claim.Name).Spec.VolumeName
 }
 
 // writeBlob writes mib MiB of random bytes to file on the pod's volume,
