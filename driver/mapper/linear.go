@@ -12,7 +12,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"carve.dev/carve/driver/volume"
-	"carve.dev/carve/lvm/runner"
 )
 
 // Linear layer: every filesystem Carve stages on a volume that is not
@@ -44,18 +43,21 @@ const LinearLayer = "carve"
 // Lookup's proof that a device of a layer's name is Carve's.
 const linearUUIDPrefix = "CARVE-LINEAR-"
 
-// Runner runs dmsetup: lvm/runner's Exec, or a fake in unit tests.
-type Runner interface {
-	Run(ctx context.Context, name string, args ...string) ([]byte, error)
+// Control drives device-mapper devices by name: Kernel, or a fake in
+// unit tests.
+type Control interface {
+	Create(ctx context.Context, name, uuid string, targets []Target) (uint64, error)
+	Load(ctx context.Context, name string, targets []Target) error
+	Suspend(ctx context.Context, name string) error
+	Resume(ctx context.Context, name string) error
+	Remove(ctx context.Context, name string, rdev uint64) error
 }
 
-const dmsetup = "dmsetup"
-
 // Linear makes, grows, suspends, resumes and removes linear layers.
-type Linear struct{ run Runner }
+type Linear struct{ dm Control }
 
-// NewLinear returns a Linear that runs dmsetup through run.
-func NewLinear(run Runner) *Linear { return &Linear{run: run} }
+// NewLinear returns a Linear that drives device-mapper through dm.
+func NewLinear(dm Control) *Linear { return &Linear{dm: dm} }
 
 // Find looks up vg/lv's layer (FindLinear).
 func (l *Linear) Find(vg, lv string, lvRdev uint64) (Device, bool, error) {
@@ -90,7 +92,7 @@ func (l *Linear) Ensure(ctx context.Context, vg, lv string, lvRdev uint64) (Devi
 	}
 	switch {
 	case !found:
-		if _, err := l.run.Run(ctx, dmsetup, "create", d.Name, "--uuid", linearUUID(lvRdev), "--table", table(sectors, lvRdev)); err != nil {
+		if _, err := l.dm.Create(ctx, d.Name, linearUUID(lvRdev), table(sectors, lvRdev)); err != nil {
 			return Device{}, fmt.Errorf("make layer %s over LV %s/%s: %w", d.Name, vg, lv, err)
 		}
 		klog.InfoS("Made the volume's layer", "vg", vg, "lv", lv, "layer", d.Name, "sectors", sectors)
@@ -108,10 +110,10 @@ func (l *Linear) Ensure(ctx context.Context, vg, lv string, lvRdev uint64) (Devi
 // reload swaps the layer's table for one of the LV's new size; the resume
 // makes it live (the kernel suspends and resumes the device around it).
 func (l *Linear) reload(ctx context.Context, d Device, sectors, lvRdev uint64) error {
-	if _, err := l.run.Run(ctx, dmsetup, "reload", d.Name, "--table", table(sectors, lvRdev)); err != nil {
+	if err := l.dm.Load(ctx, d.Name, table(sectors, lvRdev)); err != nil {
 		return fmt.Errorf("grow layer %s: %w", d.Name, err)
 	}
-	if _, err := l.run.Run(ctx, dmsetup, "resume", d.Name); err != nil {
+	if err := l.dm.Resume(ctx, d.Name); err != nil {
 		return fmt.Errorf("grow layer %s: %w", d.Name, err)
 	}
 	klog.InfoS("Grew the volume's layer to its LV", "layer", d.Name, "from", d.Sectors, "to", sectors)
@@ -120,14 +122,15 @@ func (l *Linear) reload(ctx context.Context, d Device, sectors, lvRdev uint64) e
 
 // Remove removes vg/lv's layer, if there is one over the LV numbered
 // lvRdev: NodeUnstage's last step, once nothing is mounted from it. A
-// layer still open is busy (dmsetup's error), and stays.
+// layer still open is busy (the kernel's EBUSY: volume.ErrInUse), and
+// stays.
 func (l *Linear) Remove(ctx context.Context, vg, lv string, lvRdev uint64) error {
 	d, found, err := FindLinear(vg, lv, lvRdev)
 	if err != nil || !found {
 		return err
 	}
-	if _, err := l.run.Run(ctx, dmsetup, "remove", d.Name); err != nil {
-		if busy(err) {
+	if err := l.dm.Remove(ctx, d.Name, d.Rdev); err != nil {
+		if errors.Is(err, unix.EBUSY) {
 			err = fmt.Errorf("%w: %w", volume.ErrInUse, err)
 		}
 		return fmt.Errorf("remove layer %s of %s/%s: %w", d.Name, vg, lv, err)
@@ -137,11 +140,11 @@ func (l *Linear) Remove(ctx context.Context, vg, lv string, lvRdev uint64) error
 }
 
 // Suspend holds the layer's I/O: the filesystem on it is flushed and
-// frozen first (dmsetup's lockfs), so what lies on the LV below is the
+// frozen first (lockfs), so what lies on the LV below is the
 // filesystem at one instant, clean. On failure the layer is resumed: a
 // suspend cut short may still have taken effect in the kernel.
 func (l *Linear) Suspend(ctx context.Context, d Device) error {
-	if _, err := l.run.Run(ctx, dmsetup, "suspend", d.Name); err != nil {
+	if err := l.dm.Suspend(ctx, d.Name); err != nil {
 		if rerr := l.Resume(context.WithoutCancel(ctx), d); rerr != nil {
 			klog.ErrorS(rerr, "Resume after a failed suspend", "layer", d.Name)
 		}
@@ -152,7 +155,7 @@ func (l *Linear) Suspend(ctx context.Context, d Device) error {
 
 // Resume lets the layer's I/O go on and thaws its filesystem.
 func (l *Linear) Resume(ctx context.Context, d Device) error {
-	if _, err := l.run.Run(ctx, dmsetup, "resume", d.Name); err != nil {
+	if err := l.dm.Resume(ctx, d.Name); err != nil {
 		return fmt.Errorf("resume layer %s: %w", d.Name, err)
 	}
 	return nil
@@ -181,7 +184,7 @@ func (l *Linear) ResumeLeftovers(ctx context.Context) ([]string, error) {
 		if !ours || !suspended {
 			continue
 		}
-		if _, err := l.run.Run(ctx, dmsetup, "resume", name); err != nil {
+		if err := l.dm.Resume(ctx, name); err != nil {
 			return resumed, fmt.Errorf("resume layer %s left suspended: %w", name, err)
 		}
 		klog.InfoS("Resumed a layer left suspended (Carve stopped inside a snapshot's freeze)", "layer", name)
@@ -205,16 +208,9 @@ func layerState(dir string) (name string, suspended, ours bool) {
 	return strings.TrimSpace(string(b)), err == nil && s == 1, true
 }
 
-// busy tells a dmsetup refusal to remove a device that is open (the
-// kernel's EBUSY, which dmsetup prints).
-func busy(err error) bool {
-	var ee *runner.Error
-	return errors.As(err, &ee) && strings.Contains(ee.Stderr, "busy")
-}
-
 // table is a linear table mapping the whole device numbered rdev.
-func table(sectors, rdev uint64) string {
-	return fmt.Sprintf("0 %d linear %d:%d 0", sectors, unix.Major(rdev), unix.Minor(rdev))
+func table(sectors, rdev uint64) []Target {
+	return []Target{{Length: sectors, Type: "linear", Params: fmt.Sprintf("%d:%d 0", unix.Major(rdev), unix.Minor(rdev))}}
 }
 
 // linearUUID is the layer's device-mapper UUID: unique while the layer

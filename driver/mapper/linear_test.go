@@ -2,6 +2,7 @@ package mapper
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -12,23 +13,28 @@ import (
 	"golang.org/x/sys/unix"
 
 	"carve.dev/carve/driver/volume"
-	"carve.dev/carve/lvm/runner"
 )
 
-// recorder is a fake dmsetup: it records each command line and fails those
-// named in fail with their stderr.
+// recorder is a fake Control: it records each operation ("suspend NAME")
+// and fails those named in fail with their error.
 type recorder struct {
 	calls []string
-	fail  map[string]string
+	fail  map[string]error
 }
 
-func (r *recorder) Run(_ context.Context, name string, args ...string) ([]byte, error) {
-	line := name + " " + strings.Join(args, " ")
-	r.calls = append(r.calls, line)
-	if stderr, ok := r.fail[args[0]]; ok {
-		return nil, &runner.Error{Name: name, Args: args, ExitCode: 1, Stderr: stderr, Err: errors.New("exit status 1")}
-	}
-	return nil, nil
+func (r *recorder) do(op, name string) error {
+	r.calls = append(r.calls, op+" "+name)
+	return r.fail[op]
+}
+
+func (r *recorder) Create(_ context.Context, name, _ string, _ []Target) (uint64, error) {
+	return 0, r.do("create", name)
+}
+func (r *recorder) Load(_ context.Context, name string, _ []Target) error { return r.do("load", name) }
+func (r *recorder) Suspend(_ context.Context, name string) error          { return r.do("suspend", name) }
+func (r *recorder) Resume(_ context.Context, name string) error           { return r.do("resume", name) }
+func (r *recorder) Remove(_ context.Context, name string, _ uint64) error {
+	return r.do("remove", name)
 }
 
 func TestLinearNames(t *testing.T) {
@@ -48,8 +54,8 @@ func TestLinearNames(t *testing.T) {
 		t.Errorf("a name over the kernel's limit: %v", err)
 	}
 	rdev := unix.Mkdev(253, 7)
-	if got := table(2048, rdev); got != "0 2048 linear 253:7 0" {
-		t.Errorf("table = %q", got)
+	if got := table(2048, rdev); len(got) != 1 || got[0] != (Target{Length: 2048, Type: "linear", Params: "253:7 0"}) {
+		t.Errorf("table = %+v", got)
 	}
 	if got := linearUUID(rdev); got != "CARVE-LINEAR-253-7" {
 		t.Errorf("uuid = %q", got)
@@ -91,29 +97,54 @@ func TestResumeLeftovers(t *testing.T) {
 	if err != nil || !slices.Equal(got, []string{"vg0-a-carve"}) {
 		t.Fatalf("ResumeLeftovers = %q, %v", got, err)
 	}
-	if want := []string{"dmsetup resume vg0-a-carve"}; !slices.Equal(r.calls, want) {
+	if want := []string{"resume vg0-a-carve"}; !slices.Equal(r.calls, want) {
 		t.Fatalf("commands %q, want %q", r.calls, want)
 	}
 }
 
 // TestSuspendOrRemoveRefused: a suspend that fails is followed by a
-// resume (it may have taken effect in the kernel before it was cut); a
-// removal of a layer still open is ErrInUse.
-func TestSuspendOrRemoveRefused(t *testing.T) {
-	r := &recorder{fail: map[string]string{"suspend": "device-mapper: suspend ioctl failed: Interrupted"}}
+// resume (it may have taken effect in the kernel before it was cut).
+func TestSuspendRefused(t *testing.T) {
+	r := &recorder{fail: map[string]error{"suspend": unix.EINTR, "remove": unix.EBUSY}}
 	l := NewLinear(r)
 	d := Device{Name: "vg0-a-carve"}
 	if err := l.Suspend(context.Background(), d); err == nil {
 		t.Fatal("a failed suspend succeeded")
 	}
-	if want := []string{"dmsetup suspend vg0-a-carve", "dmsetup resume vg0-a-carve"}; !slices.Equal(r.calls, want) {
-		t.Fatalf("commands %q, want %q", r.calls, want)
+	if want := []string{"suspend vg0-a-carve", "resume vg0-a-carve"}; !slices.Equal(r.calls, want) {
+		t.Fatalf("operations %q, want %q", r.calls, want)
 	}
-	err := &runner.Error{Name: dmsetup, Stderr: "device-mapper: remove ioctl on vg0-a-carve failed: Device or resource busy"}
-	if !busy(err) {
-		t.Errorf("busy(%v) = false", err)
+}
+
+// TestIoctlABI: the request structures have the kernel's sizes, the
+// ioctl numbers libdevmapper uses, and a table is laid out as
+// DM_TABLE_LOAD reads it (each target's parameters NUL-terminated, the
+// next one 8-byte aligned).
+func TestIoctlABI(t *testing.T) {
+	if n := binary.Size(dmIoctl{}); n != dmIoctlSize {
+		t.Errorf("struct dm_ioctl is %d bytes, want %d", n, dmIoctlSize)
 	}
-	if busy(errors.New("device or resource busy")) {
-		t.Error("busy took an error of no dmsetup run")
+	if n := binary.Size(dmTargetSpec{}); n != dmTargetSize {
+		t.Errorf("struct dm_target_spec is %d bytes, want %d", n, dmTargetSize)
+	}
+	if got := ioctlNumber(dmDevCreate); got != 0xc138fd03 {
+		t.Errorf("DM_DEV_CREATE is %#x, want 0xc138fd03", got)
+	}
+	p, err := tablePayload(table(2048, unix.Mkdev(253, 7)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := "253:7 0"
+	if want := (dmTargetSize + len(params) + 1 + 7) &^ 7; len(p) != want || binary.NativeEndian.Uint32(p[20:]) != uint32(want) {
+		t.Fatalf("payload of %d bytes, next %d; want %d", len(p), binary.NativeEndian.Uint32(p[20:]), want)
+	}
+	if got := string(p[24 : 24+len("linear")]); got != "linear" || binary.NativeEndian.Uint64(p[8:]) != 2048 {
+		t.Errorf("target type %q, length %d", got, binary.NativeEndian.Uint64(p[8:]))
+	}
+	if got := p[dmTargetSize : dmTargetSize+len(params)+1]; string(got) != params+"\x00" {
+		t.Errorf("parameters %q", got)
+	}
+	if _, err := header(strings.Repeat("n", dmNameLen)); err == nil {
+		t.Error("a name over the kernel's limit was taken")
 	}
 }

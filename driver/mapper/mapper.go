@@ -105,6 +105,14 @@ var sysBlock = "/sys/dev/block"
 // is none. A device of that name whose UUID does not start with
 // uuidPrefix (Carve's kind), or that maps other than exactly one device,
 // is volume.ErrFailedPrecondition: not Carve's.
+//
+// A node whose device the kernel does not describe is no device yet:
+// device-mapper registers a device's disk (its sysfs directory) at its
+// first table load, so a create cut short before the load leaves a
+// numbered device with no table, whose node a repair (vgmknodes, dmsetup
+// mknodes) may have made meanwhile. found is false then, and Kernel.Create
+// finishes that device (the crash matrix found the state: NodeStage
+// stopped after device-mapper's create failed every retry).
 func Lookup(name, uuidPrefix string) (d Device, found bool, err error) {
 	d = Device{Name: name, Path: Path(name)}
 	var st unix.Stat_t
@@ -117,6 +125,9 @@ func Lookup(name, uuidPrefix string) (d Device, found bool, err error) {
 		return d, false, fmt.Errorf("%w: %s is no block device", volume.ErrFailedPrecondition, d.Path)
 	}
 	d.Rdev = st.Rdev
+	if _, err := os.Stat(devDir(d.Rdev)); errors.Is(err, fs.ErrNotExist) {
+		return d, false, nil
+	}
 	if err := d.describe(uuidPrefix); err != nil {
 		return d, false, err
 	}

@@ -16,7 +16,7 @@ import (
 // block device node) gets a file target (PrepareTarget: a missing target
 // is created, never its parent; an existing one must be empty).
 //
-// mount-utils does the bind then a "bind,remount,ro,..." remount, because a
+// The mount is the bind then a "bind,remount,ro,..." remount, because a
 // plain bind ignores options. If that remount fails, the bind it left
 // behind is undone, so a retry never finds a writable mount where a
 // read-only one was asked.

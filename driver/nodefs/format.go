@@ -32,7 +32,7 @@ import (
 // exec with its class (exec.go): one probe (mount-utils' GetDiskFormat, its
 // reading of blkid), the decision on what it found (blank: mkfs; this
 // fsType: fsck -a when read-write; anything else: refused), then the mount
-// (mount-utils' mount.Interface). mount-utils' SafeFormatAndMount did the
+// (kernelMounter: mount(2)). mount-utils' SafeFormatAndMount did the
 // same steps, but kept the decision to itself: to refuse a foreign
 // filesystem on its one probe, and to give its mkfs the data class, Carve
 // used to pick its commands out by name and argument position ("the

@@ -7,10 +7,11 @@
 // what a filesystem takes (options.go).
 //
 // It knows nothing of CSI; the Node service maps its errors to gRPC codes.
-// Mounting, bind mounts, unmounting, mount-point checks, reading blkid
-// (GetDiskFormat) and filesystem growth are delegated to k8s.io/mount-utils;
-// the decision to format, mkfs and fsck are Carve's own (format.go);
-// reading mountinfo (unescaped) to github.com/moby/sys/mountinfo.
+// Mount-point checks, reading blkid (GetDiskFormat) and filesystem growth
+// are delegated to k8s.io/mount-utils; mounts and unmounts are system
+// calls (kernelmount.go); the decision to format, mkfs and fsck are
+// Carve's own (format.go); reading mountinfo (unescaped) to
+// github.com/moby/sys/mountinfo.
 //
 // Callers serialise operations on the same target (the Node service holds a
 // per-volume lock); nothing here locks.
@@ -47,7 +48,7 @@ func New(exec utilexec.Interface) *Mounter {
 	// Without systemd: systemd-run scopes only keep FUSE daemons alive across
 	// restarts; ext4/xfs have none, and in a container probing systemd-run is
 	// wasted work at best.
-	return &Mounter{exec: exec, mounter: mount.NewWithoutSystemd("")}
+	return &Mounter{exec: exec, mounter: kernelMounter{mount.NewWithoutSystemd("")}}
 }
 
 // IsMountPoint reports whether path is a mount point, bind mounts of files

@@ -463,7 +463,45 @@ func FuzzCheckMountFlags(f *testing.F) {
 		if back := splitMountOptions(strings.Join(flags, ",")); !slices.Equal(back, flags) {
 			t.Fatalf("%q does not read back from mount -o: %q", flags, back)
 		}
+		var fsWords []string
+		for _, fl := range flags {
+			if _, vfs := vfsFlagBits[fl]; !vfs && fl != "defaults" {
+				fsWords = append(fsWords, fl)
+			}
+		}
+		// The filesystem reads mount(2)'s data as mount(8) would pass it.
+		if _, data := splitOptions(flags, false); (data != "" || len(fsWords) > 0) && !slices.Equal(splitMountOptions(data), fsWords) {
+			t.Fatalf("%q gives mount(2) the data %q; want the filesystem's words %q", flags, data, fsWords)
+		}
 	})
+}
+
+// TestSplitOptions: every per-mount word of the allowlist is a flag of
+// mount(2), set or cleared in order (the last word wins); the other words
+// are the filesystem's data, which a bind mount has none of.
+func TestSplitOptions(t *testing.T) {
+	for _, w := range vfsFlags {
+		if _, ok := vfsFlagBits[w]; !ok && w != "defaults" {
+			t.Errorf("per-mount word %q has no mount(2) flag: it would reach the filesystem as its own option", w)
+		}
+	}
+	for _, c := range []struct {
+		opts  []string
+		bind  bool
+		flags uintptr
+		data  string
+	}{
+		{[]string{"defaults"}, false, 0, ""},
+		{[]string{"ro", "noatime", "discard", "data=ordered"}, false, unix.MS_RDONLY | unix.MS_NOATIME, "discard,data=ordered"},
+		{[]string{"ro", "rw", "nosuid", "suid", "nodev"}, false, unix.MS_NODEV, ""},
+		{[]string{`context="system_u:object_r:t:s0:c1,c2"`, "noexec"}, false, unix.MS_NOEXEC, `context="system_u:object_r:t:s0:c1,c2"`},
+		{[]string{"bind", "discard", "ro"}, true, unix.MS_BIND | unix.MS_RDONLY, ""},
+	} {
+		flags, data := splitOptions(c.opts, c.bind)
+		if flags != c.flags || data != c.data {
+			t.Errorf("splitOptions(%q, bind %v) = %#x, %q; want %#x, %q", c.opts, c.bind, flags, data, c.flags, c.data)
+		}
+	}
 }
 
 // splitMountOptions splits an -o list as libmount does: at commas outside

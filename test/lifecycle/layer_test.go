@@ -5,6 +5,8 @@ package lifecycle
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
 	"k8s.io/mount-utils"
 
 	"carve.dev/carve/driver/mapper"
@@ -106,5 +109,50 @@ func TestLayerLeftSuspendedIsResumed(t *testing.T) {
 	writeSynced(t, filepath.Join(target, "after"), []byte("resumed"))
 	v.NodeID = node
 	must(t, v.Down(ctx, target))
+	must(t, v.Delete(ctx))
+}
+
+// TestLayerHalfMadeIsFinished: carve makes a layer with device-mapper's
+// ioctls (mapper.Kernel); one cut short after the device's create leaves
+// a device of the layer's name and uuid with no table, which the kernel
+// does not describe in sysfs until a table is loaded, and maybe a node in
+// /dev/mapper (a repair such as vgmknodes makes one). The next NodeStage
+// takes that device as the layer, loads its table, makes it live and
+// stages on it (the crash matrix found every retry failing there). While
+// mounted, the layer cannot be removed (EBUSY); the unstage removes it.
+func TestLayerHalfMadeIsFinished(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	v := e.create("pvc-half", 16*mib, nil)
+	must(t, v.Attach(ctx, node))
+	var lv unix.Stat_t
+	must(t, unix.Stat(filepath.Join("/dev", vg, filepath.Base(v.ID)), &lv))
+	layer := layerOf(t, v)
+	uuid := fmt.Sprintf("CARVE-LINEAR-%d-%d", unix.Major(lv.Rdev), unix.Minor(lv.Rdev))
+	if out, err := exec.Command("dmsetup", "create", layer, "--uuid", uuid, "--notable").CombinedOutput(); err != nil {
+		t.Fatalf("dmsetup create %s --notable: %v: %s", layer, err, out)
+	}
+	out, err := exec.Command("dmsetup", "info", "-c", "--noheadings", "-o", "major,minor", layer).CombinedOutput()
+	var major, minor uint32
+	if _, serr := fmt.Sscanf(strings.TrimSpace(string(out)), "%d:%d", &major, &minor); err != nil || serr != nil {
+		t.Fatalf("dmsetup info %s: %v %v: %s", layer, err, serr, out)
+	}
+	if err := unix.Mknod(mapper.Path(layer), unix.S_IFBLK|0o600, int(unix.Mkdev(major, minor))); err != nil && !errors.Is(err, unix.EEXIST) {
+		t.Fatal(err)
+	}
+
+	staging := e.path("half-staging")
+	must(t, v.Stage(ctx, staging))
+	wantStagedOnLayer(t, v, staging)
+	var dev unix.Stat_t
+	must(t, unix.Stat(mapper.Path(layer), &dev))
+	if err := (mapper.Kernel{}).Remove(ctx, layer, dev.Rdev); !errors.Is(err, unix.EBUSY) {
+		t.Fatalf("removing the mounted layer: %v, want EBUSY", err)
+	}
+	must(t, v.Unstage(ctx))
+	if _, err := os.Stat(mapper.Path(layer)); !os.IsNotExist(err) {
+		t.Fatalf("layer %s still there after the unstage (%v)", layer, err)
+	}
+	must(t, v.Detach(ctx))
 	must(t, v.Delete(ctx))
 }
