@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -339,17 +340,7 @@ func TestRefusedVolumeIsRetriedAfresh(t *testing.T) {
 	}
 	_, err := b.CreateVolume(ctx, req("pvc-tight", 20*mib))
 	wantCode(t, "no room on the node", err, codes.ResourceExhausted)
-	for {
-		var lv v1alpha1.LogicalVolume
-		err := b.Client.Get(ctx, client.ObjectKey{Name: "pvc-tight"}, &lv)
-		if apierrors.IsNotFound(err) {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("the refused volume's resource is still there: %+v, %v", lv.Status, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	awaitDeleted(ctx, t, b.Client, &v1alpha1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: "pvc-tight"}})
 	if err := f.RemoveLV(ctx, "vg0", "filler"); err != nil {
 		t.Fatal(err)
 	}
@@ -449,5 +440,21 @@ func TestEncryptionThroughResources(t *testing.T) {
 	}
 	if got, err := b.GetVolume(ctx, lvm.Fresh, restored.ID); err != nil || !got.Encrypted {
 		t.Errorf("GetVolume of the restore: %+v, %v", got, err)
+	}
+}
+
+// awaitDeleted waits until obj (its name set) is gone from the API: the
+// agent removed what it holds and let it go.
+func awaitDeleted(ctx context.Context, t *testing.T, c client.Client, obj client.Object) {
+	t.Helper()
+	for {
+		err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s is still there (%v): %v", obj.GetName(), obj.GetDeletionTimestamp(), err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

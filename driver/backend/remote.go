@@ -115,8 +115,10 @@ func (b *Backend) settleRemoteSnapshot(ctx context.Context, req *volume.CreateRe
 	case !snap.Status.ReadyToUse:
 		return fmt.Errorf("snapshot %s is not ready yet: %w", src.ID, volume.ErrOperationPending)
 	}
-	if err := b.checkTransfers(ctx, src.ID.Node); err != nil {
-		return err
+	if !forClone { // a clone checked before taking its snapshot
+		if err := b.checkTransfers(ctx, src.ID.Node); err != nil {
+			return err
+		}
 	}
 	if size := snap.Status.SizeBytes; req.RequiredBytes < size {
 		if req.LimitBytes > 0 && req.LimitBytes < size {
@@ -197,6 +199,11 @@ func (b *Backend) snapshotEncrypted(ctx context.Context, id volume.ID, snap *v1a
 // one per clone, so that a retry finds the snapshot the first call took.
 func cloneSnapshotName(volumeName string) string { return "carve-clone-source:" + volumeName }
 
+// cloneSnapshotResource names that snapshot's LogicalVolumeSnapshot.
+func cloneSnapshotResource(volumeName string) string {
+	return volume.SnapshotLVName(cloneSnapshotName(volumeName))
+}
+
 // snapshotForClone takes (or finds) the snapshot of the source volume
 // that a clone on another node goes through, and makes it req's source.
 // Transfers are checked first, so that a clone that cannot travel takes
@@ -229,7 +236,7 @@ func (b *Backend) ownCloneSnapshot(ctx context.Context, clone *v1alpha1.LogicalV
 		}
 	}
 	var snap v1alpha1.LogicalVolumeSnapshot
-	key := types.NamespacedName{Name: volume.SnapshotLVName(cloneSnapshotName(clone.Spec.Name))}
+	key := types.NamespacedName{Name: cloneSnapshotResource(clone.Spec.Name)}
 	if err := b.Client.Get(ctx, key, &snap); err != nil {
 		return client.IgnoreNotFound(err)
 	}
@@ -251,7 +258,7 @@ func (b *Backend) ownCloneSnapshot(ctx context.Context, clone *v1alpha1.LogicalV
 // being in. The agent of its node removes the LV (the finalizer); a
 // snapshot deleted already is fine.
 func (b *Backend) dropCloneSnapshot(ctx context.Context, volumeName string) error {
-	snap := &v1alpha1.LogicalVolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Name: volume.SnapshotLVName(cloneSnapshotName(volumeName))}}
+	snap := &v1alpha1.LogicalVolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Name: cloneSnapshotResource(volumeName)}}
 	err := b.Client.Delete(ctx, snap)
 	if apierrors.IsNotFound(err) {
 		return nil

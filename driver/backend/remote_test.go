@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -140,7 +139,7 @@ func TestCloneOnAnotherNode(t *testing.T) {
 	clone := req("pvc-clone-elsewhere", 4*mib)
 	clone.Node, clone.Type = "node-b", volume.Type{ThinPool: "pool"}
 	clone.Source = &volume.ContentSource{Kind: volume.SourceVolume, ID: vol.ID}
-	viaName := volume.SnapshotLVName(cloneSnapshotName(clone.Name))
+	viaName := cloneSnapshotResource(clone.Name)
 
 	_, err := b.CreateVolume(ctx, clone)
 	wantCode(t, "node-a serving no transfers", err, codes.Unavailable)
@@ -172,7 +171,7 @@ func TestCloneOnAnotherNode(t *testing.T) {
 	if err != nil || got.ID.Node != "node-b" {
 		t.Fatalf("the clone, made on node-b: %+v, %v", got, err)
 	}
-	awaitSnapshotGone(ctx, t, b, viaName)
+	awaitDeleted(ctx, t, b.Client, &v1alpha1.LogicalVolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Name: viaName}})
 	again, err := b.CreateVolume(ctx, clone)
 	if err != nil || again.ID != got.ID {
 		t.Errorf("a retry of the made clone: %+v, %v; want %s", again, err, got.ID)
@@ -210,28 +209,5 @@ func reportMade(ctx context.Context, t *testing.T, b *Backend, lv *v1alpha1.Logi
 		VolumeID: volume.ID{Node: lv.Spec.NodeName, VG: lv.Spec.VolumeGroup, LV: lv.Name}.String(), SizeBytes: lv.Spec.RequiredBytes}
 	if err := b.Client.Status().Update(ctx, lv); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// awaitSnapshotGone waits until the agent has removed the snapshot's LV
-// and let its resource go.
-func awaitSnapshotGone(ctx context.Context, t *testing.T, b *Backend, name string) {
-	t.Helper()
-	for {
-		var s v1alpha1.LogicalVolumeSnapshot
-		err := b.Client.Get(ctx, types.NamespacedName{Name: name}, &s)
-		if err != nil {
-			if ctx.Err() != nil {
-				t.Fatalf("snapshot %s still there: %v", name, ctx.Err())
-			}
-			if apierrors.IsNotFound(err) {
-				return
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("snapshot %s still there (deleted at %v)", name, s.DeletionTimestamp)
-		case <-time.After(50 * time.Millisecond):
-		}
 	}
 }
