@@ -24,7 +24,9 @@ import (
 // words are the filesystem's own, passed to it as mount(2)'s data; the
 // device and the target are paths Carve resolved; and /etc/mtab is the
 // kernel's list. Helpers (mount.nfs and the like) and user mounts, the
-// rest of mount(8), are for filesystems Carve does not mount.
+// rest of mount(8), are for filesystems Carve does not mount. nodefs
+// mounts through Mount alone; the embedded variants (MountSensitive...)
+// are mount-utils' and go unused.
 type kernelMounter struct{ mount.Interface }
 
 // vfsFlagBits: how each per-mount word sets (or, with clear, clears) its
@@ -99,11 +101,6 @@ func (k kernelMounter) Mount(source, target, fstype string, options []string) er
 		}
 	}
 	return nil
-}
-
-// MountSensitive is Mount: Carve passes no secrets in mount options.
-func (k kernelMounter) MountSensitive(source, target, fstype string, options, sensitive []string) error {
-	return k.Mount(source, target, fstype, append(slices.Clone(options), sensitive...))
 }
 
 // Unmount unmounts the mount at target (the topmost, as umount(8) does).
