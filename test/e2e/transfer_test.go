@@ -209,9 +209,10 @@ func TestTransferRefusesStrangers(t *testing.T) {
 	// openssl s_client, from carve-vm's own network namespace; with TLS
 	// 1.3 the client's side of the handshake ends before the server has
 	// checked the client's certificate, so the refusal shows as the
-	// server's alert, whatever s_client's exit status. Its input stays
-	// open a while: at its end s_client quits, and would not read an
-	// alert that comes after.
+	// server's alert, whatever s_client's exit status. -ign_eof keeps
+	// s_client reading after its input ends, until the server closes
+	// the connection (or the timeout): without it s_client quit at the
+	// end of its input and, on a loaded machine, before the alert came.
 	script := `set -u
 addr=$1
 d=$(mktemp -d); trap 'rm -rf "$d"' EXIT
@@ -222,7 +223,7 @@ self-signed)
 	set -- -cert "$d/crt" -key "$d/key" ;;
 *) set -- ;;
 esac
-{ echo ping; sleep 5; } | timeout 60 openssl s_client -connect "$addr" -tls1_3 -noservername -verify_quiet "$@" 2>&1
+echo ping | timeout 60 openssl s_client -connect "$addr" -tls1_3 -noservername -verify_quiet -ign_eof "$@" 2>&1
 exit 0`
 	for _, client := range []string{"no certificate", "self-signed"} {
 		out, err := v.sh("sh", "-c", script, "sh", addr, strings.Fields(client)[0], vmNode)
