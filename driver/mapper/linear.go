@@ -92,7 +92,7 @@ func (l *Linear) Ensure(ctx context.Context, vg, lv string, lvRdev uint64) (Devi
 	}
 	switch {
 	case !found:
-		if _, err := l.dm.Create(ctx, d.Name, linearUUID(lvRdev), table(sectors, lvRdev)); err != nil {
+		if _, err := l.dm.Create(ctx, d.Name, LinearUUID(lvRdev), table(sectors, lvRdev)); err != nil {
 			return Device{}, fmt.Errorf("make layer %s over LV %s/%s: %w", d.Name, vg, lv, err)
 		}
 		klog.InfoS("Made the volume's layer", "vg", vg, "lv", lv, "layer", d.Name, "sectors", sectors)
@@ -213,8 +213,8 @@ func table(sectors, rdev uint64) []Target {
 	return []Target{{Length: sectors, Type: "linear", Params: fmt.Sprintf("%d:%d 0", unix.Major(rdev), unix.Minor(rdev))}}
 }
 
-// linearUUID is the layer's device-mapper UUID: unique while the layer
+// LinearUUID is the layer's device-mapper UUID: unique while the layer
 // exists, for it holds its LV open and no other LV can take the number.
-func linearUUID(lvRdev uint64) string {
+func LinearUUID(lvRdev uint64) string {
 	return fmt.Sprintf("%s%d-%d", linearUUIDPrefix, unix.Major(lvRdev), unix.Minor(lvRdev))
 }

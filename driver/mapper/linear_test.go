@@ -57,7 +57,7 @@ func TestLinearNames(t *testing.T) {
 	if got := table(2048, rdev); len(got) != 1 || got[0] != (Target{Length: 2048, Type: "linear", Params: "253:7 0"}) {
 		t.Errorf("table = %+v", got)
 	}
-	if got := linearUUID(rdev); got != "CARVE-LINEAR-253-7" {
+	if got := LinearUUID(rdev); got != "CARVE-LINEAR-253-7" {
 		t.Errorf("uuid = %q", got)
 	}
 }

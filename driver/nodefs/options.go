@@ -24,10 +24,12 @@ import (
 // words (loop, offset, user, owner, X-mount.*, propagation flags). The
 // SELinux options take a label, checked apart (selinux.go): the one value
 // that may hold commas, inside double quotes.
+//
+// The per-mount words are those of vfsFlagBits (kernelmount.go), the one
+// table that also says which MS_ flag each sets, so a word accepted here
+// cannot reach the filesystem as an option of its own; "bind" is there
+// for Carve's own bind mounts and refused from users (isVFSFlag).
 var (
-	vfsFlags = words(`defaults ro rw sync async dirsync atime noatime diratime nodiratime relatime norelatime
-		strictatime nostrictatime lazytime nolazytime suid nosuid dev nodev exec noexec iversion noiversion
-		mand nomand silent loud`)
 	fsFlags = map[string][]string{
 		"ext4": words(`journal_checksum nojournal_checksum journal_async_commit journal_ioprio= norecovery noload
 			data= commit= orlov oldalloc user_xattr nouser_xattr acl noacl bsddf minixdf debug errors= data_err=
@@ -52,8 +54,16 @@ var (
 
 func words(s string) []string { return strings.Fields(s) }
 
+// isVFSFlag says whether word is a per-mount flag a user may pass:
+// "defaults" or a word of vfsFlagBits other than "bind", which would mount
+// something else than the volume.
+func isVFSFlag(word string) bool {
+	_, ok := vfsFlagBits[word]
+	return word == "defaults" || ok && word != "bind"
+}
+
 // CheckMountFlags refuses, with an error wrapping volume.ErrBadMountFlag, any flag
-// that fsType (ext4 when empty) does not take; see vfsFlags and fsFlags.
+// that fsType (ext4 when empty) does not take; see isVFSFlag and fsFlags.
 func CheckMountFlags(fsType string, flags []string) error {
 	fsType = strings.TrimSpace(fsType)
 	known := fsFlags[fsType]
@@ -80,7 +90,7 @@ func checkFlag(flag string, known []string) error {
 			return errors.New("its value may hold only letters, digits and _.:+-")
 		}
 	}
-	if slices.Contains(vfsFlags, key) || slices.Contains(known, key) {
+	if isVFSFlag(key) || slices.Contains(known, key) {
 		return nil
 	}
 	return errors.New("not an option this filesystem takes, or one Carve does not pass (see CheckMountFlags)")

@@ -128,7 +128,7 @@ func TestLayerHalfMadeIsFinished(t *testing.T) {
 	var lv unix.Stat_t
 	must(t, unix.Stat(filepath.Join("/dev", vg, filepath.Base(v.ID)), &lv))
 	layer := layerOf(t, v)
-	uuid := fmt.Sprintf("CARVE-LINEAR-%d-%d", unix.Major(lv.Rdev), unix.Minor(lv.Rdev))
+	uuid := mapper.LinearUUID(lv.Rdev)
 	if out, err := exec.Command("dmsetup", "create", layer, "--uuid", uuid, "--notable").CombinedOutput(); err != nil {
 		t.Fatalf("dmsetup create %s --notable: %v: %s", layer, err, out)
 	}
