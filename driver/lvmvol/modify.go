@@ -3,17 +3,12 @@ package lvmvol
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
-	"strconv"
-	"strings"
-	"time"
 
 	"k8s.io/klog/v2"
 
 	"carve.dev/carve/driver/volume"
 	"carve.dev/carve/lvm"
-	"carve.dev/carve/lvm/runner"
 )
 
 // ModifyVolume brings a volume to the mutable state want (CSI's
@@ -48,19 +43,11 @@ import (
 // Carve); lvm2's raid images are what the volume has. ModifyVolume never
 // trusts the tag to decide: it counts the images every time and converts
 // only when they differ from the target, so the same call twice runs no
-// changing command, and a retry after a crash anywhere converges (test/crash
-// kills carve after every command of it and compares the retry's outcome
-// with an uninterrupted call's):
-//   - a refusal (the volume's type, placement) comes before any change;
-//   - after the tag, before lvconvert: the images differ, lvconvert runs;
-//   - during lvconvert: lvm2 commits its metadata in steps, and an LV left
-//     raid1 with fewer images than asked (or with one, for a linear
-//     target) is converted on from there; lvm2 answers an LV that already
-//     has the count with a warning only;
-//   - while the new legs sync: the retry finds the count right and waits
-//     for the sync (or, its caller's time up, says how far it is:
-//     ABORTED, in progress);
-//   - held and not yet released: the retry releases it at its end.
+// changing command, and a retry after a crash anywhere converges: a
+// refusal (the volume's type, placement) comes before any change, and
+// the steps after it, with the state each reads and leaves and what a
+// crash inside each leaves to its retry, are mirrorsChange's
+// (mirrors.go).
 //
 // The tag is wrong only between such a crash and its retry (a CO retries
 // a failed modification until it succeeds or the class changes, and the
@@ -162,159 +149,4 @@ func missingFrom(a, b []string) []string {
 		}
 	}
 	return out
-}
-
-// changeMirrors gives lv want extra raid1 legs (see ModifyVolume) and
-// returns it as it is then.
-func (m *Manager) changeMirrors(ctx context.Context, r lvm.Reads, lv lvm.LV, want int) (lvm.LV, error) {
-	t := typeOf(lv)
-	if t.IsThin() || t.Stripes > 1 {
-		if want == 0 {
-			return lv, nil
-		}
-		kind := "thin"
-		switch {
-		case t.RAID != "":
-			kind = t.RAID
-		case !t.IsThin():
-			kind = "striped"
-		}
-		return lv, fmt.Errorf("%w: a %s volume cannot have raid1 legs (mirrors=%d); only thick linear and raid1 volumes can",
-			volume.ErrInvalidArgument, kind, want)
-	}
-	if t.Integrity && want == 0 {
-		// lvm2 2.03.16 gives new legs of a raid1 LV with integrity their
-		// own, but refuses to make it linear ("Integrity must be removed
-		// before converting raid to linear"), and Carve does not remove
-		// integrity: a volume created with it keeps it.
-		return lv, fmt.Errorf("%w: a raid1 volume with integrity (raidIntegrity) cannot turn linear (mirrors=0); it may change its legs from 1 up",
-			volume.ErrInvalidArgument)
-	}
-	if lv.HasTag(tagCopying) {
-		return lv, fmt.Errorf("its data is still being copied in, change it when that is done: %w", volume.ErrOperationPending)
-	}
-	if lv.HasWriteCache() && want != t.Mirrors {
-		return lv, fmt.Errorf("%w: a volume with a write cache cannot change its raid1 legs (mirrors=%d): detach the cache first (writeCache=0)",
-			volume.ErrInvalidArgument, want)
-	}
-	if lv.HasCOWSnapshots() {
-		return lv, fmt.Errorf("a copy reads it through a frozen point, change it when that is done: %w", volume.ErrOperationPending)
-	}
-	all, err := m.lvm.ListAllLVs(ctx, r, lv.VGName)
-	if err != nil {
-		return lv, err
-	}
-	have := lvm.Mirrors(all, lv.Name)
-	converted := have == want && (want > 0 || !strings.HasPrefix(lv.Layout, "raid"))
-	held := lv.HasTag(tagHeld) // by a conversion cut short: released at the end
-	if converted && t.Mirrors == want && !held {
-		if want > 0 && lv.Active {
-			return m.waitSync(ctx, r, lv, true)
-		}
-		return lv, nil
-	}
-	vg, err := m.changeableVG(ctx, r, lv.VGName)
-	if err != nil {
-		return lv, err
-	}
-	if err := m.lvm.CheckConversion(ctx, vg, lv, have, want, t.Integrity); err != nil {
-		return lv, err
-	}
-	// One lvchange records the target and, for an unpublished volume, the
-	// hold (see hold: the mark goes on before the activation).
-	var add, remove []string
-	if t.Mirrors != want {
-		add, remove = mirrorsTags(want), mirrorsTags(t.Mirrors)
-	}
-	if !lv.Active && !held {
-		add = append(add, tagHeld)
-	}
-	if len(add)+len(remove) > 0 {
-		if err := m.lvm.ChangeTags(ctx, lv.VGName, lv.Name, add, remove); err != nil {
-			return lv, fmt.Errorf("record %d mirrors: %w", want, err)
-		}
-	}
-	if !lv.Live() {
-		if err := m.lvm.Activate(ctx, lv.VGName, lv.Name); err != nil {
-			return lv, fmt.Errorf("hold %s/%s for a conversion: %w", lv.VGName, lv.Name, err)
-		}
-		held = held || !lv.Active
-	}
-	if !converted {
-		// lvconvert is detached from the caller: cut short, it would
-		// leave lvm2 mid-way for the retry to sort out.
-		work, done := runner.DataWork(context.WithoutCancel(ctx), runner.DataBudget(int64(lv.Size)))
-		err := m.lvm.ConvertMirrors(work, lv.VGName, lv.Name, want)
-		done()
-		if err != nil {
-			return lv, err
-		}
-		klog.InfoS("Converted logical volume", "lv", lv.VGName+"/"+lv.Name, "mirrors", want, "from", have)
-	}
-	if want > 0 {
-		if lv, err = m.waitSync(ctx, r, lv, false); err != nil {
-			return lv, err
-		}
-	}
-	if held {
-		if err := m.release(ctx, r, lv.VGName, lv.Name); err != nil {
-			return lv, err
-		}
-	}
-	if held || want == 0 {
-		return m.lvm.GetLV(ctx, r, lv.VGName, lv.Name)
-	}
-	return lv, nil
-}
-
-// mirrorsTags is the tag that records n mirrors: none for 0.
-func mirrorsTags(n int) []string {
-	if n == 0 {
-		return nil
-	}
-	return []string{tagMirrorsPrefix + strconv.Itoa(n)}
-}
-
-// syncPoll is how often waitSync reads lvm2's sync report: each read is
-// an lvs, about a second on a slow node.
-const syncPoll = time.Second
-
-// waitSync waits until the raid1 legs of an active LV are in sync and
-// returns it then; fresh says lv was read in this call, so that an LV in
-// sync costs no read. When ctx ends first, or with BackgroundDataWork
-// (the node agent) its grace, it says how far they are (ErrDataPending:
-// the retry waits on); a sync that outlasts the data budget of the LV's
-// size is an error.
-func (m *Manager) waitSync(ctx context.Context, r lvm.Reads, lv lvm.LV, fresh bool) (lvm.LV, error) {
-	budget := runner.DataBudget(int64(lv.Size))
-	deadline := time.Now().Add(budget)
-	var graceUp <-chan time.Time
-	if m.background {
-		graceUp = time.After(m.dataGrace)
-	}
-	cur := lv
-	for {
-		if !fresh {
-			var err error
-			if cur, err = m.lvm.GetLV(ctx, r, lv.VGName, lv.Name); err != nil {
-				return lv, fmt.Errorf("raid1 sync of %s/%s: %w", lv.VGName, lv.Name, err)
-			}
-		}
-		fresh = false
-		if cur.SyncPercent >= 100 && (cur.SyncAction == "idle" || cur.SyncAction == "") {
-			return cur, nil
-		}
-		if time.Now().After(deadline) {
-			return cur, fmt.Errorf("raid1 sync of %s/%s at %.1f%% after %s", lv.VGName, lv.Name, cur.SyncPercent, budget)
-		}
-		pending := &volume.PendingError{Work: volume.WorkSync, LV: lv.VGName + "/" + lv.Name,
-			Done: int64(math.Ceil(cur.SyncPercent / 100 * float64(lv.Size))), Total: int64(lv.Size)}
-		select {
-		case <-ctx.Done():
-			return cur, pending
-		case <-graceUp:
-			return cur, pending
-		case <-time.After(syncPoll):
-		}
-	}
 }
