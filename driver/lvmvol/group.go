@@ -35,6 +35,19 @@ import (
 //   - members of other volumes, or another size: another group of that
 //     name (ALREADY_EXISTS).
 //
+// The steps, each a function, with the state it reads and leaves (a step
+// that finds its outcome already there does nothing, so a retry after a
+// crash anywhere goes on from the LVs it finds):
+//
+//	step                   reads                          leaves
+//	judge                  the group's LVs                cut, or not (or ALREADY_EXISTS)
+//	cutGroup: dropGroupLVs a cut-short window's instants  none of them
+//	          groupRoom    the VG's free space            (RESOURCE_EXHAUSTED, nothing changed)
+//	          hold         each thick source              active, held
+//	          window       the layers                     every instant; layers resumed
+//	finishGroup            the instants                   thick members' LVs (copying); copies
+//	                                                      started or joined (awaitCopies)
+//
 // A member cannot be deleted on its own (INVALID_ARGUMENT, as the CSI
 // spec has it): a group missing one would read as a window cut short and
 // be cut again at its next create, at another instant.

@@ -42,6 +42,14 @@ import (
 //     If the frozen point overflowed, the snapshot LV is deleted instead and
 //     the next call starts over from a new frozen point.
 //
+// Steps 1-2 are createThickSnapshot's (freeze, then CreateLV), 3-4 the
+// copy job's (startSnapshotCopy, finishSnapshotCopy); a retry finds which
+// by the LVs (adoptSnapshot): no snapshot LV, step 1 again (freeze adopts
+// a whole frozen point); the copying tag, the job again, which reads for
+// the frozen point to tell step 3 from step 4. The thick path keeps this
+// shape rather than one step table because its two halves run in two
+// places, the call and the background job.
+//
 // A snapshot's tags (tags.go): snapshot, source, name, created (thin),
 // copying (thick, until its copy is done), encrypted.
 
