@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -17,38 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	sigyaml "sigs.k8s.io/yaml"
 )
-
-// imageArchives lists the image archives the nodes import: the release's
-// (scripts/release.sh --from-image: Carve's and the sidecars', which its
-// manifests name by digest) and those scripts/k8s/images.sh made (its refs
-// file names them).
-func imageArchives(release, dir string) (map[string]string, error) {
-	m := map[string]string{}
-	tars, err := filepath.Glob(filepath.Join(release, "images", "*.tar"))
-	if err != nil {
-		return nil, err
-	}
-	for _, a := range tars {
-		m[strings.TrimSuffix(filepath.Base(a), ".tar")] = a
-	}
-	if m["carve"] == "" {
-		return nil, fmt.Errorf("release %s: no images/carve.tar", release)
-	}
-	f, err := os.Open(filepath.Join(dir, "refs"))
-	if err != nil {
-		return nil, fmt.Errorf("images: %w", err)
-	}
-	defer func() { _ = f.Close() }()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		name, _, ok := strings.Cut(sc.Text(), " ")
-		if !ok {
-			return nil, fmt.Errorf("images/refs: bad line %q", sc.Text())
-		}
-		m[name] = filepath.Join(dir, name+".tar")
-	}
-	return m, sc.Err()
-}
 
 // installSnapshotAddon installs what a cluster offering snapshots has: the
 // VolumeSnapshot CRDs and snapshot-controller, from the manifests its
