@@ -215,12 +215,14 @@ func (x *harness) checkContainerised() error {
 		return err
 	}
 	// The same walk in each VM, in its shell: the names of the processes
-	// that share PID 1's mount namespace.
+	// that share PID 1's mount namespace. One find reads every process's
+	// namespace and the shell's own read takes each name: a process (cat,
+	// readlink) per process of the VM took 1-1.5 minutes of the e2e's
+	// 2-minute limit on an emulated CPU, and ran out on a loaded machine.
 	for _, node := range lvmNodes() {
 		vmOut, err := x.vmOf(node).sh("sh", "-c", `self=$(readlink /proc/1/ns/mnt)
-for p in /proc/[0-9]*; do
-	c=$(cat $p/comm 2>/dev/null) && n=$(readlink $p/ns/mnt 2>/dev/null) || continue
-	[ "$n" = "$self" ] && echo "$c"
+find /proc/[0-9]*/ns/mnt -maxdepth 0 -printf '%h %l\n' 2>/dev/null | while read -r d n; do
+	[ -n "$n" ] && [ "$n" = "$self" ] && { read -r c < "${d%/ns}/comm"; } 2>/dev/null && echo "$c"
 done; exit 0`)
 		if err != nil {
 			return err
