@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -79,6 +80,7 @@ type nodeTransferFlags struct {
 	advertise string
 	dir       string
 	namespace string
+	giveUp    time.Duration
 }
 
 func (f *nodeTransferFlags) register(fs *flag.FlagSet) {
@@ -87,6 +89,8 @@ func (f *nodeTransferFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.advertise, "transfer-advertise-address", "",
 		"the address other nodes dial (default: $POD_IP with --transfer-address's port); a node's annotation "+agent.AnnotationTransferAddress+" overrides it")
 	fs.StringVar(&f.dir, "transfer-dir", "/var/lib/carve/transfer", "where the node's transfer key and certificate are kept (root only)")
+	fs.DurationVar(&f.giveUp, "transfer-give-up", agent.DefaultTransferGiveUp,
+		"how long a volume restored here from another node's snapshot keeps trying to reach that node before any byte is in; then RESOURCE_EXHAUSTED, and the CO places the claim again")
 	namespaceFlag(fs, &f.namespace)
 }
 
@@ -147,7 +151,7 @@ func newNodeTransfers(cfg *rest.Config, f nodeTransferFlags, node string) (*node
 	}
 	ring := &transfer.Keyring{}
 	return &nodeTransfers{flags: f, namespace: ns, advertise: advertise, node: node, ring: ring, direct: direct,
-		receiver: &agent.TransferReceiver{Client: &transfer.Client{Keyring: ring}, Reader: direct}}, nil
+		receiver: &agent.TransferReceiver{Client: &transfer.Client{Keyring: ring}, Reader: direct, GiveUp: f.giveUp}}, nil
 }
 
 // remote is what the volume Manager receives through (nil: nothing).

@@ -119,29 +119,3 @@ func (s *StorageReporter) SetTransferAddress(ctx context.Context, addr string) e
 		return err
 	})
 }
-
-// TransferReceiver receives other nodes' snapshots for volumes restored
-// on this node (lvmvol.Remote): it dials the address the snapshot's node
-// publishes in its NodeStorage.
-type TransferReceiver struct {
-	Client *transfer.Client
-	// Reader reads other nodes' NodeStorage from the API server (the
-	// agent's cache holds its own node's only).
-	Reader client.Reader
-}
-
-// Receive implements lvmvol.Remote.
-func (r *TransferReceiver) Receive(ctx context.Context, source volume.ID, forLV string, t transfer.Target, size, from int64,
-	checkpoint transfer.Checkpoint) error {
-	var ns v1alpha1.NodeStorage
-	if err := r.Reader.Get(ctx, client.ObjectKey{Name: source.Node}, &ns); err != nil {
-		return fmt.Errorf("the transfer address of node %s: %w", source.Node, err)
-	}
-	addr := ns.Status.TransferAddress
-	if addr == "" {
-		return fmt.Errorf("%w: node %s, where snapshot %s is, serves no transfers yet (its carve node has no certificate, or --transfer-address is off)",
-			volume.ErrOperationPending, source.Node, source)
-	}
-	_, err := r.Client.Receive(ctx, addr, source.Node, transfer.Request{Source: source.String(), For: forLV, From: from}, t, size, checkpoint)
-	return err
-}

@@ -2,11 +2,13 @@ package lvmvol
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	"k8s.io/klog/v2"
 
+	"carve.dev/carve/driver/transfer"
 	"carve.dev/carve/driver/volume"
 	"carve.dev/carve/lvm"
 	"carve.dev/carve/lvm/runner"
@@ -161,9 +163,30 @@ func (m *Manager) copyIn(ctx context.Context, r lvm.Reads, lv, src lvm.LV, from 
 		return m.copyData(ctx, lvm.Fresh, lv, src, from, mt) // a job: its own context, fresh reads
 	})
 	if err := m.awaitData(ctx, key, jobCopyIn, lv, j, started); err != nil {
+		if errors.Is(err, transfer.ErrGaveUp) {
+			m.dropGivenUp(ctx, lv)
+		}
 		return volume.Volume{}, err
 	}
 	return m.settleNew(ctx, r, lv.VGName, lv.Name)
+}
+
+// dropGivenUp removes a volume whose source's node could not be reached
+// before any of its bytes were in (transfer.ErrGaveUp): the CO is told
+// RESOURCE_EXHAUSTED and places the claim again, so nothing of this try
+// may stay. The LV holds nothing of anyone's yet. A failure here is
+// logged only: the CO's retry finds the LV, and its resource's deletion
+// removes it as any volume's.
+func (m *Manager) dropGivenUp(ctx context.Context, lv lvm.LV) {
+	now, err := m.lvm.GetLV(ctx, lvm.Fresh, lv.VGName, lv.Name)
+	if err == nil {
+		err = m.lvm.RemoveLVOf(ctx, now)
+	}
+	if err != nil {
+		klog.ErrorS(err, "Removing a volume whose source's node was given up", "lv", lv.VGName+"/"+lv.Name)
+		return
+	}
+	klog.InfoS("Removed a volume whose source's node was given up", "lv", lv.VGName+"/"+lv.Name)
 }
 
 // copyData copies src into lv, then drops lv's copying tag.

@@ -105,7 +105,7 @@ func (c *Client) dial(ctx context.Context, addr, node string) (*tls.Conn, error)
 	defer cancel()
 	raw, err := dial(ctx, "tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("transfer from %s: %w", node, err)
+		return nil, fmt.Errorf("transfer from %s (%s): %w: %w", node, addr, ErrUnreachable, err)
 	}
 	conn := tls.Client(raw, creds.clientConfig(node))
 	if err := conn.HandshakeContext(ctx); err != nil {

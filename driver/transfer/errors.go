@@ -35,6 +35,17 @@ var (
 	ErrMismatch = errors.New("the data written differs from the data sent")
 	// ErrProtocol: the peer broke the protocol.
 	ErrProtocol = errors.New("transfer protocol error")
+	// ErrUnreachable: no connection to the source's node could be opened
+	// (refused, no route, timed out). A try later may work; how long to
+	// keep trying is the caller's to decide (ErrGaveUp).
+	ErrUnreachable = errors.New("the source's node cannot be reached")
+	// ErrGaveUp: the source's node stayed unreachable for as long as a
+	// receiver waits before anything of the source was in. It wraps
+	// volume.ErrResourceExhausted: under WaitForFirstConsumer the CO then
+	// puts the claim's pod on a node again (external-provisioner's
+	// reschedule), which may be the snapshot's own, instead of waiting
+	// for a node that may never come back.
+	ErrGaveUp = fmt.Errorf("%w: gave up on the source's node", volume.ErrResourceExhausted)
 )
 
 // remoteError is the error a server's error frame stands for, wrapping the

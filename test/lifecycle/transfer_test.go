@@ -13,6 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"carve.dev/carve/driver/agent"
+	"carve.dev/carve/driver/api/v1alpha1"
 	"carve.dev/carve/driver/lvmvol"
 	"carve.dev/carve/driver/transfer"
 	"carve.dev/carve/driver/volume"
@@ -269,6 +274,67 @@ func TestRestoreFromAnotherNodeOnRealLVM(t *testing.T) {
 	for _, name := range []string{"pvc-rr-clone", "pvc-rr-none"} {
 		if _, err := e.lvm.GetLV(ctx, vg, volume.LVName(name)); err == nil {
 			t.Errorf("a refused restore left LV %s", name)
+		}
+	}
+}
+
+// publishedAt is an API server's read of every node's NodeStorage that
+// publishes addr as the node's transfer address.
+type publishedAt struct {
+	client.Reader
+	addr string
+}
+
+func (p publishedAt) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	obj.(*v1alpha1.NodeStorage).Status.TransferAddress = p.addr
+	obj.SetName(key.Name)
+	return nil
+}
+
+// TestRestoreGivesUpOnUnreachableNodeOnRealLVM: a restore on "node-b"
+// whose snapshot's node refuses every connection fails, leaving its new
+// LV copying for the retry, until the node agent's receiver has tried for
+// its give-up time; then the retry answers RESOURCE_EXHAUSTED (the CO
+// places the claim again) and the new LV is gone, active as the receive
+// left it or not.
+func TestRestoreGivesUpOnUnreachableNodeOnRealLVM(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	e.addPool(256 * mib)
+	src := e.thinBlockVolume("pvc-gu-src", 16*mib)
+	sid, err := volume.ParseID(e.snapshot("gu-snap", src.ID).GetSnapshotId())
+	must(t, err)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	closed := l.Addr().String()
+	must(t, l.Close())
+
+	run := runner.New(time.Minute)
+	cache := lvm.NewCache(lvm.New(run), 0)
+	const giveUp = 200 * time.Millisecond
+	b := lvmvol.NewManager(lvmvol.Config{LVM: cache, Cache: cache, Wiper: lvmvol.ZeroWiper{Run: run}, Node: "node-b", VolumeGroups: []string{vg},
+		Remote: &agent.TransferReceiver{Client: &transfer.Client{Keyring: transfer.NewKeyring(loadCreds(t, testpki.New(t, "transfer CA").Node(t, "node-b")))}, Reader: publishedAt{addr: closed}, GiveUp: giveUp}})
+	for _, typ := range []volume.Type{{ThinPool: pool}, {}} {
+		req := volume.CreateRequest{Name: "pvc-gu-" + map[bool]string{true: "thin", false: "thick"}[typ.IsThin()],
+			Node: "node-b", VG: vg, RequiredBytes: 16 * mib, Type: typ, ParamsDigest: "00",
+			Source: &volume.ContentSource{Kind: volume.SourceSnapshot, ID: sid}}
+		lvName := volume.LVName(req.Name)
+		_, err := b.CreateVolume(ctx, req)
+		if !errors.Is(err, transfer.ErrUnreachable) || errors.Is(err, transfer.ErrGaveUp) {
+			t.Fatalf("%s, first try: %v, want unreachable, not given up", req.Name, err)
+		}
+		lv, err := e.lvm.GetLV(ctx, vg, lvName)
+		must(t, err)
+		if !lv.HasTag("carve.dev/copying") {
+			t.Fatalf("the first try left %s with tags %v, want copying", lvName, lv.Tags)
+		}
+		time.Sleep(giveUp)
+		_, err = b.CreateVolume(ctx, req)
+		if !errors.Is(err, transfer.ErrGaveUp) || volume.CodeOf(err) != codes.ResourceExhausted {
+			t.Fatalf("%s after %s: %v (%s), want given up, RESOURCE_EXHAUSTED", req.Name, giveUp, err, volume.CodeOf(err))
+		}
+		if _, err := e.lvm.GetLV(ctx, vg, lvName); !errors.Is(err, lvm.ErrNotFound) {
+			t.Fatalf("%s after giving up: %v, want no LV", lvName, err)
 		}
 	}
 }
