@@ -71,6 +71,7 @@ func (b *Backend) CreateVolume(ctx context.Context, req volume.CreateRequest) (v
 	if err != nil && !apierrors.IsNotFound(err) {
 		return volume.Volume{}, fmt.Errorf("get %s: %w", name, err)
 	}
+	b.placeAmong(ctx, &req, &lv)
 	remote, clonedFrom := isRemote(req), ""
 	if remote {
 		if clonedFrom, err = b.settleRemoteSource(ctx, &req, &lv); err != nil {

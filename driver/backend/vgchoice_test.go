@@ -74,3 +74,55 @@ func TestSeveralVGsThroughResources(t *testing.T) {
 		t.Errorf("no VG with the tag: %v (%v), want RESOURCE_EXHAUSTED", code, err)
 	}
 }
+
+// TestImmediateClaimGoesWhereThereIsRoom: a request that allows several
+// nodes (an Immediate-binding claim's allowed topologies) is placed on
+// the first, in the CO's order, whose report holds it, not on the first
+// alone; a retry keeps the node its resource records though the reports
+// changed since; a restore stays on its snapshot's node when that is
+// allowed; when none has room the first is asked, and its agent's
+// refusal is RESOURCE_EXHAUSTED.
+func TestImmediateClaimGoesWhereThereIsRoom(t *testing.T) {
+	var a *lvmvol.Manager
+	b, f := clusterWith(t, func(cfg *lvmvol.Config, _ *lvmfake.LVM) { a = lvmvol.NewManager(*cfg) })
+	ctx := within(t)
+	small := lvmfake.New(16*mib, "vg0")
+	bm := lvmvol.NewManager(lvmvol.Config{LVM: small, Wiper: small, Node: "node-b", VolumeGroups: []string{"vg0"}})
+	report := func() {
+		t.Helper()
+		for node, m := range map[string]*lvmvol.Manager{"node-a": a, "node-b": bm} {
+			if err := (&agent.StorageReporter{Client: b.Client, Node: node, Space: m.Space}).Report(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	_, snap := thinSnapshot(ctx, t, b, f) // node-a: 40 MiB of its 100 a pool
+	report()
+	among := func(name string, size int64, nodes ...string) volume.CreateRequest {
+		r := req(name, size)
+		r.Node, r.OtherNodes = nodes[0], nodes[1:]
+		return r
+	}
+	v, err := b.CreateVolume(ctx, among("pvc-roomy", 40*mib, "node-b", "node-a"))
+	if err != nil || v.ID.Node != "node-a" {
+		t.Fatalf("40 MiB, node-b (16 MiB) preferred: %+v, %v; want node-a", v.ID, err)
+	}
+	restore := among("pvc-restore", 8*mib, "node-b", "node-a")
+	restore.Type, restore.VG = volume.Type{ThinPool: "pool"}, ""
+	restore.Source = &volume.ContentSource{Kind: volume.SourceSnapshot, ID: snap.ID}
+	if r, err := b.CreateVolume(ctx, restore); err != nil || r.ID.Node != "node-a" {
+		t.Fatalf("a restore of node-a's snapshot, node-b preferred: %+v, %v; want node-a", r.ID, err)
+	}
+	if w, err := b.CreateVolume(ctx, among("pvc-first", 8*mib, "node-a", "node-b")); err != nil || w.ID.Node != "node-a" {
+		t.Fatalf("8 MiB, node-a preferred: %+v, %v; want node-a", w.ID, err)
+	}
+	if _, err := f.CreateLV(ctx, lvm.CreateLVOptions{VG: "vg0", Name: "filler", Size: 10 * mib}); err != nil {
+		t.Fatal(err)
+	}
+	report()
+	if again, err := b.CreateVolume(ctx, among("pvc-roomy", 40*mib, "node-b", "node-a")); err != nil || again.ID != v.ID {
+		t.Fatalf("a retry after node-a filled: %+v, %v; want %+v", again.ID, err, v.ID)
+	}
+	_, err = b.CreateVolume(ctx, among("pvc-nowhere", 60*mib, "node-a", "node-b"))
+	wantCode(t, "60 MiB on nodes with under 16 MiB free", err, codes.ResourceExhausted)
+}

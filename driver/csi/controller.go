@@ -95,7 +95,7 @@ func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	if err != nil {
 		return nil, err
 	}
-	node, err := chooseNode(req.GetAccessibilityRequirements())
+	nodes, err := chooseNodes(req.GetAccessibilityRequirements())
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +116,7 @@ func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 		return nil, invalidArgument("%v", err)
 	}
 	vol, err := c.backend.CreateVolume(volume.WithRequester(ctx, requester), volume.CreateRequest{
-		Name: req.GetName(), Node: node, VG: vg, VGs: vgs, RequiredBytes: required, LimitBytes: limit, Type: params.Type, Source: source,
+		Name: req.GetName(), Node: first(nodes), OtherNodes: rest(nodes), VG: vg, VGs: vgs, RequiredBytes: required, LimitBytes: limit, Type: params.Type, Source: source,
 		ParamsDigest: paramsDigest(req.GetParameters(), fsType), Encrypted: params.Encrypted, Limits: params.Limits,
 		RecreateBlankWhenLost: params.RecreateBlankWhenLost,
 	})
@@ -256,6 +256,21 @@ func csiContentSource(s *volume.ContentSource) *csi.VolumeContentSource {
 	}
 }
 
+// first is nodes' first, "" when there is none; rest the others.
+func first(nodes []string) string {
+	if len(nodes) == 0 {
+		return ""
+	}
+	return nodes[0]
+}
+
+func rest(nodes []string) []string {
+	if len(nodes) < 2 {
+		return nil
+	}
+	return nodes[1:]
+}
+
 func nodeTopology(node string) *csi.Topology {
 	return &csi.Topology{Segments: map[string]string{TopologyKey: node}}
 }
@@ -273,25 +288,30 @@ func chooseFsType(caps []*csi.VolumeCapability, param string) (string, error) {
 	return volume.DefaultFSType, nil
 }
 
-// chooseNode returns the node of the requirements' first preferred (else
-// requisite) segment, "" when none is named: under WaitForFirstConsumer it
-// is the node the scheduler selected. A backend that cannot carve there
-// answers RESOURCE_EXHAUSTED, so that the CO reschedules. A segment of
-// Carve's key that cannot be a node ID (volume.ValidateNodeID) is
-// INVALID_ARGUMENT: no node of Carve's has it, and in cluster mode it would
-// otherwise become a resource that no agent ever takes.
-func chooseNode(req *csi.TopologyRequirement) (string, error) {
+// chooseNodes returns the nodes of the requirements' preferred, then
+// requisite, segments in that order, each once (none when none is
+// named): under WaitForFirstConsumer the first is the node the scheduler
+// selected, and with the provisioner's --strict-topology the only one.
+// A backend that cannot carve on the one it places the volume on answers
+// RESOURCE_EXHAUSTED, so that the CO reschedules. A segment of Carve's
+// key that cannot be a node ID (volume.ValidateNodeID) is
+// INVALID_ARGUMENT: no node of Carve's has it, and in cluster mode it
+// would otherwise become a resource that no agent ever takes.
+func chooseNodes(req *csi.TopologyRequirement) ([]string, error) {
+	var nodes []string
 	for _, list := range [][]*csi.Topology{req.GetPreferred(), req.GetRequisite()} {
 		for _, t := range list {
-			if n := t.GetSegments()[TopologyKey]; n != "" {
-				if err := volume.ValidateNodeID(n); err != nil {
-					return "", fmt.Errorf("accessibility requirements: %w", err)
-				}
-				return n, nil
+			n := t.GetSegments()[TopologyKey]
+			if n == "" || slices.Contains(nodes, n) {
+				continue
 			}
+			if err := volume.ValidateNodeID(n); err != nil {
+				return nil, fmt.Errorf("accessibility requirements: %w", err)
+			}
+			nodes = append(nodes, n)
 		}
 	}
-	return "", nil
+	return nodes, nil
 }
 
 // sizeRange applies CSI's capacity range rules: no size asked means the

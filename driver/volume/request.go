@@ -15,6 +15,14 @@ type CreateRequest struct {
 	// Node is where the CO wants the volume ("" : anywhere): the
 	// accessibility requirement's preferred segment.
 	Node string
+	// OtherNodes are the further nodes the CO allows, in its order of
+	// preference: an Immediate-binding claim's allowed topologies. A
+	// WaitForFirstConsumer claim names its selected node only (the
+	// provisioner's --strict-topology, which deploy/ sets), so that
+	// the volume goes where the pod was scheduled. The cluster backend
+	// places the volume on the first of Node and OtherNodes whose
+	// reported space holds it (placement.go).
+	OtherNodes []string
 	// VG is the volume's VG, "" for the source's (a restore, a clone)
 	// or, with VGs, one of those.
 	VG string
