@@ -50,6 +50,9 @@ const (
 	// ReasonAdopted: an existing LV was taken over for a resource made
 	// for it (spec.adopted).
 	ReasonAdopted = "Adopted"
+	// ReasonCaughtUp: a volume took in what changed in its source since
+	// its copy (spec.catchUpTo, a move's catch-up).
+	ReasonCaughtUp = "CaughtUp"
 )
 
 // emit records an event when there is a recorder (tests may have none).

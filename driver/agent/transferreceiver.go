@@ -53,11 +53,12 @@ type TransferReceiver struct {
 	since map[string]time.Time
 }
 
-// Receive implements lvmvol.Remote.
-func (r *TransferReceiver) Receive(ctx context.Context, source volume.ID, forLV string, t transfer.Target, size, from int64,
+// Receive implements lvmvol.Remote. A catch-up (base set) never gives
+// up: its volume holds the base's bytes already, a move's first copy.
+func (r *TransferReceiver) Receive(ctx context.Context, source, base volume.ID, forLV string, t transfer.Target, size, from int64,
 	checkpoint transfer.Checkpoint) error {
-	err := r.receive(ctx, source, forLV, t, size, from, checkpoint)
-	if !errors.Is(err, transfer.ErrUnreachable) || from > 0 || ctx.Err() != nil {
+	err := r.receive(ctx, source, base, forLV, t, size, from, checkpoint)
+	if !errors.Is(err, transfer.ErrUnreachable) || from > 0 || base != (volume.ID{}) || ctx.Err() != nil {
 		r.forget(forLV)
 		return err
 	}
@@ -73,7 +74,7 @@ func (r *TransferReceiver) Receive(ctx context.Context, source volume.ID, forLV 
 }
 
 // receive dials the address source's node publishes and receives.
-func (r *TransferReceiver) receive(ctx context.Context, source volume.ID, forLV string, t transfer.Target, size, from int64,
+func (r *TransferReceiver) receive(ctx context.Context, source, base volume.ID, forLV string, t transfer.Target, size, from int64,
 	checkpoint transfer.Checkpoint) error {
 	var ns v1alpha1.NodeStorage
 	if err := r.Reader.Get(ctx, client.ObjectKey{Name: source.Node}, &ns); err != nil {
@@ -86,7 +87,11 @@ func (r *TransferReceiver) receive(ctx context.Context, source volume.ID, forLV 
 		return fmt.Errorf("%w: node %s, where snapshot %s is, serves no transfers yet (its carve node has no certificate, or --transfer-address is off): %w",
 			volume.ErrOperationPending, source.Node, source, transfer.ErrUnreachable)
 	}
-	_, err := r.Client.Receive(ctx, addr, source.Node, transfer.Request{Source: source.String(), For: forLV, From: from}, t, size, checkpoint)
+	req := transfer.Request{Source: source.String(), For: forLV, From: from}
+	if base != (volume.ID{}) {
+		req.Base = base.String()
+	}
+	_, err := r.Client.Receive(ctx, addr, source.Node, req, t, size, checkpoint)
 	return err
 }
 

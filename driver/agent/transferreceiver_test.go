@@ -66,7 +66,7 @@ func TestTransferReceiverGivesUp(t *testing.T) {
 			r := &TransferReceiver{Client: &transfer.Client{Keyring: transfer.NewKeyring(nodeCreds(t, "node-b"))},
 				Reader: addressBook{addr: addr}, GiveUp: time.Minute, now: func() time.Time { return clock }}
 			try := func(from int64) error {
-				return r.Receive(context.Background(), src, "lv-b", nil, 1<<20, from, nil)
+				return r.Receive(context.Background(), src, volume.ID{}, "lv-b", nil, 1<<20, from, nil)
 			}
 			for _, step := range []time.Duration{0, 30 * time.Second, 29 * time.Second} {
 				clock = clock.Add(step)

@@ -55,6 +55,9 @@ type Volumes interface {
 	PublishVolume(ctx context.Context, id volume.ID, node string) (string, error)
 	UnpublishVolume(ctx context.Context, id volume.ID, node string) error
 	ModifyVolume(ctx context.Context, id volume.ID, m volume.Mutable) (volume.Volume, error)
+	// CatchUp brings a volume restored from another node's snapshot base
+	// to that node's later snapshot snap (spec.catchUpTo).
+	CatchUp(ctx context.Context, id, base, snap volume.ID) error
 }
 
 // DefaultWorkers is how many resources of a kind the agent reconciles at
@@ -136,6 +139,9 @@ var errVanished = errors.New("logical volume vanished")
 func (r *VolumeReconciler) apply(ctx context.Context, lv *v1alpha1.LogicalVolume) (volume.Volume, error) {
 	vol, err := r.carve(ctx, lv)
 	if err != nil {
+		return vol, err
+	}
+	if err := r.catchUp(ctx, lv, vol); err != nil {
 		return vol, err
 	}
 	if vol, err = r.publish(ctx, lv, vol); err != nil {
@@ -267,6 +273,34 @@ func (r *VolumeReconciler) publish(ctx context.Context, lv *v1alpha1.LogicalVolu
 	return vol, nil
 }
 
+// catchUp brings the LV to spec.catchUpTo when the status says it is not
+// there yet (a move's catch-up, lvmvol.CatchUp), before any publish: the
+// controller publishes a volume being moved nowhere, and one published
+// here would be written under its workload, so that is refused. Done
+// again after a crash that lost its status, it sends the delta again,
+// which changes nothing.
+func (r *VolumeReconciler) catchUp(ctx context.Context, lv *v1alpha1.LogicalVolume, vol volume.Volume) error {
+	to := lv.Spec.CatchUpTo
+	if to == "" || lv.Status.CaughtUpTo == to {
+		return nil
+	}
+	if lv.Spec.PublishedNode != "" || vol.Published {
+		return fmt.Errorf("%w: volume %s is published: it cannot catch up to %s under its workload", volume.ErrFailedPrecondition, vol.ID, to)
+	}
+	if lv.Spec.Source == nil || lv.Spec.Source.Kind != "snapshot" {
+		return fmt.Errorf("%w: volume %s was not restored from a snapshot: it cannot catch up to %s", volume.ErrInvalidArgument, vol.ID, to)
+	}
+	base, err := volume.ParseID(lv.Spec.Source.ID)
+	if err != nil {
+		return fmt.Errorf("source of %s: %w", lv.Name, err)
+	}
+	snap, err := volume.ParseID(to)
+	if err != nil {
+		return fmt.Errorf("%w: catchUpTo of %s: %w", volume.ErrInvalidArgument, lv.Name, err)
+	}
+	return r.Volumes.CatchUp(ctx, vol.ID, base, snap)
+}
+
 // createRequest turns a spec into lvmvol's request.
 func createRequest(s v1alpha1.LogicalVolumeSpec) (volume.CreateRequest, error) {
 	req := volume.CreateRequest{
@@ -307,6 +341,7 @@ func (r *VolumeReconciler) report(ctx context.Context, lv *v1alpha1.LogicalVolum
 		st.Mirrors = lv.Spec.Type.Mirrors // apply converted the LV where it differed
 		st.IOLimits = lv.Spec.IOLimits    // and applied these
 		st.WriteCache = lv.Spec.WriteCache.DeepCopy()
+		st.CaughtUpTo = lv.Spec.CatchUpTo // apply caught up where it differed
 		st.Encrypted = vol.Encrypted
 		st.DevicePath = ""
 		if vol.Published {
@@ -355,6 +390,8 @@ func (r *VolumeReconciler) events(lv *v1alpha1.LogicalVolume, before v1alpha1.Lo
 		emit(r.Events, lv, "Normal", ReasonModified, "Modify", "LV %s has IO limits %+v, had %+v", st.VolumeID, st.IOLimits, before.IOLimits)
 	case !st.WriteCache.Same(before.WriteCache):
 		emit(r.Events, lv, "Normal", ReasonModified, "Modify", "LV %s has a write cache of %d bytes (0: none)", st.VolumeID, st.WriteCache.Volume().Size)
+	case st.CaughtUpTo != before.CaughtUpTo && st.CaughtUpTo != "":
+		emit(r.Events, lv, "Normal", ReasonCaughtUp, "CatchUp", "LV %s caught up to snapshot %s", st.VolumeID, st.CaughtUpTo)
 	}
 	healthEvents(r.Events, lv, "LogicalVolume "+lv.Name, before.Health, st.Health)
 	switch {

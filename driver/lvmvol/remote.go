@@ -33,8 +33,11 @@ type Remote interface {
 	// Receive writes the snapshot source into t from byte from on,
 	// telling checkpoint each checked segment; forLV names the volume
 	// it fills (the LogicalVolume, whose name is its LV's), which the
-	// source's node checks before it sends anything.
-	Receive(ctx context.Context, source volume.ID, forLV string, t transfer.Target, size, from int64, checkpoint transfer.Checkpoint) error
+	// source's node checks before it sends anything. A base (not the
+	// zero ID) asks for a catch-up: t holds base, an earlier snapshot of
+	// the same volume, and only what changed since is sent
+	// (transfer.Request.Base).
+	Receive(ctx context.Context, source, base volume.ID, forLV string, t transfer.Target, size, from int64, checkpoint transfer.Checkpoint) error
 }
 
 // isRemote tells whether s is another node's.
@@ -71,26 +74,37 @@ func (m *Manager) receive(ctx context.Context, lv lvm.LV, source volume.ID, mt *
 			return fmt.Errorf("activate transfer target %s/%s: %w", lv.VGName, lv.Name, err)
 		}
 	}
-	t, closeTarget, err := m.TransferTarget(ctx, lv)
+	start := time.Now()
+	klog.InfoS("Receiving a snapshot from another node", "lv", lv.VGName+"/"+lv.Name, "source", source)
+	from, err := m.receiveInto(ctx, lv, source, volume.ID{}, mt)
 	if err != nil {
 		return err
+	}
+	metrics.Copied(int64(lv.Size)-from, time.Since(start))
+	return nil
+}
+
+// receiveInto receives source into lv, active, from its last record on
+// (a full copy, or a catch-up from base when base is not the zero ID),
+// and drops the records once it is all in; from is where it started.
+func (m *Manager) receiveInto(ctx context.Context, lv lvm.LV, source, base volume.ID, mt *meter) (from int64, err error) {
+	t, closeTarget, err := m.TransferTarget(ctx, lv, base != (volume.ID{}))
+	if err != nil {
+		return 0, err
 	}
 	defer func() { _ = closeTarget() }()
 	p := m.progressOf(lv, tagCopiedPrefix, source.String())
 	size := int64(lv.Size)
-	from := p.resume(size, sectorSize)
+	from = p.resume(size, sectorSize)
 	mt.set(from)
-	start := time.Now()
-	klog.InfoS("Receiving a snapshot from another node", "lv", lv.VGName+"/"+lv.Name, "source", source, "from", from)
-	err = m.remote.Receive(ctx, source, lv.Name, t, size, from, func(done int64) error {
+	err = m.remote.Receive(ctx, source, base, lv.Name, t, size, from, func(done int64) error {
 		mt.set(done)
 		// The transfer flushed and checked the bytes before done.
 		return p.checkpoint(ctx, done, func() error { return nil })
 	})
 	if err != nil {
-		return err
+		return from, err
 	}
-	metrics.Copied(size-from, time.Since(start))
 	p.clear(ctx)
-	return nil
+	return from, nil
 }

@@ -2,6 +2,7 @@ package lvmvol
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -32,6 +33,7 @@ type transferSource struct {
 	ctx       context.Context // ends when the snapshot is deleted
 	done      func()          // ends the read's registration
 	lv        lvm.LV
+	base      string   // a catch-up's base snapshot LV, when the pool gives their delta
 	f         *os.File // O_DIRECT where the device allows it
 	direct    bool
 	buf       []byte // aligned buffer of direct reads
@@ -43,19 +45,59 @@ type transferSource struct {
 // (a thick snapshot's copy done), activated if it rested inactive. Its
 // bytes are the LV's, ciphertext for an encrypted volume's snapshot (the
 // volume restored from it opens with the same key).
-func (m *Manager) TransferSource(ctx context.Context, id volume.ID) (transfer.Source, error) {
+//
+// A base (not the zero ID) opens it for a catch-up (transfer.Request.Base):
+// base must be an earlier snapshot of the same volume, and the source's
+// ranges are then those that may differ from it: for thin snapshots the
+// pool's delta (the reader of GetMetadataDelta), for thick ones all of it,
+// as a thick snapshot is a copy and nothing records what changed.
+func (m *Manager) TransferSource(ctx context.Context, id, base volume.ID) (transfer.Source, error) {
+	ids := []volume.ID{id}
+	if base != (volume.ID{}) {
+		ids = append(ids, base)
+	}
 	// The source outlives this call: its registration, not ctx, ends it.
-	rctx, done, err := m.reading(context.WithoutCancel(ctx), id)
+	// A deletion of the base ends it too: its delta is read as the
+	// stream goes.
+	rctx, done, err := m.reading(context.WithoutCancel(ctx), ids...)
 	if err != nil {
 		return nil, err
 	}
 	s, err := m.openTransferSource(ctx, rctx, id)
+	if err == nil && base != (volume.ID{}) {
+		err = m.setCatchUpBase(ctx, s, id, base)
+	}
 	if err != nil {
+		if s != nil {
+			s.release()
+		}
 		done()
 		return nil, err
 	}
 	s.done = done
 	return s, nil
+}
+
+// setCatchUpBase checks base against s's snapshot id and records it when
+// the pool gives their delta.
+func (m *Manager) setCatchUpBase(ctx context.Context, s *transferSource, id, base volume.ID) error {
+	if base.Node != m.node {
+		return fmt.Errorf("base snapshot %s is not this node's: %w", base, volume.ErrSnapshotNotFound)
+	}
+	b, err := m.lookupSnapshot(ctx, lvm.Fresh, base)
+	if err != nil {
+		return fmt.Errorf("base of a catch-up: %w", err)
+	}
+	err = deltaPair(base, id, b, s.lv)
+	switch {
+	case errors.Is(err, volume.ErrFailedPrecondition):
+		// Thick snapshots of one volume: everything is sent again.
+		return nil
+	case err != nil:
+		return fmt.Errorf("catch-up of %s from %s: %w", id, base, err)
+	}
+	s.base = b.Name
+	return nil
 }
 
 func (m *Manager) openTransferSource(ctx, rctx context.Context, id volume.ID) (*transferSource, error) {
@@ -108,7 +150,8 @@ func (s *transferSource) ReadAt(b []byte, off int64) (int, error) {
 }
 
 // Allocated implements transfer.Source: a thin snapshot's mapped chunks
-// from its pool's metadata, the whole of a thick one.
+// from its pool's metadata, or in a catch-up the chunks that differ from
+// the base's; the whole of a thick one.
 func (s *transferSource) Allocated(ctx context.Context, from int64, each func(volume.Range) error) error {
 	if s.lv.PoolLV == "" {
 		return each(volume.Range{Offset: 0, Length: s.Size()})
@@ -116,9 +159,15 @@ func (s *transferSource) Allocated(ctx context.Context, from int64, each func(vo
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	defer context.AfterFunc(s.ctx, stop)()
-	err := s.m.lvm.ThinAllocated(ctx, s.lv.VGName, s.lv.Name, uint64(max(from, 0)), func(r lvm.Range) error {
+	send := func(r lvm.Range) error {
 		return each(volume.Range{Offset: int64(r.Offset), Length: int64(r.Length)})
-	})
+	}
+	var err error
+	if s.base != "" {
+		err = s.m.lvm.ThinDelta(ctx, s.lv.VGName, s.base, s.lv.Name, uint64(max(from, 0)), send)
+	} else {
+		err = s.m.lvm.ThinAllocated(ctx, s.lv.VGName, s.lv.Name, uint64(max(from, 0)), send)
+	}
 	if err != nil && s.ctx.Err() != nil {
 		return s.deleted()
 	}
@@ -162,7 +211,9 @@ type transferTarget struct {
 	ctx    context.Context
 	device string
 	f      *os.File
-	thin   bool
+	// thin: zero runs are left alone (a new thin LV reads as zeroes);
+	// false for thick LVs and for every catch-up, whose LV holds data.
+	thin bool
 	// zero is a run of zeroes not yet written (thick only): runs side by
 	// side are zeroed by one command.
 	zero volume.Range
@@ -177,13 +228,16 @@ type transferTarget struct {
 // same runs), so it is unmapped and reads as zeroes, and the transfer
 // maps nothing for it. On a thick LV, whose extents may hold a former
 // LV's data, the runs are zeroed (the Manager's Wiper, BLKZEROOUT).
-func (m *Manager) TransferTarget(ctx context.Context, lv lvm.LV) (transfer.Target, func() error, error) {
+//
+// A catch-up's target (catchUp) holds data already, thin or thick: its
+// zero runs are always zeroed.
+func (m *Manager) TransferTarget(ctx context.Context, lv lvm.LV, catchUp bool) (transfer.Target, func() error, error) {
 	device := devicePath(lv.VGName, lv.Name)
 	f, err := os.OpenFile(device, os.O_RDWR, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("transfer target %s/%s: %w", lv.VGName, lv.Name, err)
 	}
-	t := &transferTarget{m: m, ctx: ctx, device: device, f: f, thin: lv.PoolLV != ""}
+	t := &transferTarget{m: m, ctx: ctx, device: device, f: f, thin: lv.PoolLV != "" && !catchUp}
 	return t, f.Close, nil
 }
 

@@ -19,7 +19,8 @@ type Target interface {
 	io.WriterAt
 	io.ReaderAt
 	// Zero makes n bytes at off read as zeroes (on a thin LV a discard,
-	// which provisions nothing; on a thick one a write of zeroes).
+	// which provisions nothing; on a thick one a write of zeroes). In a
+	// catch-up the bytes held before may be anything: they must be zeroed.
 	Zero(off, n int64) error
 	// Sync makes what was written durable.
 	Sync() error
@@ -47,6 +48,7 @@ type Result struct {
 	Size      int64 // the source's size
 	From      int64 // where it started
 	DataBytes int64 // bytes received in data frames (not zero runs)
+	KeptBytes int64 // bytes of a catch-up left as the base had them (keep runs)
 }
 
 // maxRuns bounds the frames of one segment that the receiver remembers
@@ -127,11 +129,13 @@ type receiver struct {
 	cursor     int64   // the next byte expected
 	runs       []frame // the segment's frames, without their data
 	dataBytes  int64
+	keptBytes  int64
+	catchUp    bool // the request named a base: keep runs are allowed
 }
 
 // run sends the request and receives the stream.
 func (rc *receiver) run(ctx context.Context, req Request, targetSize int64) (Result, error) {
-	rc.cursor = req.From
+	rc.cursor, rc.catchUp = req.From, req.Base != ""
 	res := Result{From: req.From}
 	_ = rc.conn.SetWriteDeadline(time.Now().Add(rc.idle))
 	if err := writeRequest(rc.conn, req); err != nil {
@@ -157,7 +161,7 @@ func (rc *receiver) run(ctx context.Context, req Request, targetSize int64) (Res
 			return res, err
 		}
 		done, err := rc.apply(f, h.off)
-		res.DataBytes = rc.dataBytes
+		res.DataBytes, res.KeptBytes = rc.dataBytes, rc.keptBytes
 		if err != nil || done {
 			return res, err
 		}
@@ -188,6 +192,13 @@ func (rc *receiver) apply(f frame, size int64) (done bool, err error) {
 	switch f.kind {
 	case kindData, kindZero:
 		return false, rc.write(f, size)
+	case kindKeep:
+		if !rc.catchUp {
+			// Left as it was, a new volume would keep what a former
+			// LV left on its extents.
+			return false, fmt.Errorf("%w: a keep run at %d in a transfer that is not a catch-up", ErrProtocol, f.off)
+		}
+		return false, rc.write(f, size)
 	case kindSegment:
 		return false, rc.endSegment(f)
 	case kindEnd:
@@ -199,8 +210,8 @@ func (rc *receiver) apply(f frame, size int64) (done bool, err error) {
 	return false, fmt.Errorf("%w: a frame of kind %d inside the stream", ErrProtocol, f.kind)
 }
 
-// write writes a data or zero frame, which must start where the last one
-// ended and end within the source.
+// write writes a data or zero frame, or takes a keep run as it is; each
+// must start where the last one ended and end within the source.
 func (rc *receiver) write(f frame, size int64) error {
 	n := f.n
 	if f.kind == kindData {
@@ -213,13 +224,18 @@ func (rc *receiver) write(f frame, size int64) error {
 	if len(rc.runs) >= maxRuns {
 		return fmt.Errorf("%w: more than %d frames in one segment", ErrProtocol, maxRuns)
 	}
-	if f.kind == kindData {
+	switch f.kind {
+	case kindData:
 		if _, err := rc.t.WriteAt(f.data, f.off); err != nil {
 			return fmt.Errorf("writing at %d: %w", f.off, err)
 		}
 		rc.dataBytes += n
-	} else if err := rc.t.Zero(f.off, n); err != nil {
-		return fmt.Errorf("zeroing %d bytes at %d: %w", n, f.off, err)
+	case kindZero:
+		if err := rc.t.Zero(f.off, n); err != nil {
+			return fmt.Errorf("zeroing %d bytes at %d: %w", n, f.off, err)
+		}
+	case kindKeep:
+		rc.keptBytes += n
 	}
 	rc.runs = append(rc.runs, frame{kind: f.kind, off: f.off, n: n})
 	return nil

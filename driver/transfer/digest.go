@@ -6,21 +6,22 @@ import (
 	"hash"
 )
 
-// segmentDigest is the SHA-256 of a segment's data and zero frames, each
+// segmentDigest is the SHA-256 of a segment's data, zero and keep frames, each
 // as its kind, offset and length, then a data frame's bytes. Sender and
 // receiver compute it alike, the receiver from the bytes it reads back
 // from its target.
 type segmentDigest struct{ h hash.Hash }
 
-// add adds f to the digest; frames other than data and zero are not part
-// of it.
+// add adds f to the digest; frames other than data, zero and keep are not
+// part of it. A keep run counts by its place alone: the receiver did not
+// write it, so there is nothing of it to read back.
 func (d *segmentDigest) add(f frame) {
 	switch f.kind {
 	case kindData:
 		d.addRun(kindData, f.off, int64(len(f.data)))
 		d.h.Write(f.data)
-	case kindZero:
-		d.addRun(kindZero, f.off, f.n)
+	case kindZero, kindKeep:
+		d.addRun(f.kind, f.off, f.n)
 	}
 }
 

@@ -28,6 +28,7 @@
 //   - zero: a run that reads as zeroes: unallocated in a thin source, or
 //     read and found all zero in a thick one; the receiver zeroes it
 //     (Target.Zero) rather than receive it;
+//   - keep: a run the receiver leaves as it is, only in a catch-up (below);
 //   - segment: the end of a segment (SegmentSize bytes, the first one cut
 //     at the start offset) with the SHA-256 of the segment's frames;
 //   - end: the source's size, after its last segment;
@@ -36,6 +37,19 @@
 //
 // Frames run in order with no gap and no overlap: each starts where the
 // one before ended. The receiver refuses anything else.
+//
+// # Catch-ups
+//
+// A request may name a base as well as the source: an earlier snapshot of
+// the same volume on the server's node, whose bytes the target already
+// holds (a move's first copy). The server then sends only the ranges that
+// may differ between base and source (a thin snapshot's changed chunks,
+// from its pool's metadata; all of a thick one, whose snapshots record no
+// delta) and keep runs for the rest. A receiver that did not name a base
+// refuses a keep run: a new volume left as it is would show what a former
+// LV left on its extents. A catch-up is checked per segment and resumed as
+// a copy is: its data and zero runs are the source's bytes wherever they
+// land, so a segment written again reads the same.
 //
 // # Checked end to end
 //

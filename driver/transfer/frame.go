@@ -18,6 +18,7 @@ const (
 	kindSegment kind = 4 // end u64, SHA-256 of the segment's frames
 	kindEnd     kind = 5 // size u64
 	kindError   kind = 6 // code u8, length u16, the message
+	kindKeep    kind = 7 // offset u64, length u64 (catch-ups only)
 )
 
 // MaxData is the most bytes one data frame carries: the unit the sender
@@ -32,8 +33,9 @@ const maxOffset = 1 << 62
 const maxMessage = 1024
 
 // frame is one frame of the stream. Which fields are set depends on kind:
-// header: size, segment; data: off, data; zero: off, n; segment: off (the
-// segment's end), digest; end: off (the size); error: code, msg.
+// header: size, segment; data: off, data; zero and keep: off, n;
+// segment: off (the segment's end), digest; end: off (the size); error:
+// code, msg.
 type frame struct {
 	kind    kind
 	off, n  int64
@@ -59,7 +61,7 @@ func writeFrame(w io.Writer, f frame) error {
 	case kindData:
 		b = binary.BigEndian.AppendUint64(b, uint64(f.off))
 		b = binary.BigEndian.AppendUint32(b, uint32(len(f.data)))
-	case kindZero:
+	case kindZero, kindKeep:
 		b = binary.BigEndian.AppendUint64(b, uint64(f.off))
 		b = binary.BigEndian.AppendUint64(b, uint64(f.n))
 	case kindSegment, kindEnd:
@@ -110,12 +112,12 @@ func readFrame(r io.Reader, buf []byte) (frame, error) {
 		}
 	case kindData:
 		f.data, f.off, err = readData(r, buf)
-	case kindZero:
+	case kindZero, kindKeep:
 		if f.off, err = readLength(r); err == nil {
 			f.n, err = readLength(r)
 		}
 		if err == nil && f.n == 0 {
-			err = fmt.Errorf("%w: empty zero run", errBadFrame)
+			err = fmt.Errorf("%w: empty run of kind %d", errBadFrame, f.kind)
 		}
 	case kindSegment:
 		if f.off, err = readLength(r); err == nil {

@@ -18,6 +18,7 @@ func FuzzReadFrame(f *testing.F) {
 		{kind: kindHeader, off: 5 << 20, segment: 64 << 20},
 		{kind: kindData, off: 4096, data: []byte("carve")},
 		{kind: kindZero, off: 0, n: 1 << 30},
+		{kind: kindKeep, off: 64 << 10, n: 1 << 20},
 		{kind: kindSegment, off: 64 << 20, digest: [32]byte{1, 2, 3}},
 		{kind: kindEnd, off: 5 << 20},
 		{kind: kindError, code: CodeRefused, msg: "no volume of node b is restored from a/vg/s"},
@@ -73,6 +74,8 @@ func FuzzReadRequest(f *testing.F) {
 	for _, s := range []string{
 		`{"version":1,"source":"node-a/vg/lv","for":"pvc-1","from":0}`,
 		`{"version":1,"source":"node-a/vg/lv","for":"pvc-1","from":1048576}`,
+		`{"version":1,"source":"node-a/vg/s2","for":"pvc-1","from":0,"base":"node-a/vg/s1"}`,
+		`{"version":1,"source":"node-a/vg/s2","for":"pvc-1","base":"node-b/vg/s1"}`,
 		`{"version":1,"source":"node-a/vg/lv","for":"../lv"}`,
 		`{"version":2,"source":"node-a/vg/lv"}`,
 		`{"version":1,"source":"../../etc/passwd"}`,

@@ -26,6 +26,12 @@ type Request struct {
 	// From is the first byte to send: 0, or where a cut transfer's last
 	// checkpoint was.
 	From int64 `json:"from"`
+	// Base, when set, makes the transfer a catch-up: the target already
+	// holds Base (an earlier snapshot of the same volume, on the same
+	// node), and the server sends only what may differ between Base and
+	// Source; the rest is sent as keep runs, which the receiver leaves as
+	// they are.
+	Base string `json:"base,omitempty"`
 }
 
 // protocolVersion is Request.Version.
@@ -86,8 +92,28 @@ func (r Request) check() error {
 	if errs := validation.IsDNS1123Subdomain(r.For); len(errs) > 0 {
 		return fmt.Errorf("%w: for %q: %v", ErrProtocol, r.For, errs)
 	}
+	if err := r.checkBase(); err != nil {
+		return err
+	}
 	if r.From < 0 || r.From >= maxOffset {
 		return fmt.Errorf("%w: from %d", ErrProtocol, r.From)
+	}
+	return nil
+}
+
+// checkBase checks a catch-up's base: a snapshot of the source's node,
+// not the source itself.
+func (r Request) checkBase() error {
+	if r.Base == "" {
+		return nil
+	}
+	base, err := volume.ParseID(r.Base)
+	if err != nil {
+		return fmt.Errorf("%w: base %q: %w", ErrProtocol, r.Base, err)
+	}
+	src, _ := volume.ParseID(r.Source) // checked before
+	if base.Node != src.Node || base == src {
+		return fmt.Errorf("%w: base %s is not another snapshot of the node of %s", ErrProtocol, r.Base, r.Source)
 	}
 	return nil
 }

@@ -25,7 +25,10 @@ type Source interface {
 	// Allocated calls each with the ranges that may hold data, in
 	// increasing order, none overlapping, each ending after from; the
 	// bytes outside them read as zeroes. A source that does not know (a
-	// thick volume) calls each once with the whole source.
+	// thick volume) calls each once with the whole source. A source
+	// opened for a catch-up (Request.Base) calls each with the ranges
+	// that may differ from the base instead; the bytes outside them are
+	// the base's.
 	Allocated(ctx context.Context, from int64, each func(volume.Range) error) error
 	// Close ends the transfer's use of the source.
 	Close() error
@@ -163,16 +166,21 @@ func (s *Server) send(ctx context.Context, c *tls.Conn, w *bufio.Writer, peer st
 	if req.From > size {
 		return fmt.Errorf("%w: from %d is past the source's %d bytes", ErrProtocol, req.From, size)
 	}
-	klog.InfoS("Transfer started", "peer", peer, "source", req.Source, "from", req.From, "bytes", size)
+	klog.InfoS("Transfer started", "peer", peer, "source", req.Source, "base", req.Base, "from", req.From, "bytes", size)
 	start := time.Now()
-	st := &stream{w: w, conn: c, idle: s.cfg.Idle, segment: s.cfg.SegmentSize, size: size, cursor: req.From}
+	st := &stream{w: w, conn: c, idle: s.cfg.Idle, segment: s.cfg.SegmentSize, size: size, cursor: req.From, gap: kindZero}
+	if req.Base != "" {
+		// A catch-up: what lies between the source's ranges is the
+		// base's, which the receiver holds.
+		st.gap = kindKeep
+	}
 	if err := writeFrame(w, frame{kind: kindHeader, off: size, segment: s.cfg.SegmentSize}); err != nil {
 		return err
 	}
 	if err := st.run(ctx, src); err != nil {
 		return err
 	}
-	klog.InfoS("Transfer sent", "peer", peer, "source", req.Source, "from", req.From, "bytes", size,
+	klog.InfoS("Transfer sent", "peer", peer, "source", req.Source, "base", req.Base, "from", req.From, "bytes", size,
 		"dataBytes", st.dataBytes, "duration", time.Since(start))
 	return nil
 }
@@ -186,6 +194,7 @@ type stream struct {
 	segment   int64
 	size      int64
 	cursor    int64 // the next byte to send
+	gap       kind  // what the bytes between the source's ranges are sent as: zero, or keep for a catch-up
 	digest    segmentDigest
 	buf       []byte
 	dataBytes int64 // bytes sent in data frames
@@ -201,7 +210,7 @@ func (st *stream) run(ctx context.Context, src Source) error {
 		if r.Length <= 0 || r.End() > st.size {
 			return fmt.Errorf("the source's allocated range %d+%d is outside [%d, %d)", r.Offset, r.Length, st.cursor, st.size)
 		}
-		if err := st.zero(r.Offset); err != nil {
+		if err := st.skip(r.Offset); err != nil {
 			return err
 		}
 		return st.data(ctx, src, r.End())
@@ -209,17 +218,18 @@ func (st *stream) run(ctx context.Context, src Source) error {
 	if err != nil {
 		return err
 	}
-	if err := st.zero(st.size); err != nil {
+	if err := st.skip(st.size); err != nil {
 		return err
 	}
 	return st.put(frame{kind: kindEnd, off: st.size})
 }
 
-// zero sends [cursor, to) as zero frames.
-func (st *stream) zero(to int64) error {
+// skip sends [cursor, to), which is outside the source's ranges, as gap
+// frames: zero runs, or keep runs in a catch-up.
+func (st *stream) skip(to int64) error {
 	for st.cursor < to {
 		n := min(to, st.segmentEnd()) - st.cursor
-		if err := st.put(frame{kind: kindZero, off: st.cursor, n: n}); err != nil {
+		if err := st.put(frame{kind: st.gap, off: st.cursor, n: n}); err != nil {
 			return err
 		}
 		if err := st.advance(n); err != nil {
@@ -230,7 +240,8 @@ func (st *stream) zero(to int64) error {
 }
 
 // data reads [cursor, to) from src and sends it, a chunk that reads as
-// all zeroes as a zero frame.
+// all zeroes as a zero frame (in a catch-up too: the receiver zeroes it,
+// whatever the base held there).
 func (st *stream) data(ctx context.Context, src Source, to int64) error {
 	for st.cursor < to {
 		if err := ctx.Err(); err != nil {

@@ -64,6 +64,16 @@ type LogicalVolumeSpec struct {
 	// it; its tenant gets the agent's events too.
 	// +optional
 	Requester *Requester `json:"requester,omitempty"`
+	// CatchUpTo names a later snapshot of the volume that spec.source is
+	// a snapshot of, on the source's node (a move's second snapshot,
+	// docs/moves.md): the agent brings the LV from the source's bytes to
+	// this snapshot's, receiving only what changed, and status.caughtUpTo
+	// follows once that is done. The controller sets it on a ready volume
+	// restored from another node's snapshot and published nowhere; the
+	// source's node serves the catch-up only for a volume that names it
+	// here.
+	// +optional
+	CatchUpTo string `json:"catchUpTo,omitempty"`
 }
 
 // IOLimits are per-second caps on a pod's IO on the volume's device; 0 or
@@ -150,6 +160,10 @@ type LogicalVolumeStatus struct {
 	// spec.writeCache, once a change of it is done.
 	// +optional
 	WriteCache *WriteCache `json:"writeCache,omitempty"`
+	// CaughtUpTo is the snapshot whose bytes the LV holds after a
+	// catch-up: spec.catchUpTo, once the catch-up is done.
+	// +optional
+	CaughtUpTo string `json:"caughtUpTo,omitempty"`
 	// Health lists adverse conditions, empty when healthy. The agent sets
 	// it at each reconcile and brings it up to date at its storage report
 	// (every 30 s), with a Warning event when a problem appears and a
