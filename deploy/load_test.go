@@ -177,13 +177,18 @@ func readYAML(t *testing.T, p string, v any) {
 }
 
 // carveResource is one of Carve's CRDs (deploy/crds): its plural,
-// whether it serves the status subresource, and whether every version
-// requires spec.nodeName.
+// whether it serves the status subresource, whether every version
+// requires spec.nodeName, and whether it is a tenant's (namespaced).
 type carveResource struct {
 	plural   string
 	status   bool
 	nodeName bool
+	tenant   bool
 }
+
+// tenantResources are Carve's namespaced resources, which tenants create
+// in their own namespaces (rbac-tenant.yaml); every other is cluster-wide.
+var tenantResources = []string{"volumemoves"}
 
 // carveResources reads the resources of deploy/crds, as make generate
 // wrote them.
@@ -202,6 +207,7 @@ func carveResources(t *testing.T) []carveResource {
 		var crd struct {
 			Spec struct {
 				Group string `json:"group"`
+				Scope string `json:"scope"`
 				Names struct {
 					Plural string `json:"plural"`
 				} `json:"names"`
@@ -228,7 +234,7 @@ func carveResources(t *testing.T) []carveResource {
 		if crd.Spec.Group != driverName || crd.Spec.Names.Plural == "" {
 			t.Fatalf("%s: group %q, plural %q", f, crd.Spec.Group, crd.Spec.Names.Plural)
 		}
-		r := carveResource{plural: crd.Spec.Names.Plural, nodeName: len(crd.Spec.Versions) > 0}
+		r := carveResource{plural: crd.Spec.Names.Plural, nodeName: len(crd.Spec.Versions) > 0, tenant: crd.Spec.Scope == "Namespaced"}
 		for _, v := range crd.Spec.Versions {
 			r.status = r.status || v.Subresources.Status != nil
 			spec := v.Schema.OpenAPIV3Schema.Properties.Spec
@@ -310,13 +316,20 @@ func decodeAll(t *testing.T, objs []object) {
 				Spec struct {
 					Group string `json:"group"`
 					Scope string `json:"scope"`
+					Names struct {
+						Plural string `json:"plural"`
+					} `json:"names"`
 				} `json:"spec"`
 			}
 			if err := yaml.Unmarshal(o.raw, &crd); err != nil {
 				t.Errorf("%v: %v", o, err)
 			}
-			if crd.Spec.Group != "lvm.carve.dev" || crd.Spec.Scope != "Cluster" {
-				t.Errorf("%v: group %q scope %q, want lvm.carve.dev, Cluster", o, crd.Spec.Group, crd.Spec.Scope)
+			scope := "Cluster"
+			if slices.Contains(tenantResources, crd.Spec.Names.Plural) {
+				scope = "Namespaced"
+			}
+			if crd.Spec.Group != "lvm.carve.dev" || crd.Spec.Scope != scope {
+				t.Errorf("%v: group %q scope %q, want lvm.carve.dev, %s", o, crd.Spec.Group, crd.Spec.Scope, scope)
 			}
 		default:
 			t.Errorf("%v: unexpected apiVersion/kind %q %q", o, o.APIVersion, o.Kind)

@@ -70,6 +70,8 @@ var denied = []need{
 	{node, "lvm.carve.dev", "logicalvolumesnapshots", false, []string{"create", "delete"}, "only the controller creates and deletes snapshots"},
 	{node, "lvm.carve.dev", "logicalvolumegroupsnapshots", false, []string{"create", "delete"}, "only the controller creates and deletes group snapshots"},
 	{node, "lvm.carve.dev", "nodestorages", false, []string{"delete"}, "a node only reports"},
+	{node, "lvm.carve.dev", "volumemoves", true, []string{"get", "create", "update", "patch", "delete"}, "moves are the tenants' and the controller's"},
+	{node, "lvm.carve.dev", "volumemoves/status", true, []string{"update", "patch"}, "moves are the tenants' and the controller's"},
 	{controller, "lvm.carve.dev", "logicalvolumes/status", false, []string{"update", "patch"}, "status is the agent's"},
 	{controller, "lvm.carve.dev", "logicalvolumegroupsnapshots/status", false, []string{"update", "patch"}, "status is the agent's"},
 	{controller, "", "secrets", true, []string{"get", "list"}, "no secrets are used"},
@@ -161,6 +163,7 @@ func gr(resource, group string) string {
 
 func checkRBAC(t *testing.T, objs []object, ns string) {
 	t.Helper()
+	checkTenantRoles(t, objs)
 	for _, sa := range []string{controller, node} {
 		if o, ok := find(objs, "ServiceAccount", sa); !ok || o.Namespace != ns {
 			t.Errorf("no ServiceAccount %s in %s", sa, ns)
@@ -221,4 +224,43 @@ func checkAll(t *testing.T, objs []object, ns, kubelet string) {
 	checkControllerDeployment(t, objs)
 	checkRBAC(t, objs, ns)
 	checkNodePolicy(t, objs, ns)
+}
+
+// checkTenantRoles: a tenant who may edit a namespace (the built-in admin
+// and edit roles, through aggregation) may create and delete VolumeMoves
+// there, one who may view it may read them, and neither role reaches
+// anything else of Carve's.
+func checkTenantRoles(t *testing.T, objs []object) {
+	t.Helper()
+	aggregated := map[string][]rbacv1.PolicyRule{}
+	for _, o := range objs {
+		if o.Kind != "ClusterRole" {
+			continue
+		}
+		var r rbacv1.ClusterRole
+		strict(t, o, &r)
+		for _, to := range []string{"admin", "edit", "view"} {
+			if r.Labels["rbac.authorization.k8s.io/aggregate-to-"+to] == "true" {
+				aggregated[to] = append(aggregated[to], r.Rules...)
+			}
+		}
+	}
+	for role, verbs := range map[string][]string{"admin": {"create", "delete", "get", "list", "watch"},
+		"edit": {"create", "delete", "get", "list", "watch"}, "view": {"get", "list", "watch"}} {
+		gs := make([]grant, 0, len(aggregated[role]))
+		for _, r := range aggregated[role] {
+			gs = append(gs, grant{rule: r})
+			if !slices.Equal(r.Resources, []string{"volumemoves"}) || !slices.Equal(r.APIGroups, []string{"lvm.carve.dev"}) {
+				t.Errorf("RBAC: a role aggregated to %s grants %v of %v: tenants get VolumeMoves only", role, r.Resources, r.APIGroups)
+			}
+		}
+		for _, v := range verbs {
+			if !allows(gs, "lvm.carve.dev", "volumemoves", v, true, "shop") {
+				t.Errorf("RBAC: the built-in %s role cannot %s volumemoves", role, v)
+			}
+		}
+		if role == "view" && allows(gs, "lvm.carve.dev", "volumemoves", "create", true, "shop") {
+			t.Error("RBAC: the built-in view role may create volumemoves")
+		}
+	}
 }

@@ -458,3 +458,53 @@ func awaitDeleted(ctx context.Context, t *testing.T, c client.Client, obj client
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestPublishRefusedWhileMoved: a volume a VolumeMove holds
+// (AnnotationMovedBy) is not attached anywhere new (FAILED_PRECONDITION,
+// naming the move), while a retry of the attach it has still answers;
+// once the hold goes, it attaches again.
+func TestPublishRefusedWhileMoved(t *testing.T) {
+	b, f := cluster(t)
+	ctx := within(t)
+	vol, err := b.CreateVolume(ctx, req("pvc-held", 5*mib))
+	if err == nil {
+		_, err = b.PublishVolume(ctx, vol.ID, "node-a") // the pod that runs until the cut-over
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := func(move string) {
+		t.Helper()
+		var lv v1alpha1.LogicalVolume
+		if err := b.Client.Get(ctx, client.ObjectKey{Name: "pvc-held"}, &lv); err != nil {
+			t.Fatal(err)
+		}
+		before := lv.DeepCopy()
+		lv.Annotations = map[string]string{}
+		if move != "" {
+			lv.Annotations[v1alpha1.AnnotationMovedBy] = move
+		}
+		if err := b.Client.Patch(ctx, &lv, client.MergeFrom(before)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold("shop/data-web-0-to-node-b")
+	if _, err := b.PublishVolume(ctx, vol.ID, "node-a"); err != nil {
+		t.Errorf("a retry of the attach the volume has: %v", err)
+	}
+	if err := b.UnpublishVolume(ctx, vol.ID, "node-a"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.PublishVolume(ctx, vol.ID, "node-a")
+	wantCode(t, "attach of a volume being moved", err, codes.FailedPrecondition)
+	if err == nil || !strings.Contains(err.Error(), "shop/data-web-0-to-node-b") {
+		t.Errorf("the refusal does not name the move: %v", err)
+	}
+	if l, _ := f.LV("vg0", "pvc-held"); l.Active {
+		t.Error("a refused attach activated the LV")
+	}
+	hold("")
+	if _, err := b.PublishVolume(ctx, vol.ID, "node-a"); err != nil {
+		t.Errorf("attach once the hold is gone: %v", err)
+	}
+}

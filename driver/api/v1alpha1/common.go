@@ -73,3 +73,11 @@ const (
 	// clone's copy is in, and lists it to no CO.
 	AnnotationCloneFor = "lvm.carve.dev/clone-for"
 )
+
+// AnnotationMovedBy, on a LogicalVolume, names the VolumeMove
+// (namespace/name) that holds the volume: from ReadyToCutOver on, a
+// ControllerPublish of it is refused (FAILED_PRECONDITION), so that no
+// pod writes it after the second snapshot of its move is taken. The move
+// controller writes it before it looks whether the volume is still
+// published, and removes it when the move fails.
+const AnnotationMovedBy = "lvm.carve.dev/moved-by"

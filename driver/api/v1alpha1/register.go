@@ -20,7 +20,8 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&LogicalVolume{}, &LogicalVolumeList{},
 		&LogicalVolumeSnapshot{}, &LogicalVolumeSnapshotList{},
 		&LogicalVolumeGroupSnapshot{}, &LogicalVolumeGroupSnapshotList{},
-		&NodeStorage{}, &NodeStorageList{})
+		&NodeStorage{}, &NodeStorageList{},
+		&VolumeMove{}, &VolumeMoveList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }
