@@ -16,7 +16,7 @@ import (
 // they are gone: the next test starts from an empty API.
 func Reset(ctx context.Context, c client.Client) error {
 	lists := []client.ObjectList{&v1alpha1.LogicalVolumeList{}, &v1alpha1.LogicalVolumeSnapshotList{},
-		&v1alpha1.LogicalVolumeGroupSnapshotList{}, &v1alpha1.NodeStorageList{}}
+		&v1alpha1.LogicalVolumeGroupSnapshotList{}, &v1alpha1.NodeStorageList{}, &v1alpha1.VolumeMoveList{}}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		left := 0

@@ -15,7 +15,7 @@ func TestSchemeKnowsTheKinds(t *testing.T) {
 	if err := AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
-	for _, kind := range []string{"LogicalVolume", "LogicalVolumeSnapshot", "LogicalVolumeGroupSnapshot", "NodeStorage"} {
+	for _, kind := range []string{"LogicalVolume", "LogicalVolumeSnapshot", "LogicalVolumeGroupSnapshot", "NodeStorage", "VolumeMove"} {
 		if !s.Recognizes(GroupVersion.WithKind(kind)) || !s.Recognizes(GroupVersion.WithKind(kind+"List")) {
 			t.Errorf("scheme does not know %s", kind)
 		}
