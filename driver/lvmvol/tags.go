@@ -137,7 +137,8 @@ const (
 	// tagWipedPrefix + N: the first N bytes of a deleting LV are zeroed;
 	// tagCopiedPrefix + UUID:N: the first N bytes of a copying LV hold the
 	// data of the source LV with that UUID (progress records, progress.go);
-	// for another node's snapshot, + NODE/VG/LV:N (remote.go).
+	// for another node's snapshot, + NODE/VG/LV:N (remote.go), and so on
+	// a settled volume catching up to that snapshot (catchup.go).
 	tagWipedPrefix  = "carve.dev/wiped="
 	tagCopiedPrefix = "carve.dev/copied="
 
