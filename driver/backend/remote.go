@@ -116,7 +116,7 @@ func (b *Backend) settleRemoteSnapshot(ctx context.Context, req *volume.CreateRe
 		return fmt.Errorf("snapshot %s is not ready yet: %w", src.ID, volume.ErrOperationPending)
 	}
 	if !forClone { // a clone checked before taking its snapshot
-		if err := b.checkTransfers(ctx, src.ID.Node); err != nil {
+		if err := b.CheckTransfers(ctx, src.ID.Node); err != nil {
 			return err
 		}
 	}
@@ -136,10 +136,10 @@ func (b *Backend) settleRemoteSnapshot(ctx context.Context, req *volume.CreateRe
 	return nil
 }
 
-// checkTransfers: the snapshot's node serves transfers (its agent
+// CheckTransfers: the snapshot's node serves transfers (its agent
 // published where), else the restore waits for it (UNAVAILABLE, which
 // the provisioner retries).
-func (b *Backend) checkTransfers(ctx context.Context, node string) error {
+func (b *Backend) CheckTransfers(ctx context.Context, node string) error {
 	var ns v1alpha1.NodeStorage
 	err := b.Cache.Get(ctx, types.NamespacedName{Name: node}, &ns)
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -213,7 +213,7 @@ func (b *Backend) snapshotForClone(ctx context.Context, req *volume.CreateReques
 	if have.Name != "" && have.Annotations[v1alpha1.AnnotationClonedFrom] != asked.String() {
 		return fmt.Errorf("volume %q exists with another source than volume %s: %w", req.Name, asked, volume.ErrNameConflict)
 	}
-	if err := b.checkTransfers(ctx, asked.Node); err != nil {
+	if err := b.CheckTransfers(ctx, asked.Node); err != nil {
 		return err
 	}
 	snap, err := b.createSnapshot(ctx, cloneSnapshotName(req.Name), asked,
@@ -235,21 +235,28 @@ func (b *Backend) ownCloneSnapshot(ctx context.Context, clone *v1alpha1.LogicalV
 			return fmt.Errorf("get %s: %w", clone.Name, err)
 		}
 	}
+	return b.OwnSnapshot(ctx, cloneSnapshotResource(clone.Spec.Name), clone)
+}
+
+// OwnSnapshot makes owner (read, its UID set) an owner of the
+// LogicalVolumeSnapshot named snapshot, so that the garbage collector
+// removes the snapshot with it; a snapshot gone already is fine.
+// Idempotent.
+func (b *Backend) OwnSnapshot(ctx context.Context, snapshot string, owner *v1alpha1.LogicalVolume) error {
 	var snap v1alpha1.LogicalVolumeSnapshot
-	key := types.NamespacedName{Name: cloneSnapshotResource(clone.Spec.Name)}
-	if err := b.Client.Get(ctx, key, &snap); err != nil {
+	if err := b.Client.Get(ctx, types.NamespacedName{Name: snapshot}, &snap); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	for _, o := range snap.OwnerReferences {
-		if o.UID == clone.UID {
+		if o.UID == owner.UID {
 			return nil
 		}
 	}
 	gvk := v1alpha1.GroupVersion.WithKind("LogicalVolume")
 	snap.OwnerReferences = append(snap.OwnerReferences, metav1.OwnerReference{
-		APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Name: clone.Name, UID: clone.UID})
+		APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Name: owner.Name, UID: owner.UID})
 	if err := b.Client.Update(ctx, &snap); err != nil {
-		return fmt.Errorf("make %s owner of %s: %w", clone.Name, snap.Name, err)
+		return fmt.Errorf("make %s owner of %s: %w", owner.Name, snap.Name, err)
 	}
 	return nil
 }

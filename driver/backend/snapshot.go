@@ -56,6 +56,19 @@ func (b *Backend) createSnapshot(ctx context.Context, name string, source volume
 	return snapshotOf(&have)
 }
 
+// hidden: the snapshot is the controller's own, taken for a clone on
+// another node or a move, and listed to no CO.
+func hidden(s *v1alpha1.LogicalVolumeSnapshot) bool {
+	return s.Annotations[v1alpha1.AnnotationCloneFor] != "" || s.Annotations[v1alpha1.AnnotationMoveFor] != ""
+}
+
+// CreateMoveSnapshot is CreateSnapshot for a move's own snapshot (S1,
+// S2: driver/move), annotated with the move (namespace/name) and listed
+// to no CO.
+func (b *Backend) CreateMoveSnapshot(ctx context.Context, name string, source volume.ID, move string) (volume.Snapshot, error) {
+	return b.createSnapshot(ctx, name, source, map[string]string{v1alpha1.AnnotationMoveFor: move})
+}
+
 // sameSnapshot: a retry asks for the snapshot the resource says (whatever
 // requester the first call named).
 func sameSnapshot(have, want v1alpha1.LogicalVolumeSnapshotSpec) bool {
@@ -136,8 +149,8 @@ func (b *Backend) ListSnapshots(ctx context.Context, _ lvm.Reads) ([]volume.Snap
 	out := groupMembers(&groups)
 	for i := range list.Items {
 		s := &list.Items[i]
-		if s.Status.SnapshotID == "" || !s.DeletionTimestamp.IsZero() || s.Annotations[v1alpha1.AnnotationCloneFor] != "" {
-			continue // not taken, going, or a cross-node clone's own
+		if s.Status.SnapshotID == "" || !s.DeletionTimestamp.IsZero() || hidden(s) {
+			continue // not taken, going, or a cross-node clone's or a move's own
 		}
 		if snap, err := snapshotOf(s); err == nil {
 			out = append(out, snap)

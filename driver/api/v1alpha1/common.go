@@ -72,6 +72,10 @@ const (
 	// LogicalVolume it was taken for. The controller deletes it once the
 	// clone's copy is in, and lists it to no CO.
 	AnnotationCloneFor = "lvm.carve.dev/clone-for"
+	// AnnotationMoveFor, on a snapshot a move takes (its S1 and S2,
+	// driver/move): the VolumeMove (namespace/name) it was taken for. The
+	// move controller deletes it when the move ends, and no CO lists it.
+	AnnotationMoveFor = "lvm.carve.dev/move-for"
 )
 
 // AnnotationMovedBy, on a LogicalVolume, names the VolumeMove
