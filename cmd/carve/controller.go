@@ -15,6 +15,7 @@ import (
 	"carve.dev/carve/driver/clustermetrics"
 	"carve.dev/carve/driver/csi"
 	"carve.dev/carve/driver/metrics"
+	"carve.dev/carve/driver/move"
 	"carve.dev/carve/driver/nodeloss"
 )
 
@@ -71,6 +72,12 @@ func runController(args []string) error {
 	// Releases what is deleted on a node declared lost; with leadership.
 	lost := &nodeloss.Reconciler{Client: mgr.GetClient(), Events: mgr.GetEventRecorder("carve-controller")}
 	if err := lost.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	// Walks VolumeMoves (docs/moves.md); with leadership.
+	moves := &move.Reconciler{Client: mgr.GetClient(), API: mgr.GetAPIReader(), Backend: b,
+		Volumes: csi.NewController(b), Events: mgr.GetEventRecorder("carve-controller")}
+	if err := moves.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	// The signer of the node agents' transfer certificates; with
