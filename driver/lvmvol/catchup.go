@@ -64,19 +64,22 @@ func (m *Manager) CatchUp(ctx context.Context, vol, base, snap volume.ID) error 
 }
 
 // catchUp receives snap's changes since base into lv, from its last
-// record on; an LV it activated is deactivated again (it is published
-// nowhere).
+// record on. The LV is held for it (hold: active and marked held, as a
+// copy's source is), not merely activated: an active volume without the
+// mark is a published one (isPublished), and the agent refuses to catch
+// up a published volume, so a catch-up that outlasted its call's grace
+// found its own activation at the next call, refused, and never ended
+// (seen in the e2e's move). release deactivates it again, and a crash
+// leaves the mark for the next catch-up's hold and release.
 func (m *Manager) catchUp(ctx context.Context, lv lvm.LV, base, snap volume.ID, mt *meter) error {
-	if !lv.Live() {
-		if err := m.lvm.Activate(ctx, lv.VGName, lv.Name); err != nil {
-			return fmt.Errorf("activate catch-up target %s/%s: %w", lv.VGName, lv.Name, err)
-		}
-		defer func() {
-			if err := m.lvm.Deactivate(context.WithoutCancel(ctx), lv.VGName, lv.Name); err != nil {
-				klog.ErrorS(err, "Catch-up target left active", "lv", lv.VGName+"/"+lv.Name)
-			}
-		}()
+	if err := m.hold(ctx, lvm.Fresh, lv); err != nil {
+		return fmt.Errorf("catch-up target %s/%s: %w", lv.VGName, lv.Name, err)
 	}
+	defer func() {
+		if err := m.release(context.WithoutCancel(ctx), lvm.Fresh, lv.VGName, lv.Name); err != nil {
+			klog.ErrorS(err, "Catch-up target left held", "lv", lv.VGName+"/"+lv.Name)
+		}
+	}()
 	start := time.Now()
 	klog.InfoS("Catching up with another node's snapshot", "lv", lv.VGName+"/"+lv.Name, "base", base, "snapshot", snap)
 	if _, err := m.receiveInto(ctx, lv, snap, base, mt); err != nil {
