@@ -36,9 +36,10 @@ const jobCatchUp = "catch-up"
 // CatchUp brings volume vol, restored from another node's snapshot base,
 // to snap, a later snapshot of the same volume on that node, receiving
 // only what changed. It runs as a job, and answers as a copy does: a
-// *PendingError while the job runs with Config.BackgroundDataWork. Done
-// again after it succeeded, it sends the delta again, which changes
-// nothing.
+// *PendingError while the job runs with Config.BackgroundDataWork; the
+// call after the job's end is told how it ended (startKept: the volume
+// shows no mark of it). Done again after that, or after a restart lost
+// the job, it sends the delta again, which changes nothing.
 func (m *Manager) CatchUp(ctx context.Context, vol, base, snap volume.ID) error {
 	if m.remote == nil {
 		return fmt.Errorf("%w: snapshot %s is on node %s, and this node receives no transfers", volume.ErrSnapshotNotFound, snap, snap.Node)
@@ -55,9 +56,9 @@ func (m *Manager) CatchUp(ctx context.Context, vol, base, snap volume.ID) error 
 		return fmt.Errorf("%w: volume %s was not restored from snapshot %s: it cannot catch up from it",
 			volume.ErrFailedPrecondition, vol, base)
 	}
-	key := jobKey(jobCatchUp, lv.VGName, lv.Name)
+	key := jobKey(jobCatchUp, lv.VGName, lv.Name) + "@" + snap.String()
 	size := int64(lv.Size)
-	j, started := m.jobs.start(key, size, runner.DataBudget(size), func(ctx context.Context, mt *meter) error {
+	j, started := m.jobs.startKept(key, size, runner.DataBudget(size), func(ctx context.Context, mt *meter) error {
 		return m.catchUp(ctx, lv, base, snap, mt)
 	})
 	return m.awaitData(ctx, key, jobCatchUp, lv, j, started)

@@ -61,6 +61,7 @@ type job struct {
 	err    error // set before done is closed
 	cancel context.CancelFunc
 	meter  meter
+	kept   bool // stays after a success until awaited (startKept)
 }
 
 // meter counts the bytes of a job done so far (read while it runs).
@@ -79,6 +80,19 @@ func (m *meter) set(done int64) {
 // whose error no caller has been told yet; otherwise it starts fn in the
 // background, bounded by budget, and started is true.
 func (js *jobs) start(key string, total int64, budget time.Duration, fn func(ctx context.Context, m *meter) error) (j *job, started bool) {
+	return js.startJob(key, total, budget, false, fn)
+}
+
+// startKept is start for work whose success nothing else records: a
+// catch-up, whose volume is settled before and after it. Its job stays
+// once it succeeded too, until a caller is told (await), as a failed one
+// does; forgotten at once, the caller's next call found no job and no
+// mark of the work done, and started it again, for ever.
+func (js *jobs) startKept(key string, total int64, budget time.Duration, fn func(ctx context.Context, m *meter) error) (j *job, started bool) {
+	return js.startJob(key, total, budget, true, fn)
+}
+
+func (js *jobs) startJob(key string, total int64, budget time.Duration, kept bool, fn func(ctx context.Context, m *meter) error) (j *job, started bool) {
 	js.mu.Lock()
 	defer js.mu.Unlock()
 	if j, ok := js.all[key]; ok {
@@ -88,7 +102,7 @@ func (js *jobs) start(key string, total int64, budget time.Duration, fn func(ctx
 		js.all = map[string]*job{}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
-	j = &job{done: make(chan struct{}), cancel: cancel}
+	j = &job{done: make(chan struct{}), cancel: cancel, kept: kept}
 	j.meter.total.Store(total)
 	js.all[key] = j
 	go js.run(ctx, key, j, fn)
@@ -112,7 +126,7 @@ func (js *jobs) run(ctx context.Context, key string, j *job, fn func(ctx context
 	js.mu.Lock()
 	defer js.mu.Unlock()
 	j.err = err
-	if err == nil {
+	if err == nil && !j.kept {
 		js.forget(key, j)
 	}
 	close(j.done)

@@ -428,7 +428,7 @@ func TestCatchUpFromAnotherNodeOnRealLVM(t *testing.T) {
 
 		for _, vol := range vols {
 			start := time.Now()
-			pendings += catchUpInBackground(t, agentSide, vol.ID, s1, s2)
+			pendings += catchUpInBackground(t, agentSide, remote, vol.ID, s1, s2)
 			res := remote.last
 			t.Logf("%s source into %s: %d bytes sent as data, %d kept, in %v", c.name, vol.ID, res.DataBytes, res.KeptBytes, time.Since(start))
 			lv, err := e.lvm.GetLV(ctx, vg, vol.ID.LV)
@@ -482,11 +482,17 @@ func firstDiffAt(a, b []byte) int {
 // Meanwhile the volume must not look published: the agent refuses to
 // catch up a published volume, and a catch-up that showed its own
 // activation as a publish was refused at the next call and never ended.
-func catchUpInBackground(t *testing.T, m *lvmvol.Manager, id, base, snap volume.ID) int {
+// Nor may a call after the job's end start it again: one did, each call
+// answering that the work runs (remote.asks counts the transfers).
+func catchUpInBackground(t *testing.T, m *lvmvol.Manager, r *remoteOf, id, base, snap volume.ID) int {
 	t.Helper()
 	ctx := context.Background()
+	asks := r.asks
 	for n := 0; ; n++ {
 		err := m.CatchUp(ctx, id, base, snap)
+		if r.asks > asks+1 {
+			t.Fatalf("%s: %d transfers for one catch-up", id, r.asks-asks)
+		}
 		if !errors.Is(err, volume.ErrDataPending) {
 			must(t, err)
 			return n
