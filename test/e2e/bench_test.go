@@ -435,6 +435,26 @@ func TestTransferBench(t *testing.T) {
 	deleteRestore(t, "bench-xfer-src", "bench-xfer", vs)
 }
 
+// TestMoveBench is the move's figure (make bench-cluster,
+// CARVE_E2E_BENCH=1; skipped otherwise): a 1 GiB claim, thick and thin,
+// with 820 MiB of random bytes, moved from carve-vm to carve-vm2 while its
+// pod writes 102 MiB more (10 % of the claim) during the first copy; the
+// pod is deleted at ReadyToCutOver (moveClaim, whose checks it runs). It
+// prints the downtime (the catch-up and the swap) against the first copy,
+// which is what a move without a catch-up would be down for (the claim
+// copied with its workload stopped: thin sends what is allocated, thick
+// all of it), and writes them to _output/bench/move-<class>.json. It
+// asserts nothing on speed.
+func TestMoveBench(t *testing.T) {
+	benchOnly(t)
+	thickAndThin(t, func(t *testing.T, class string) {
+		f := moveClaim(t, moveCase{name: "bench-moved", class: class, size: "1Gi", firstMiB: 820, secondMiB: 102, duringCopy: true})
+		t.Logf("%s, 1 GiB, 820 MiB written, 102 MiB more during the first copy: downtime %.0f s against a first copy of %.0f s (ratio %.2f)",
+			class, f.DowntimeSeconds, f.CopySeconds, f.DowntimeSeconds/f.CopySeconds)
+		writeFigures(t, "move-"+class+".json", f)
+	})
+}
+
 type transferBench struct {
 	Bytes           int64   `json:"bytes"`
 	TransferSeconds float64 `json:"transfer_seconds"`
