@@ -84,11 +84,15 @@ func (w *moveWorld) snapshotAgents(ctx context.Context) {
 		plain := false
 		s.Status = v1alpha1.LogicalVolumeSnapshotStatus{SnapshotID: volume.ID{Node: src.Node, VG: src.VG, LV: s.Name}.String(),
 			ReadyToUse: true, SizeBytes: 64 << 20, Encrypted: &plain, ObservedGeneration: s.Generation}
-		if w.c.Status().Update(ctx, s) == nil && s.Spec.Name == "move-"+string(w.move.UID)+"-s2" {
+		// onS2 runs before S2 reads ready: what it does (a late attach's
+		// patch) is then there for the controller's look after S2. Run
+		// after, it raced that look, and lost under load.
+		if s.Spec.Name == "move-"+string(w.move.UID)+"-s2" {
 			if f := w.onS2.Load(); f != nil {
 				(*f)()
 			}
 		}
+		_ = w.c.Status().Update(ctx, s)
 	}
 }
 

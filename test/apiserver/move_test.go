@@ -39,7 +39,7 @@ type moveWorld struct {
 	noRoom atomic.Bool
 	// unbound: the PV controller binds no claim.
 	unbound atomic.Bool
-	// onS2: called once the agent has taken S2.
+	// onS2: called as the agent takes S2, before S2 reads ready.
 	onS2 atomic.Pointer[func()]
 }
 
