@@ -3,12 +3,11 @@
 package e2e
 
 import (
-	"encoding/binary"
-	"math/rand/v2"
 	"os"
-	"strconv"
 	"testing"
 	"time"
+
+	"carve.dev/carve/test/soakmodel"
 )
 
 // The soak in cluster mode: chaos under load on real Kubernetes
@@ -43,23 +42,18 @@ import (
 func TestClusterSoak(t *testing.T) {
 	fullRunOnly(t)
 	cfg := readSoakConfig(t)
-	if cfg.duration == 0 {
+	if cfg.Duration == 0 {
 		t.Skip("CARVE_E2E_SOAK_DURATION=0")
 	}
 	s := newClusterSoak(t, cfg)
 	t.Cleanup(s.cleanUp)
 	t.Logf("cluster soak: seed %d (CARVE_E2E_SOAK_SEED=%d repeats its choices), %s of chaos, up to %d operations at a time, a kill every %s on average, checks every %s, deadline %s",
-		cfg.seed, cfg.seed, cfg.duration, soakInFlight, cfg.killEvery, cfg.checkEvery, cfg.deadline)
+		cfg.Seed, cfg.Seed, cfg.Duration, soakInFlight, cfg.KillEvery, cfg.CheckEvery, cfg.Deadline)
 	s.setUp()
 	s.chaos()
 	s.finish()
-	t.Log(s.stats.report(cfg, time.Since(s.began)))
-	t.Log(s.stats.summary(cfg, time.Since(s.began)))
-}
-
-type soakConfig struct {
-	seed                                      uint64
-	duration, killEvery, checkEvery, deadline time.Duration
+	t.Log(s.stats.Report("cluster soak", cfg, time.Since(s.began), ""))
+	t.Log(s.stats.Summary("cluster soak", cfg, time.Since(s.began)))
 }
 
 // The model's bounds: operations in flight at once, live claims and
@@ -74,27 +68,12 @@ const (
 // runs longer.
 const soakDefaultDuration = 90 * time.Second
 
-func readSoakConfig(t *testing.T) soakConfig {
+func readSoakConfig(t *testing.T) soakmodel.Config {
 	t.Helper()
-	c := soakConfig{seed: uint64(time.Now().UnixNano()), duration: soakDefaultDuration,
-		killEvery: 20 * time.Second, checkEvery: time.Minute, deadline: hangGuard(4 * time.Minute)}
-	if s := os.Getenv("CARVE_E2E_SOAK_SEED"); s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("CARVE_E2E_SOAK_SEED=%q: %v", s, err)
-		}
-		c.seed = n
-	}
-	for env, d := range map[string]*time.Duration{"CARVE_E2E_SOAK_DURATION": &c.duration,
-		"CARVE_E2E_SOAK_KILL_EVERY": &c.killEvery, "CARVE_E2E_SOAK_CHECK_EVERY": &c.checkEvery,
-		"CARVE_E2E_SOAK_DEADLINE": &c.deadline} {
-		if s := os.Getenv(env); s != "" {
-			v, err := time.ParseDuration(s)
-			if err != nil || v < 0 || (v == 0 && env != "CARVE_E2E_SOAK_DURATION") {
-				t.Fatalf("%s=%q: want a positive duration", env, s)
-			}
-			*d = v
-		}
+	c, err := soakmodel.ReadConfig(os.Getenv, "CARVE_E2E_SOAK_", "CARVE_E2E_SOAK_DEADLINE", soakmodel.Config{Duration: soakDefaultDuration,
+		KillEvery: 20 * time.Second, CheckEvery: time.Minute, Deadline: hangGuard(4 * time.Minute)})
+	if err != nil {
+		t.Fatal(err)
 	}
 	return c
 }
@@ -104,19 +83,19 @@ func readSoakConfig(t *testing.T) soakConfig {
 // nothing new until the ones in flight have ended: the check needs a
 // cluster at rest.
 func (s *clusterSoak) chaos() {
-	end := time.Now().Add(s.cfg.duration)
-	nextKill := time.Now().Add(s.killDelay())
-	nextCheck := time.Now().Add(s.cfg.checkEvery)
+	end := time.Now().Add(s.cfg.Duration)
+	nextKill := time.Now().Add(s.cfg.KillDelay(s.rng))
+	nextCheck := time.Now().Add(s.cfg.CheckEvery)
 	for time.Now().Before(end) {
 		s.advance()
 		if time.Now().After(nextKill) {
 			s.kill()
-			nextKill = time.Now().Add(s.killDelay())
+			nextKill = time.Now().Add(s.cfg.KillDelay(s.rng))
 		}
 		if time.Now().After(nextCheck) {
 			if len(s.ops) == 0 {
 				s.check("periodic")
-				nextCheck = time.Now().Add(s.cfg.checkEvery)
+				nextCheck = time.Now().Add(s.cfg.CheckEvery)
 			}
 		} else {
 			s.startSome()
@@ -125,13 +104,6 @@ func (s *clusterSoak) chaos() {
 	}
 	s.logf("chaos over; waiting for the %d operations in flight", len(s.ops))
 	s.drain()
-}
-
-// killDelay is the time to the next kill: exponential around the mean,
-// as independent failures come, within a tenth and three times the mean.
-func (s *clusterSoak) killDelay() time.Duration {
-	d := time.Duration(s.rng.ExpFloat64() * float64(s.cfg.killEvery))
-	return min(max(d, s.cfg.killEvery/10), 3*s.cfg.killEvery)
 }
 
 // drain waits until every operation in flight has reached its wanted
@@ -146,28 +118,19 @@ func (s *clusterSoak) drain() {
 // finish brings every volume up and reads it, checks everything, deletes
 // everything, and checks that nothing is left and the capacity is whole.
 func (s *clusterSoak) finish() {
-	for _, c := range s.claims {
+	for _, c := range s.model.Volumes {
 		if c.pod == nil {
 			s.startPod(c)
 		}
 	}
 	s.drain()
 	s.check("final")
-	for _, c := range s.claims {
+	for _, c := range s.model.Volumes {
 		s.deleteClaim(c)
 	}
-	for _, sn := range s.snaps {
+	for _, sn := range s.model.Snapshots {
 		s.deleteSnapshot(sn)
 	}
 	s.drain()
 	s.checkEnd()
-}
-
-// newSoakRand is the soak's source of choices. ChaCha8, not PCG: PCG
-// seeded with small numbers (1, 2, 3...) starts with much the same
-// outputs, so seeds 1 and 2 made the same first claims.
-func newSoakRand(seed uint64) *rand.Rand {
-	var key [32]byte
-	binary.LittleEndian.PutUint64(key[:], seed)
-	return rand.New(rand.NewChaCha8(key))
 }

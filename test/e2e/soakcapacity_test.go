@@ -22,22 +22,7 @@ import (
 // model's volumes and thick snapshots, and carve node's NodeStorage says
 // what lvm2 says.
 func (s *clusterSoak) checkCapacity(vg soakVG) {
-	want := s.base.free
-	for _, c := range s.claims {
-		want -= c.class.footprint(c.size, vg.extent)
-	}
-	for _, sn := range s.snaps {
-		if !sn.class.thin() {
-			want -= sn.size
-		}
-	}
-	if vg.free != want {
-		s.t.Errorf("VG e2e has %d MiB free (%d bytes); the model's volumes and snapshots leave %d MiB (%d)", vg.free/mi, vg.free, want/mi, want)
-		if s.ending {
-			s.stats.leak(fmt.Sprintf("%d bytes of VG e2e", want-vg.free))
-		}
-	}
-	s.stats.count("VG free space as the model")
+	s.verdicts.Free("e2e", s.base.free, s.model.ThickUse(vg.extent), vg.free)
 	s.checkNodeStorage(vg)
 }
 
@@ -54,12 +39,12 @@ func (s *clusterSoak) checkNodeStorage(vg soakVG) {
 			return false, err
 		}
 		last = fmt.Sprintf("%+v", ns.Status.VolumeGroups)
-		return nodeStorageSays(ns, vg, s.holdsThin()), nil
+		return nodeStorageSays(ns, vg, s.model.HoldsThin()), nil
 	})
 	if err != nil {
 		s.t.Errorf("%v: lvm2 says %+v; NodeStorage says %s", err, vg, last)
 	}
-	s.stats.count("NodeStorage as lvm2")
+	s.stats.Checked("NodeStorage as lvm2")
 }
 
 func nodeStorageSays(ns v1alpha1.NodeStorage, vg soakVG, thin bool) bool {
@@ -74,21 +59,6 @@ func nodeStorageSays(ns v1alpha1.NodeStorage, vg soakVG, thin bool) bool {
 		}
 		p := st.ThinPools[0]
 		return p.SizeBytes == vg.poolSize && (thin || p.FreeBytes == vg.poolFree)
-	}
-	return false
-}
-
-// holdsThin tells whether the model has a thin volume or snapshot.
-func (s *clusterSoak) holdsThin() bool {
-	for _, c := range s.claims {
-		if c.class.thin() {
-			return true
-		}
-	}
-	for _, sn := range s.snaps {
-		if sn.class.thin() {
-			return true
-		}
 	}
 	return false
 }
@@ -130,5 +100,5 @@ func (s *clusterSoak) checkStorageCapacity(vg soakVG) {
 	if err != nil {
 		s.t.Errorf("%v: have %v, want %v (lvm2: %+v)", err, got, want, vg)
 	}
-	s.stats.count("CSIStorageCapacity by the rules")
+	s.stats.Checked("CSIStorageCapacity by the rules")
 }

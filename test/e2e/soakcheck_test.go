@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"carve.dev/carve/driver/api/v1alpha1"
+	"carve.dev/carve/test/soakmodel"
 )
 
 // The soak's invariants. Each check counts in the report under its name;
@@ -34,91 +35,88 @@ func (s *clusterSoak) verify(c *soakClaim, when string) {
 	}
 	c.pod = &p
 	if cs := containerStatus(&p, "app"); cs == nil || cs.RestartCount != 0 {
-		s.t.Errorf("claim %s: writer %s failed and restarted: %+v", c.name, p.Name, cs)
+		s.t.Errorf("claim %s: writer %s failed and restarted: %+v", c.Name, p.Name, cs)
 	}
 	seen, err := parseWrites(inContainer(s.t, &p, "sh", "-c", soakReadScript))
 	if err != nil {
-		s.t.Fatalf("claim %s, pod %s: the writers' logs: %v", c.name, p.Name, err)
+		s.t.Fatalf("claim %s, pod %s: the writers' logs: %v", c.Name, p.Name, err)
 	}
-	before := c.acked.count()
-	now, checked, problems := verifyWrites(c.acked, seen)
-	for _, pr := range problems {
-		s.t.Errorf("claim %s (%s, PV %s), %s: %s", c.name, c.class.name, c.pv, when, pr)
-	}
-	c.acked = now
-	s.stats.count("acknowledged writes read back")
-	s.stats.writes(now.count()-before, checked)
+	now, learnt, checked, problems := verifyWrites(c.Writes, seen)
+	s.verdicts.Problems(fmt.Sprintf("claim %s (%s, PV %s), %s", c.Name, c.Layout.Name, c.LV, when), problems)
+	c.Writes = now
+	s.stats.Checked("acknowledged writes read back")
+	s.stats.Writes(learnt, checked)
 }
 
 // bind learns c's PV and volume handle once it is bound.
 func (s *clusterSoak) bind(c *soakClaim) {
-	if c.pv != "" {
+	if c.LV != "" {
 		return
 	}
-	c.pv = boundClaim(s.t, c.name).Spec.VolumeName
+	c.LV = boundClaim(s.t, c.Name).Spec.VolumeName
 	var pv corev1.PersistentVolume
-	if err := get(context.Background(), c.pv, &pv); err != nil {
+	if err := get(context.Background(), c.LV, &pv); err != nil {
 		s.t.Fatal(err)
 	}
-	c.handle = pv.Spec.CSI.VolumeHandle
+	c.ID = pv.Spec.CSI.VolumeHandle
 }
 
 // checkFilesystem: the filesystem the pod sees spans the claim, but for
 // ext4's own overhead (a restore into a larger claim, an expansion: grown).
 func (s *clusterSoak) checkFilesystem(c *soakClaim) {
 	got := fsSize(s.t, c.pod)
-	if least := c.size - max(c.size/8, 32*mi); got < least {
-		s.t.Errorf("claim %s of %d MiB: its filesystem in %s has %d MiB, want at least %d", c.name, c.size/mi, c.pod.Name, got/mi, least/mi)
+	if least := c.Size - max(c.Size/8, 32*mi); got < least {
+		s.t.Errorf("claim %s of %d MiB: its filesystem in %s has %d MiB, want at least %d", c.Name, c.Size/mi, c.pod.Name, got/mi, least/mi)
 	}
-	s.stats.count("filesystem spans its claim")
+	s.stats.Checked("filesystem spans its claim")
 }
 
 // checkDetached: once its pod is gone and its attachment too, the volume
 // is unmounted and its LV inactive.
 func (s *clusterSoak) checkDetached(c *soakClaim, p *corev1.Pod) {
-	if l, err := lvInfo(c.pv); err != nil || l == nil || l.Active != "" {
-		s.t.Errorf("claim %s detached: its LV %+v (%v), want it there, inactive", c.name, l, err)
+	if l, err := lvInfo(c.LV); err != nil || l == nil || l.Active != "" {
+		s.t.Errorf("claim %s detached: its LV %+v (%v), want it there, inactive", c.Name, l, err)
 	}
-	for _, path := range []string{stagingPath(c.handle), publishPath(p, c.pv)} {
+	for _, path := range []string{stagingPath(c.ID), publishPath(p, c.LV)} {
 		if m, err := mounted(vmNode, path); m || err != nil { // writerPod pins the soak there
-			s.t.Errorf("claim %s detached: %s still mounted (%v)", c.name, path, err)
+			s.t.Errorf("claim %s detached: %s still mounted (%v)", c.Name, path, err)
 		}
 	}
-	s.stats.count("detached: unmounted, LV inactive")
+	s.stats.Checked("detached: unmounted, LV inactive")
 }
 
 func (s *clusterSoak) checkLVGone(lv, what string) {
 	if l, err := lvInfo(lv); err != nil || l != nil {
 		s.t.Errorf("LV %s %s: %+v (%v), want it gone", lv, what, l, err)
 	}
-	s.stats.count("deleted: LV gone")
+	s.stats.Checked("deleted: LV gone")
 }
 
 // readySnapshot learns a ready snapshot's content and LV, and checks its
 // restore size: its source's LV size.
-func (s *clusterSoak) readySnapshot(sn *soakSnap, vs *unstructured.Unstructured) {
-	sn.content, _, _ = unstructured.NestedString(vs.Object, "status", "boundVolumeSnapshotContentName")
+func (s *clusterSoak) readySnapshot(sn *soakmodel.Snapshot, vs *unstructured.Unstructured) {
+	sn.ID, _, _ = unstructured.NestedString(vs.Object, "status", "boundVolumeSnapshotContentName")
 	size, _, _ := unstructured.NestedString(vs.Object, "status", "restoreSize")
-	if q, err := resource.ParseQuantity(size); err != nil || q.Value() != sn.size {
-		s.t.Errorf("snapshot %s: restoreSize %q, want %d MiB, its source's LV", sn.name, size, sn.size/mi)
+	if q, err := resource.ParseQuantity(size); err != nil || q.Value() != sn.Size {
+		s.t.Errorf("snapshot %s: restoreSize %q, want %d MiB, its source's LV", sn.Name, size, sn.Size/mi)
 	}
 	content := volumeSnapshotContent()
-	if err := h.kc.Get(context.Background(), soakKey(sn.content, content), content); err != nil {
+	if err := h.kc.Get(context.Background(), soakKey(sn.ID, content), content); err != nil {
 		s.t.Fatal(err)
 	}
 	handle, _, _ := unstructured.NestedString(content.Object, "status", "snapshotHandle")
 	parts := strings.Split(handle, "/")
 	if len(parts) != 3 || parts[0] != vmNode || parts[1] != "e2e" {
-		s.t.Fatalf("snapshot %s: handle %q, want %s/e2e/LV", sn.name, handle, vmNode)
+		s.t.Fatalf("snapshot %s: handle %q, want %s/e2e/LV", sn.Name, handle, vmNode)
 	}
-	sn.lv = parts[2]
+	sn.LV = parts[2]
 }
 
 // check runs every invariant on a cluster at rest.
 func (s *clusterSoak) check(kind string) {
-	s.logf("%s check: %d claims (%d with a writer), %d snapshots", kind, len(s.claims),
-		len(s.claimsWhere(func(c *soakClaim) bool { return c.pod != nil })), len(s.snaps))
-	for _, c := range s.claims {
+	s.logf("%s check: %d claims (%d with a writer), %d snapshots", kind, len(s.model.Volumes),
+		len(s.model.Idle(func(c *soakClaim) bool { return c.pod != nil })), len(s.model.Snapshots))
+	for _, c := range s.model.Volumes {
 		if c.pod != nil {
 			s.verify(c, kind+" check")
 		}
@@ -128,7 +126,7 @@ func (s *clusterSoak) check(kind string) {
 	s.checkLVs(vg.extent)
 	s.checkMounts()
 	s.checkCapacity(vg)
-	s.stats.checks++
+	s.stats.FullCheck()
 }
 
 // checkObjects: the claims, PVs, attachments, snapshots and Carve's
@@ -149,14 +147,14 @@ func (s *clusterSoak) checkObjects() {
 		}
 	}
 	wantClaims, wantVolumes, wantAttached, wantSnaps, wantSnapLVs := map[string]string{}, map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
-	for _, c := range s.claims {
-		wantClaims[c.name], wantVolumes[c.pv] = c.pv, c.pod != nil
+	for _, c := range s.model.Volumes {
+		wantClaims[c.Name], wantVolumes[c.LV] = c.LV, c.pod != nil
 		if c.pod != nil {
-			wantAttached[c.pv] = true
+			wantAttached[c.LV] = true
 		}
 	}
-	for _, sn := range s.snaps {
-		wantSnaps[sn.name], wantSnapLVs[sn.lv] = true, true
+	for _, sn := range s.model.Snapshots {
+		wantSnaps[sn.Name], wantSnapLVs[sn.LV] = true, true
 	}
 	got := map[string]string{}
 	for _, c := range pvcs.Items {
@@ -167,37 +165,37 @@ func (s *clusterSoak) checkObjects() {
 			}
 		}
 	}
-	same(s, "claims (name: PV)", got, wantClaims)
+	soakmodel.Same(s.verdicts, "claims (name: PV)", got, wantClaims)
 	gotPVs := map[string]bool{}
 	for _, pv := range pvs.Items {
 		if ref := pv.Spec.ClaimRef; ref != nil && ref.Namespace == testNS && strings.HasPrefix(ref.Name, "soak-") {
 			gotPVs[pv.Name] = pv.Status.Phase == corev1.VolumeBound
 		}
 	}
-	same(s, "PVs of the soak's claims (name: bound)", gotPVs, boolsOf(wantVolumes, true))
-	same(s, "LogicalVolumes (name: published)", s.logicalVolumes(lvs.Items, wantVolumes), wantVolumes)
+	soakmodel.Same(s.verdicts, "PVs of the soak's claims (name: bound)", gotPVs, boolsOf(wantVolumes, true))
+	soakmodel.Same(s.verdicts, "LogicalVolumes (name: published)", s.logicalVolumes(lvs.Items, wantVolumes), wantVolumes)
 	gotSnapLVs := map[string]bool{}
 	for _, l := range lvss.Items {
 		if !s.base.lvs[l.Name] {
 			gotSnapLVs[l.Name] = l.Status.ReadyToUse
 		}
 	}
-	same(s, "LogicalVolumeSnapshots (name: ready)", gotSnapLVs, wantSnapLVs)
+	soakmodel.Same(s.verdicts, "LogicalVolumeSnapshots (name: ready)", gotSnapLVs, wantSnapLVs)
 	gotSnaps := map[string]bool{}
 	for _, vs := range vss.Items {
 		if vs.GetLabels()[soakLabel] == "true" {
 			gotSnaps[vs.GetName()], _, _ = unstructured.NestedBool(vs.Object, "status", "readyToUse")
 		}
 	}
-	same(s, "VolumeSnapshots (name: ready)", gotSnaps, wantSnaps)
+	soakmodel.Same(s.verdicts, "VolumeSnapshots (name: ready)", gotSnaps, wantSnaps)
 	gotAttached := map[string]bool{}
 	for _, va := range vas.Items {
 		if va.Spec.Attacher == driverName && va.Spec.Source.PersistentVolumeName != nil {
 			gotAttached[*va.Spec.Source.PersistentVolumeName] = va.Status.Attached && va.Spec.NodeName == vmNode
 		}
 	}
-	same(s, "VolumeAttachments (PV: attached to "+vmNode+")", gotAttached, wantAttached)
-	s.stats.count("objects as the model")
+	soakmodel.Same(s.verdicts, "VolumeAttachments (PV: attached to "+vmNode+")", gotAttached, wantAttached)
+	s.stats.Checked("objects as the model")
 }
 
 // logicalVolumes maps Carve's LogicalVolumes (but the VG's own from before
@@ -205,8 +203,8 @@ func (s *clusterSoak) checkObjects() {
 // size.
 func (s *clusterSoak) logicalVolumes(items []v1alpha1.LogicalVolume, want map[string]bool) map[string]bool {
 	sizes := map[string]int64{}
-	for _, c := range s.claims {
-		sizes[c.pv] = c.class.lvSize(c.size, s.base.extent)
+	for _, c := range s.model.Volumes {
+		sizes[c.LV] = c.Layout.LVSize(c.Size, s.base.extent)
 	}
 	got := map[string]bool{}
 	for _, l := range items {
@@ -222,37 +220,6 @@ func (s *clusterSoak) logicalVolumes(items []v1alpha1.LogicalVolume, want map[st
 	return got
 }
 
-// same reports where got and want differ, key by key; at the end check,
-// each difference is a leak (the model is empty then).
-func same[V comparable](s *clusterSoak, what string, got, want map[string]V) {
-	var diffs []string
-	for _, k := range slices.Sorted(maps.Keys(got)) {
-		if w, ok := want[k]; !ok || w != got[k] {
-			diffs = append(diffs, fmt.Sprintf("%s: have %v, want %v", k, got[k], describeWant(w, ok)))
-		}
-	}
-	for _, k := range slices.Sorted(maps.Keys(want)) {
-		if _, ok := got[k]; !ok {
-			diffs = append(diffs, fmt.Sprintf("%s: missing, want %v", k, want[k]))
-		}
-	}
-	if len(diffs) > 0 {
-		s.t.Errorf("%s differ from the model:\n  %s", what, strings.Join(diffs, "\n  "))
-	}
-	if s.ending {
-		for _, d := range diffs {
-			s.stats.leak(what + ": " + d)
-		}
-	}
-}
-
-func describeWant[V any](w V, ok bool) string {
-	if !ok {
-		return "none"
-	}
-	return fmt.Sprint(w)
-}
-
 func boolsOf(m map[string]bool, v bool) map[string]bool {
 	out := map[string]bool{}
 	for k := range maps.Keys(m) {
@@ -264,10 +231,10 @@ func boolsOf(m map[string]bool, v bool) map[string]bool {
 // checkEnd: after everything was deleted, nothing of the soak is left in
 // the cluster or in LVM, and the capacity is what it was.
 func (s *clusterSoak) checkEnd() {
-	if len(s.claims)+len(s.snaps) != 0 {
+	if len(s.model.Volumes)+len(s.model.Snapshots) != 0 {
 		s.t.Fatalf("the model still holds objects after the deletes:\n%s", s.describe())
 	}
-	s.ending = true
+	s.verdicts.Ending = true
 	s.check("end")
 	ctx := context.Background()
 	vscs := &unstructured.UnstructuredList{}
@@ -278,7 +245,7 @@ func (s *clusterSoak) checkEnd() {
 	}
 	for _, c := range vscs.Items {
 		if d, _, _ := unstructured.NestedString(c.Object, "spec", "driver"); d == driverName {
-			s.stats.leak("VolumeSnapshotContent " + c.GetName())
+			s.stats.Leak("VolumeSnapshotContent " + c.GetName())
 			s.t.Errorf("leaked: VolumeSnapshotContent %s of a deleted snapshot", c.GetName())
 		}
 	}

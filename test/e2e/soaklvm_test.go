@@ -3,10 +3,11 @@
 package e2e
 
 import (
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+
+	"carve.dev/carve/test/soakmodel"
 )
 
 // What lvm2 and the kernel say in the VM node, against the model, and
@@ -103,35 +104,24 @@ func (s *clusterSoak) readLVs() []soakLV {
 // volumes (size, layout, active exactly while attached) and snapshots
 // (inactive), and nothing else: no leaked volume, snapshot, frozen point.
 func (s *clusterSoak) checkLVs(extent int64) {
-	want := map[string]string{}
-	for _, c := range s.claims {
-		want[c.pv] = fmt.Sprintf("%s %d active=%v", c.class.segtype, c.class.lvSize(c.size, extent), c.pod != nil)
-	}
-	for _, sn := range s.snaps {
-		seg := "linear" // a thick snapshot is a linear copy, whatever its source's layout
-		if sn.class.thin() {
-			seg = "thin"
-		}
-		want[sn.lv] = fmt.Sprintf("%s %d active=false", seg, sn.size)
-	}
-	got := map[string]string{}
+	got := map[string]soakmodel.LVState{}
 	for _, l := range s.readLVs() {
 		if s.base.lvs[l.name] {
 			continue
 		}
-		got[l.name] = fmt.Sprintf("%s %d active=%v", l.segtypes, l.size, l.active)
+		got[l.name] = soakmodel.LVState{Segtype: l.segtypes, Size: l.size, Active: l.active}
 	}
-	same(s, "LVs of VG e2e (layout, size, activation)", got, want)
-	s.stats.count("LVs as the model")
+	soakmodel.Same(s.verdicts, "LVs of VG e2e (layout, size, activation)", got, s.model.WantLVs(extent))
+	s.stats.Checked("LVs as the model")
 }
 
 // checkMounts: the CSI mounts in the VM node are the staging and publish
 // paths of the model's running writers, each mounted once.
 func (s *clusterSoak) checkMounts() {
 	want := map[string]int{}
-	for _, c := range s.claims {
+	for _, c := range s.model.Volumes {
 		if c.pod != nil {
-			want[stagingPath(c.handle)], want[publishPath(c.pod, c.pv)] = 1, 1
+			want[stagingPath(c.ID)], want[publishPath(c.pod, c.LV)] = 1, 1
 		}
 	}
 	got := map[string]int{}
@@ -146,6 +136,6 @@ func (s *clusterSoak) checkMounts() {
 			got[p]++
 		}
 	}
-	same(s, "CSI mounts in "+vmNode+" (path: times mounted)", got, want)
-	s.stats.count("mounts as the model")
+	soakmodel.Same(s.verdicts, "CSI mounts in "+vmNode+" (path: times mounted)", got, want)
+	s.stats.Checked("mounts as the model")
 }

@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"carve.dev/carve/driver/api/v1alpha1"
+	"carve.dev/carve/test/soakmodel"
 )
 
 // The soak's operations: each makes its request through the Kubernetes
@@ -29,11 +29,11 @@ var soakSizes = []int64{128 * mi, 160 * mi, 192 * mi, 256 * mi}
 // soakGrowth is what an expansion or a larger restore adds.
 const soakGrowth = 64 * mi
 
-func (s *clusterSoak) createClaim(class *soakClass) {
-	c := &soakClaim{name: s.next("soak"), class: class, size: pick(s, soakSizes), acked: ackedWrites{}}
-	create(s.t, soakLabelled(pvc(c.name, class.name, quantity(c.size))))
-	s.claims = append(s.claims, c)
-	s.startPodAs(c, "create "+class.name, nil)
+func (s *clusterSoak) createClaim(class *soakmodel.Layout) {
+	c := &soakClaim{Volume: soakmodel.Volume{Name: s.model.Next("soak"), Layout: class, Size: pick(s, soakSizes), Writes: soakmodel.Writes{}}}
+	create(s.t, soakLabelled(pvc(c.Name, class.Name, quantity(c.Size))))
+	s.model.Add(c)
+	s.startPodAs(c, "create "+class.Name, nil)
 }
 
 func (s *clusterSoak) startPod(c *soakClaim) { s.startPodAs(c, "start pod", nil) }
@@ -43,13 +43,13 @@ func (s *clusterSoak) startPod(c *soakClaim) { s.startPodAs(c, "start pod", nil)
 // attacher have it made and attached first). Once it runs, every write
 // acknowledged on the volume must read back.
 func (s *clusterSoak) startPodAs(c *soakClaim, kind string, after func()) {
-	c.busy = true
+	c.Busy = true
 	c.pods++
-	name := fmt.Sprintf("%s-%d", c.name, c.pods)
-	create(s.t, writerPod(name, c.name))
+	name := fmt.Sprintf("%s-%d", c.Name, c.pods)
+	create(s.t, writerPod(name, c.Name))
 	var running *corev1.Pod
-	s.push(&soakOp{kind: kind, what: fmt.Sprintf("%s: claim %s (%s, %d MiB), writer pod %s", kind, c.name, c.class.name, c.size/mi, name),
-		about: []string{c.name, name, c.pv},
+	s.push(&soakOp{kind: kind, what: fmt.Sprintf("%s: claim %s (%s, %d MiB), writer pod %s", kind, c.Name, c.Layout.Name, c.Size/mi, name),
+		about: []string{c.Name, name, c.LV},
 		reached: func(ctx context.Context) (bool, error) {
 			var p corev1.Pod
 			if err := get(ctx, name, &p); err != nil {
@@ -62,11 +62,11 @@ func (s *clusterSoak) startPodAs(c *soakClaim, kind string, after func()) {
 			return true, nil
 		},
 		done: func() {
-			c.pod = running
+			c.pod, c.Attached = running, true
 			s.bind(c)
 			s.verify(c, "in its new pod")
 			s.checkFilesystem(c)
-			c.busy = false
+			c.Busy = false
 			if after != nil {
 				after()
 			}
@@ -76,31 +76,31 @@ func (s *clusterSoak) startPodAs(c *soakClaim, kind string, after func()) {
 // stopPod reads the volume, then deletes its pod: kubelet has it
 // unpublished and unstaged, the attacher detaches it (the LV deactivated).
 func (s *clusterSoak) stopPod(c *soakClaim) {
-	c.busy = true
+	c.Busy = true
 	s.verify(c, "before its pod is deleted")
 	p := c.pod
 	if err := h.kc.Delete(context.Background(), p); err != nil {
 		s.t.Fatal(err)
 	}
-	s.push(&soakOp{kind: "delete pod", what: fmt.Sprintf("delete pod %s of claim %s", p.Name, c.name), about: []string{p.Name, c.pv},
+	s.push(&soakOp{kind: "delete pod", what: fmt.Sprintf("delete pod %s of claim %s", p.Name, c.Name), about: []string{p.Name, c.LV},
 		reached: func(ctx context.Context) (bool, error) {
 			if ok, err := gone(get(ctx, p.Name, &corev1.Pod{})); !ok || err != nil {
 				return false, err
 			}
-			va, err := volumeAttachment(ctx, c.pv)
+			va, err := volumeAttachment(ctx, c.LV)
 			return va == nil && err == nil, err
 		},
 		done: func() {
-			c.pod = nil
+			c.pod, c.Attached = nil, false
 			s.checkDetached(c, p)
-			c.busy = false
+			c.Busy = false
 		}})
 }
 
 // deleteClaim deletes c (and its pod, if it has one: the claim goes once
 // the pod has): csi-provisioner has carve delete the volume.
 func (s *clusterSoak) deleteClaim(c *soakClaim) {
-	c.busy = true
+	c.Busy = true
 	ctx := context.Background()
 	if c.pod != nil {
 		if err := h.kc.Delete(ctx, c.pod); client.IgnoreNotFound(err) != nil {
@@ -108,40 +108,40 @@ func (s *clusterSoak) deleteClaim(c *soakClaim) {
 		}
 	}
 	claim := &corev1.PersistentVolumeClaim{}
-	claim.Name, claim.Namespace = c.name, testNS
+	claim.Name, claim.Namespace = c.Name, testNS
 	if err := h.kc.Delete(ctx, claim); err != nil {
 		s.t.Fatal(err)
 	}
-	s.push(&soakOp{kind: "delete claim", what: fmt.Sprintf("delete claim %s (%s, PV %s)", c.name, c.class.name, c.pv), about: []string{c.name, c.pv},
+	s.push(&soakOp{kind: "delete claim", what: fmt.Sprintf("delete claim %s (%s, PV %s)", c.Name, c.Layout.Name, c.LV), about: []string{c.Name, c.LV},
 		reached: func(ctx context.Context) (bool, error) {
-			return allGone(ctx, named{c.name, &corev1.PersistentVolumeClaim{}}, named{c.pv, &corev1.PersistentVolume{}},
-				named{c.pv, &v1alpha1.LogicalVolume{}})
+			return allGone(ctx, named{c.Name, &corev1.PersistentVolumeClaim{}}, named{c.LV, &corev1.PersistentVolume{}},
+				named{c.LV, &v1alpha1.LogicalVolume{}})
 		},
 		done: func() {
-			s.checkLVGone(c.pv, "of deleted claim "+c.name)
-			s.claims = slices.DeleteFunc(s.claims, func(x *soakClaim) bool { return x == c })
+			s.checkLVGone(c.LV, "of deleted claim "+c.Name)
+			s.model.Remove(c)
 		}})
 }
 
 // snapshot takes a VolumeSnapshot of c; it must hold every write
 // acknowledged before it was asked for, read just before.
 func (s *clusterSoak) snapshot(c *soakClaim) {
-	c.busy = true
+	c.Busy = true
 	if c.pod != nil {
 		s.verify(c, "before its snapshot")
 	}
-	sn := &soakSnap{name: s.next("soak-snap"), class: c.class, source: c.name,
-		size: c.class.lvSize(c.size, s.base.extent), acked: c.acked.clone(), busy: true}
-	vs := volumeSnapshot(sn.name, c.name)
+	sn := soakmodel.NewSnapshot(s.model.Next("soak-snap"), &c.Volume)
+	sn.Size, sn.Busy = c.Layout.LVSize(c.Size, s.base.extent), true
+	vs := volumeSnapshot(sn.Name, c.Name)
 	vs.SetLabels(map[string]string{soakLabel: "true"})
 	if err := h.kc.Create(context.Background(), vs); err != nil {
 		s.t.Fatal(err)
 	}
-	s.snaps = append(s.snaps, sn)
-	s.push(&soakOp{kind: "snapshot " + c.class.name, what: fmt.Sprintf("snapshot %s of claim %s (%s, %d writes acknowledged)", sn.name, c.name, c.class.name, sn.acked.count()),
-		about: []string{sn.name, c.name},
+	s.model.AddSnapshot(sn)
+	s.push(&soakOp{kind: "snapshot " + c.Layout.Name, what: fmt.Sprintf("snapshot %s of claim %s (%s, %d writes acknowledged)", sn.Name, c.Name, c.Layout.Name, sn.Writes.Count()),
+		about: []string{sn.Name, c.Name},
 		reached: func(ctx context.Context) (bool, error) {
-			if err := h.kc.Get(ctx, soakKey(sn.name, vs), vs); err != nil {
+			if err := h.kc.Get(ctx, soakKey(sn.Name, vs), vs); err != nil {
 				return false, err
 			}
 			ready, _, _ := unstructured.NestedBool(vs.Object, "status", "readyToUse")
@@ -149,31 +149,31 @@ func (s *clusterSoak) snapshot(c *soakClaim) {
 		},
 		done: func() {
 			s.readySnapshot(sn, vs)
-			sn.busy, c.busy = false, false
+			sn.Busy, c.Busy = false, false
 		}})
 }
 
 // restore makes a claim from a snapshot, as large or larger, and starts a
 // writer on it: it must hold the snapshot's acknowledged writes.
-func (s *clusterSoak) restore(sn *soakSnap) {
-	size := sn.size
+func (s *clusterSoak) restore(sn *soakmodel.Snapshot) {
+	size := sn.Size
 	if s.rng.IntN(2) == 0 {
 		size += soakGrowth
 	}
-	sn.restores++
-	c := &soakClaim{name: s.next("soak"), class: sn.class, size: size, acked: sn.acked.clone()}
-	create(s.t, soakLabelled(restoreClaim(c.name, sn.class.name, quantity(size), sn.name)))
-	s.claims = append(s.claims, c)
-	s.startPodAs(c, "restore "+sn.class.name, func() { sn.restores-- })
+	sn.Restores++
+	c := &soakClaim{Volume: sn.Restore(s.model.Next("soak"), sn.Layout, size)}
+	create(s.t, soakLabelled(restoreClaim(c.Name, sn.Layout.Name, quantity(size), sn.Name)))
+	s.model.Add(c)
+	s.startPodAs(c, "restore "+sn.Layout.Name, func() { sn.Restores-- })
 }
 
 // expand grows c's claim while its pod runs: csi-resizer has carve grow
 // the LV, kubelet has carve node grow the filesystem, online.
 func (s *clusterSoak) expand(c *soakClaim) {
-	c.busy = true
-	want := c.size + soakGrowth
+	c.Busy = true
+	want := c.Size + soakGrowth
 	var claim corev1.PersistentVolumeClaim
-	if err := get(context.Background(), c.name, &claim); err != nil {
+	if err := get(context.Background(), c.Name, &claim); err != nil {
 		s.t.Fatal(err)
 	}
 	patch := client.MergeFrom(claim.DeepCopy())
@@ -181,11 +181,11 @@ func (s *clusterSoak) expand(c *soakClaim) {
 	if err := h.kc.Patch(context.Background(), &claim, patch); err != nil {
 		s.t.Fatal(err)
 	}
-	s.push(&soakOp{kind: "expand " + c.class.name, what: fmt.Sprintf("expand claim %s (%s) %d -> %d MiB, online", c.name, c.class.name, c.size/mi, want/mi),
-		about: []string{c.name, c.pv},
+	s.push(&soakOp{kind: "expand " + c.Layout.Name, what: fmt.Sprintf("expand claim %s (%s) %d -> %d MiB, online", c.Name, c.Layout.Name, c.Size/mi, want/mi),
+		about: []string{c.Name, c.LV},
 		reached: func(ctx context.Context) (bool, error) {
 			var now corev1.PersistentVolumeClaim
-			if err := get(ctx, c.name, &now); err != nil {
+			if err := get(ctx, c.Name, &now); err != nil {
 				return false, err
 			}
 			have := now.Status.Capacity[corev1.ResourceStorage]
@@ -197,29 +197,29 @@ func (s *clusterSoak) expand(c *soakClaim) {
 			return have.Value() >= want, fmt.Errorf("capacity %s", have.String())
 		},
 		done: func() {
-			c.size = want
+			c.Size = want
 			s.checkFilesystem(c)
-			c.busy = false
+			c.Busy = false
 		}})
 }
 
 // deleteSnapshot deletes a VolumeSnapshot: its content, Carve's
 // LogicalVolumeSnapshot and its LV go.
-func (s *clusterSoak) deleteSnapshot(sn *soakSnap) {
-	sn.busy = true
-	vs := volumeSnapshot(sn.name, "")
+func (s *clusterSoak) deleteSnapshot(sn *soakmodel.Snapshot) {
+	sn.Busy = true
+	vs := volumeSnapshot(sn.Name, "")
 	if err := h.kc.Delete(context.Background(), vs); err != nil {
 		s.t.Fatal(err)
 	}
-	s.push(&soakOp{kind: "delete snapshot", what: fmt.Sprintf("delete snapshot %s of %s (LV %s)", sn.name, sn.source, sn.lv),
-		about: []string{sn.name, sn.content, sn.lv},
+	s.push(&soakOp{kind: "delete snapshot", what: fmt.Sprintf("delete snapshot %s of %s (LV %s)", sn.Name, sn.Source, sn.LV),
+		about: []string{sn.Name, sn.ID, sn.LV},
 		reached: func(ctx context.Context) (bool, error) {
-			return allGone(ctx, named{sn.name, volumeSnapshot(sn.name, "")}, named{sn.content, volumeSnapshotContent()},
-				named{sn.lv, &v1alpha1.LogicalVolumeSnapshot{}})
+			return allGone(ctx, named{sn.Name, volumeSnapshot(sn.Name, "")}, named{sn.ID, volumeSnapshotContent()},
+				named{sn.LV, &v1alpha1.LogicalVolumeSnapshot{}})
 		},
 		done: func() {
-			s.checkLVGone(sn.lv, "of deleted snapshot "+sn.name)
-			s.snaps = slices.DeleteFunc(s.snaps, func(x *soakSnap) bool { return x == sn })
+			s.checkLVGone(sn.LV, "of deleted snapshot "+sn.Name)
+			s.model.RemoveSnapshot(sn)
 		}})
 }
 

@@ -14,48 +14,19 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"carve.dev/carve/test/soakmodel"
 )
 
-// soakClass is a StorageClass the soak's claims use, and how lvm2 lays
-// out its volumes. The e2e's install has carve-thick and carve-thin; the
-// VM node's VG has two PVs, so the soak adds a striped and a raid1 class
-// of its own (params), removed at its end.
-type soakClass struct {
-	name    string
-	params  map[string]string
-	segtype string // lvs's segtype of its LVs
-}
-
-var soakClasses = []*soakClass{
-	{name: "carve-thick", segtype: "linear"},
-	{name: "carve-thin", segtype: "thin"},
-	{name: "carve-soak-striped", params: map[string]string{"stripes": "2"}, segtype: "striped"},
-	{name: "carve-soak-raid1", params: map[string]string{"mirrors": "1"}, segtype: "raid1"},
-}
-
-func (c *soakClass) thin() bool { return c.segtype == "thin" }
-
-// lvSize is the size lvm2 gives a volume of size bytes: a whole number of
-// extents, and of rows of extents when striped (README.md, StorageClass
-// parameters).
-func (c *soakClass) lvSize(size, extent int64) int64 {
-	if c.segtype == "striped" {
-		extent *= 2
-	}
-	return (size + extent - 1) / extent * extent
-}
-
-// footprint is what such a volume takes of the VG's free space: nothing
-// for a thin one (the pool is carved already), both legs and a metadata
-// extent each for raid1.
-func (c *soakClass) footprint(size, extent int64) int64 {
-	switch c.segtype {
-	case "thin":
-		return 0
-	case "raid1":
-		return 2 * (c.lvSize(size, extent) + extent)
-	}
-	return c.lvSize(size, extent)
+// soakClasses are the StorageClasses the soak's claims use. The e2e's
+// install has carve-thick and carve-thin; the VM node's VG has two PVs, so
+// the soak adds a striped and a raid1 class of its own (Params), removed
+// at its end.
+var soakClasses = []*soakmodel.Layout{
+	{Name: "carve-thick", Segtype: "linear"},
+	{Name: "carve-thin", Segtype: "thin"},
+	{Name: "carve-soak-striped", Params: map[string]string{"stripes": "2"}, Segtype: "striped"},
+	{Name: "carve-soak-raid1", Params: map[string]string{"mirrors": "1"}, Segtype: "raid1"},
 }
 
 // soakBase is the VM node's VG before the soak: what it must be again
@@ -68,14 +39,14 @@ type soakBase struct {
 // setUp makes the soak's classes and records the VG at rest.
 func (s *clusterSoak) setUp() {
 	for _, c := range soakClasses {
-		if c.params == nil {
+		if c.Params == nil {
 			continue
 		}
-		sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: c.name, Labels: map[string]string{soakLabel: "true"}},
+		sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: c.Name, Labels: map[string]string{soakLabel: "true"}},
 			Provisioner: driverName, Parameters: map[string]string{"csi.storage.k8s.io/fstype": "ext4"},
 			VolumeBindingMode: new(storagev1.VolumeBindingWaitForFirstConsumer), AllowVolumeExpansion: new(true),
 			ReclaimPolicy: new(corev1.PersistentVolumeReclaimDelete)}
-		for k, v := range c.params {
+		for k, v := range c.Params {
 			sc.Parameters[k] = v
 		}
 		create(s.t, sc)
@@ -141,7 +112,7 @@ func (s *clusterSoak) kill() {
 	targets := pick(s, [][]string{{"controller"}, {"controller"}, {"node"}, {"node"}, {"controller", "node"}})
 	for _, comp := range targets {
 		if s.recovering[comp] {
-			s.stats.killsSkipped++
+			s.stats.Count("kills skipped (still coming back)")
 			continue
 		}
 		node := soakNodeOf(comp)
@@ -149,7 +120,7 @@ func (s *clusterSoak) kill() {
 		before := restarts(p, "carve")
 		inFlight := s.inFlight()
 		killContainer(s.t, p, "carve", "SIGKILL")
-		s.stats.killed(comp, inFlight)
+		s.stats.Kill(comp, inFlight)
 		s.recovering[comp] = true
 		s.push(&soakOp{recovery: true, kind: "recover " + comp,
 			what: fmt.Sprintf("SIGKILL carve %s (%d operations in flight)", comp, inFlight),

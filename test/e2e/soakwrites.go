@@ -20,6 +20,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"carve.dev/carve/test/soakmodel"
 )
 
 // writesSeen is what one read of a volume showed: the complete lines of
@@ -28,27 +30,6 @@ import (
 type writesSeen struct {
 	logs  map[string][]string // writer ID -> sums acknowledged, in order
 	files map[string]string   // file name -> SHA-256 read
-}
-
-// ackedWrites are the acknowledged writes the test has seen on a volume:
-// writer ID -> the SHA-256 of its files 1..n.
-type ackedWrites map[string][]string
-
-func (a ackedWrites) clone() ackedWrites {
-	c := ackedWrites{}
-	for id, sums := range a {
-		c[id] = append([]string(nil), sums...)
-	}
-	return c
-}
-
-// count is the number of acknowledged writes.
-func (a ackedWrites) count() int {
-	n := 0
-	for _, sums := range a {
-		n += len(sums)
-	}
-	return n
 }
 
 var (
@@ -133,53 +114,32 @@ func parseLog(lines []string, i int) (sums []string, next int, err error) {
 	return sums, i, nil
 }
 
-// verifyWrites checks a read against the writes acknowledged before it:
-// every log seen before is there and begins with the lines seen before,
-// and every acknowledged file (seen before or now) reads back with its
-// SHA-256. It returns what the test knows now, the number of files
-// checked, and the problems found (none: the volume is as it must be).
-func verifyWrites(known ackedWrites, seen writesSeen) (now ackedWrites, checked int, problems []string) {
-	now = known.clone()
-	for _, id := range slices.Sorted(maps.Keys(known)) {
-		sums, ok := seen.logs[id]
-		if !ok {
-			problems = append(problems, fmt.Sprintf("writer %s's log is gone (%d writes acknowledged)", id, len(known[id])))
-			continue
-		}
-		if p := divergence(id, known[id], sums); p != "" {
-			problems = append(problems, p)
-		}
-	}
-	for _, id := range slices.Sorted(maps.Keys(seen.logs)) {
-		sums := seen.logs[id]
-		if len(sums) >= len(now[id]) {
-			now[id] = sums
-		}
-		for n, want := range sums {
-			file := fmt.Sprintf("%s-%d.d", id, n+1)
-			got, ok := seen.files[file]
-			switch {
-			case !ok:
-				problems = append(problems, fmt.Sprintf("file %s of an acknowledged write is gone", file))
-			case got != want:
-				problems = append(problems, fmt.Sprintf("file %s reads back as %s, it was written as %s", file, got, want))
-			}
-			checked++
-		}
-	}
-	return now, checked, problems
-}
+// writeFile is the file of writer id's write n.
+func writeFile(id string, n int) string { return fmt.Sprintf("%s-%d.d", id, n) }
 
-// divergence tells how writer id's log (sums) departs from the lines
-// acknowledged before (want), "" when it begins with them.
-func divergence(id string, want, sums []string) string {
-	for n, w := range want {
-		if n >= len(sums) {
-			return fmt.Sprintf("writer %s's log ends at write %d, %d were acknowledged", id, len(sums), len(want))
-		}
-		if sums[n] != w {
-			return fmt.Sprintf("writer %s's write %d was acknowledged as %s, its log now says %s", id, n+1, w, sums[n])
+// verifyWrites checks a read against the writes acknowledged before it
+// (soakmodel's Writes, by file). Each complete log line acknowledges its
+// file's write: the test learns the ones it had not seen; then every
+// acknowledged write must still be in its log, the same, and its file
+// must read back with its SHA-256. It returns what the test knows now, the
+// writes it learnt, the number of files checked, and the problems found
+// (none: the volume is as it must be).
+func verifyWrites(known soakmodel.Writes, seen writesSeen) (now soakmodel.Writes, learnt, checked int, problems []string) {
+	now = known.Clone()
+	logged, files := map[string]soakmodel.Sum{}, map[string]soakmodel.Sum{}
+	for _, id := range slices.Sorted(maps.Keys(seen.logs)) {
+		for n, sum := range seen.logs[id] {
+			name := writeFile(id, n+1)
+			logged[name] = soakmodel.Sum{SHA256: sum}
+			if now.Learn(name, logged[name]) {
+				learnt++
+			}
 		}
 	}
-	return ""
+	for name, sum := range seen.files {
+		files[name] = soakmodel.Sum{SHA256: sum}
+	}
+	_, problems = now.Check("the log's line of", logged, false)
+	checked, lost := now.Check("file", files, false)
+	return now, learnt, checked, append(problems, lost...)
 }
