@@ -39,6 +39,12 @@ import (
 //
 // The seed (CARVE_E2E_SOAK_SEED, printed) repeats the choices; which
 // operation ends first, and so the interleaving, follows timing.
+//
+// The model, the verdicts, the figures and the choices are
+// test/soakmodel's, shared with test/soak; these files are its Kubernetes
+// driver: the objects made and deleted, the kills of containers, and the
+// reads of the cluster, the VM node's LVM and mounts, and the writers'
+// logs.
 func TestClusterSoak(t *testing.T) {
 	fullRunOnly(t)
 	cfg := readSoakConfig(t)

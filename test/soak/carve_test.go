@@ -119,7 +119,10 @@ func (c *carve) currentEpoch() int {
 // explain it.
 var errStuck = errors.New("stuck past its deadline")
 
-// call makes one CSI call as a CO does: fn is made with a fresh deadline
+// call makes one CSI call as a CO does (stuck detection stays here and in
+// the cluster soak's advance, apart: a CSI call is synchronous and a kill
+// cuts it, a Kubernetes operation is a wanted state polled until its
+// deadline, which kills do not restart): fn is made with a fresh deadline
 // on the current client, again after a kill cut it (whatever it answered
 // then), again while carve answers ABORTED (another operation on the
 // volume is under way) or, for polls, while fn asks for another round
@@ -128,14 +131,14 @@ var errStuck = errors.New("stuck past its deadline")
 func (s *soak) call(kind string, fn func(ctx context.Context, c *csiflow.Client) error) error {
 	started := time.Now()
 	for attempt := 0; ; attempt++ {
-		if time.Since(started) > 4*s.cfg.deadline {
+		if time.Since(started) > 4*s.cfg.Deadline {
 			return fmt.Errorf("%s: still not done after %s of retries", kind, time.Since(started).Round(time.Second))
 		}
 		c, epoch, err := s.carve.current()
 		if err != nil {
 			return err
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.deadline)
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Deadline)
 		t0 := time.Now()
 		s.carve.inFlight.Add(1)
 		err = fn(ctx, c)
@@ -143,18 +146,18 @@ func (s *soak) call(kind string, fn func(ctx context.Context, c *csiflow.Client)
 		cancel()
 		took := time.Since(t0)
 		killed := s.carve.currentEpoch() != epoch
-		s.stats.latency(kind, took)
+		s.stats.Try(kind, took)
 		switch {
 		case err == nil:
 			return nil
 		case killed:
-			s.stats.count(&s.stats.retriedAfterKill)
+			s.stats.Count("calls made again after a kill")
 			continue
 		case errors.Is(err, errAgain):
 			time.Sleep(500 * time.Millisecond)
 			continue
 		case status.Code(err) == codes.Aborted:
-			s.stats.count(&s.stats.aborted)
+			s.stats.Count("ABORTED answers")
 			time.Sleep(500 * time.Millisecond)
 			continue
 		case status.Code(err) == codes.Unavailable:
@@ -162,13 +165,13 @@ func (s *soak) call(kind string, fn func(ctx context.Context, c *csiflow.Client)
 			// first connection to a just restarted carve reset before
 			// the server's preface. Counted and printed; the retry
 			// budget above still fails a carve that stays unavailable.
-			s.stats.count(&s.stats.unavailable)
+			s.stats.Count("UNAVAILABLE with no kill")
 			s.t.Logf("%s: UNAVAILABLE with no kill in between, made again: %v", kind, err)
 			time.Sleep(500 * time.Millisecond)
 			continue
 		case status.Code(err) == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded):
 			s.fail("%s %w after %s: %v", kind, errStuck, took.Round(time.Millisecond), err)
-			s.stats.count(&s.stats.stuck)
+			s.stats.Stuck()
 			continue
 		}
 		return fmt.Errorf("%s (attempt %d): %w", kind, attempt+1, err)

@@ -14,6 +14,7 @@ import (
 
 	"carve.dev/carve/driver/volume"
 	"carve.dev/carve/lvm"
+	"carve.dev/carve/test/soakmodel"
 	"carve.dev/carve/test/testenv"
 )
 
@@ -30,7 +31,7 @@ var stateTags = []string{"carve.dev/volume", "carve.dev/snapshot", "carve.dev/na
 // check runs every invariant while no call is in flight and no kill
 // comes (the caller holds the gate and quiet).
 func (s *soak) check(when string) {
-	s.stats.count(&s.stats.checks)
+	s.stats.FullCheck()
 	m := s.model
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -43,19 +44,21 @@ func (s *soak) check(when string) {
 		s.fail("drop caches: %v", err)
 	}
 	read := 0
-	for _, name := range sortedKeys(m.vols) {
-		if v := m.vols[name]; v.staged {
+	for _, v := range m.soak.Volumes {
+		if v.staged {
 			if err := s.verify(v); err != nil {
 				s.fail("%s check: %v", when, err)
 			}
-			read += len(v.files)
+			read += v.Writes.Count()
 		}
 	}
-	s.t.Logf("%6.1fs %s check: %d volumes, %d snapshots, %d files read", time.Since(s.began).Seconds(), when, len(m.vols), len(m.snaps), read)
+	s.stats.Checked("acknowledged writes read back")
+	s.t.Logf("%6.1fs %s check: %d volumes, %d snapshots, %d files read", time.Since(s.began).Seconds(), when, len(m.soak.Volumes), len(m.soak.Snapshots), read)
 }
 
 // checkLVs: LVM holds the model's volumes and snapshots as the model has
-// them, and nothing else.
+// them (layout, size, activation), and nothing else; thin volumes are in
+// the pool, and no LV carries an intent tag.
 func (s *soak) checkLVs(ctx context.Context, when string) {
 	m := s.model
 	lvs, err := s.lvm.ListAllLVs(ctx, vg)
@@ -63,63 +66,41 @@ func (s *soak) checkLVs(ctx context.Context, when string) {
 		s.fail("%s check: lvs: %v", when, err)
 		return
 	}
-	known := map[string]bool{}
-	for _, p := range poolParts {
-		known[p] = true
-	}
-	for _, v := range m.vols {
-		known[v.lv] = true
-		if v.layout.name == "raid1" {
+	ignored := slices.Clone(poolParts)
+	for _, v := range m.soak.Volumes {
+		if v.Layout.Segtype == "raid1" {
 			for _, part := range []string{"_rimage_0", "_rimage_1", "_rmeta_0", "_rmeta_1"} {
-				known[v.lv+part] = true
+				ignored = append(ignored, v.LV+part)
 			}
 		}
 	}
-	for _, sn := range m.snaps {
-		known[sn.lv] = true
+	thin := map[string]bool{}
+	for _, v := range m.soak.Volumes {
+		thin[v.LV] = v.Layout.Thin()
 	}
-	byName := map[string]lvm.LV{}
+	got := map[string]soakmodel.LVState{}
 	for _, lv := range lvs {
-		byName[lv.Name] = lv
-		if !known[lv.Name] {
-			s.leakf("%s check: LV %s (origin %q, tags %v) is no volume or snapshot the CO holds", when, lv.Name, lv.Origin, lv.Tags)
-		}
-	}
-	for _, name := range sortedKeys(m.vols) {
-		v := m.vols[name]
-		lv, ok := byName[v.lv]
-		if !ok {
-			s.fail("%s check: volume %s (%s) has no LV %s", when, v.name, v.layout.name, v.lv)
+		if slices.Contains(ignored, lv.Name) {
 			continue
 		}
-		what := fmt.Sprintf("%s check: volume %s (%s)", when, v.name, v.layout.name)
-		if int64(lv.Size) != v.size {
-			s.fail("%s: LV of %d bytes, the CO was told %d", what, lv.Size, v.size)
+		got[lv.Name] = soakmodel.LVState{Segtype: segtype(lv.Layout), Size: int64(lv.Size), Active: lv.Active}
+		if isThin, ok := thin[lv.Name]; ok && isThin != (lv.PoolLV == pool) {
+			s.fail("%s check: LV %s in pool %q", when, lv.Name, lv.PoolLV)
 		}
-		if lv.Active != v.attached {
-			s.fail("%s: LV active=%v, published to the node=%v", what, lv.Active, v.attached)
-		}
-		if want := map[string]string{"thick": "linear", "thin": "thin", "striped": "striped", "raid1": "raid1"}[v.layout.name]; !strings.Contains(lv.Layout, want) {
-			s.fail("%s: LV layout %q", what, lv.Layout)
-		}
-		if v.layout.thin() != (lv.PoolLV == pool) {
-			s.fail("%s: LV in pool %q", what, lv.PoolLV)
-		}
-		s.checkTags(lv, what)
+		s.checkTags(lv, when+" check")
 	}
-	for _, name := range sortedKeys(m.snaps) {
-		sn := m.snaps[name]
-		lv, ok := byName[sn.lv]
-		what := fmt.Sprintf("%s check: snapshot %s of %s", when, sn.name, sn.source)
-		if !ok {
-			s.fail("%s: no LV %s", what, sn.lv)
-			continue
-		}
-		if int64(lv.Size) != sn.size || lv.Active {
-			s.fail("%s: LV of %d bytes (told %d), active=%v", what, lv.Size, sn.size, lv.Active)
-		}
-		s.checkTags(lv, what)
+	soakmodel.Same(s.verdicts, when+" check: LVs of "+vg+" (layout, size, activation)", got, m.soak.WantLVs(m.extent))
+	s.stats.Checked("LVs as the model")
+}
+
+// segtype is the model's word for lvs's lv_layout: "thin,sparse" is
+// thin, "raid,raid1" raid1.
+func segtype(layout string) string {
+	f := strings.Split(layout, ",")
+	if f[0] == "thin" {
+		return "thin"
 	}
+	return f[len(f)-1]
 }
 
 func (s *soak) checkTags(lv lvm.LV, what string) {
@@ -143,10 +124,7 @@ func (s *soak) checkCapacity(ctx context.Context, when string) {
 		s.fail("%s check: vgs: %v", when, err)
 		return
 	}
-	if want := int64(s.base.Free) - s.model.thickUse(); int64(g.Free) != want {
-		s.fail("%s check: VG free %s, the model's volumes and snapshots leave %s (%+d bytes)", when, fmtMiB(int64(g.Free)),
-			fmtMiB(want), int64(g.Free)-want)
-	}
+	s.verdicts.Free(vg, int64(s.base.Free), s.model.soak.ThickUse(s.model.extent), int64(g.Free))
 	space, poolLV, err := s.space(ctx, g)
 	if err != nil {
 		s.fail("%s check: %v", when, err)
@@ -158,22 +136,22 @@ func (s *soak) checkCapacity(ctx context.Context, when string) {
 		return
 	}
 	for _, l := range layouts {
-		resp, err := c.Controller.GetCapacity(ctx, &csi.GetCapacityRequest{Parameters: l.params,
+		resp, err := c.Controller.GetCapacity(ctx, &csi.GetCapacityRequest{Parameters: l.Params,
 			VolumeCapabilities: []*csi.VolumeCapability{mountCap()}})
 		if err != nil {
-			s.fail("%s check: GetCapacity %s: %v", when, l.name, err)
+			s.fail("%s check: GetCapacity %s: %v", when, l.Name, err)
 			continue
 		}
 		want := volume.CapacityOf(space, typeOf(l), volume.DefaultOverprovision)
 		got := resp.GetAvailableCapacity()
-		if l.thin() {
+		if l.Thin() {
 			if got <= 0 || got > int64(poolLV.Size) {
 				s.fail("%s check: GetCapacity thin %d bytes, the pool has %d free of %d", when, got, want.AvailableBytes, poolLV.Size)
 			}
 			continue
 		}
 		if got != want.AvailableBytes || resp.GetMaximumVolumeSize().GetValue() != want.MaximumVolumeBytes {
-			s.fail("%s check: GetCapacity %s: %d bytes, largest volume %d; LVM's state gives %d and %d", when, l.name, got,
+			s.fail("%s check: GetCapacity %s: %d bytes, largest volume %d; LVM's state gives %d and %d", when, l.Name, got,
 				resp.GetMaximumVolumeSize().GetValue(), want.AvailableBytes, want.MaximumVolumeBytes)
 		}
 	}
@@ -199,8 +177,8 @@ func (s *soak) space(ctx context.Context, g lvm.VG) (volume.VGSpace, lvm.LV, err
 	return sp, p, nil
 }
 
-func typeOf(l layout) volume.Type {
-	o := l.lvOptions(0)
+func typeOf(l *soakmodel.Layout) volume.Type {
+	o := l.LVOptions(0)
 	return volume.Type{Stripes: o.Stripes, Mirrors: o.Mirrors, ThinPool: o.ThinPool}
 }
 
@@ -214,8 +192,8 @@ func (s *soak) checkListings(ctx context.Context, when string) {
 		return
 	}
 	want, got := map[string]bool{}, map[string]bool{}
-	for _, v := range m.vols {
-		want[v.id] = v.attached
+	for _, v := range m.soak.Volumes {
+		want[v.ID] = v.Attached
 	}
 	if err := listAll(func(token string) (string, error) {
 		resp, err := c.Controller.ListVolumes(ctx, &csi.ListVolumesRequest{StartingToken: token})
@@ -226,10 +204,10 @@ func (s *soak) checkListings(ctx context.Context, when string) {
 	}); err != nil {
 		s.fail("%s check: ListVolumes: %v", when, err)
 	}
-	s.compare(when, "ListVolumes (volume: published)", want, got)
+	soakmodel.Same(s.verdicts, when+" check: ListVolumes (volume: published)", got, want)
 	want, got = map[string]bool{}, map[string]bool{}
-	for _, sn := range m.snaps {
-		want[sn.id] = true
+	for _, sn := range m.soak.Snapshots {
+		want[sn.ID] = true
 	}
 	if err := listAll(func(token string) (string, error) {
 		resp, err := c.Controller.ListSnapshots(ctx, &csi.ListSnapshotsRequest{StartingToken: token})
@@ -240,7 +218,8 @@ func (s *soak) checkListings(ctx context.Context, when string) {
 	}); err != nil {
 		s.fail("%s check: ListSnapshots: %v", when, err)
 	}
-	s.compare(when, "ListSnapshots (snapshot: ready)", want, got)
+	soakmodel.Same(s.verdicts, when+" check: ListSnapshots (snapshot: ready)", got, want)
+	s.stats.Checked("listings as the model")
 }
 
 func listAll(page func(token string) (string, error)) error {
@@ -254,57 +233,28 @@ func listAll(page func(token string) (string, error)) error {
 	}
 }
 
-func (s *soak) compare(when, what string, want, got map[string]bool) {
-	if !mapsEqual(want, got) {
-		s.fail("%s check: %s answers %v, the CO holds %v", when, what, got, want)
-	}
-}
-
-func mapsEqual(a, b map[string]bool) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
-}
-
 // checkMounts: the mounts under the test directory are the staged
 // volumes' staging paths and the published ones' targets.
 func (s *soak) checkMounts(when string) {
-	var want []string
-	for _, v := range s.model.vols {
+	want, got := map[string]int{}, map[string]int{}
+	for _, v := range s.model.soak.Volumes {
 		if v.staged {
-			want = append(want, v.staging())
+			want[v.staging()] = 1
 		}
 		if v.published {
-			want = append(want, v.target())
+			want[v.target()] = 1
 		}
 	}
-	var got []string
 	for _, mi := range testenv.MountsUnder(s.t, s.dir) {
-		got = append(got, strings.TrimPrefix(mi.MountPoint, s.dir+"/"))
+		got[strings.TrimPrefix(mi.MountPoint, s.dir+"/")]++
 	}
-	slices.Sort(want)
-	slices.Sort(got)
-	for i, g := range got {
-		if !slices.Contains(want, g) || i > 0 && got[i-1] == g {
-			s.leakf("%s check: mount %s is no staging or target path of the CO's (or is mounted twice)", when, g)
-		}
-	}
-	for _, w := range want {
-		if !slices.Contains(got, w) {
-			s.fail("%s check: %s is not mounted", when, w)
-		}
-	}
+	soakmodel.Same(s.verdicts, when+" check: mounts under the test directory (path: times mounted)", got, want)
+	s.stats.Checked("mounts as the model")
 }
 
 func (s *soak) leakf(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
-	s.stats.leak(msg)
+	s.stats.Leak(msg)
 	s.fail("%s", msg)
 }
 
@@ -318,32 +268,32 @@ func (s *soak) finish() {
 	}
 	s.check("final")
 	w := &worker{s: s, t: s.t}
-	for _, name := range sortedKeys(s.model.vols) {
-		v := s.model.vols[name]
-		read := len(v.files) > 0
+	for _, v := range slices.Clone(s.model.soak.Volumes) {
+		read := v.Writes.Count() > 0
 		steps := []struct {
 			when bool
 			do   func(*vol) error
 		}{
-			{read && !v.attached, w.attach}, {read && !v.staged, w.stage}, {v.published, w.unpublish},
-			{read, s.verify}, {read || v.staged, w.unstage}, {read || v.attached, w.detach}, {true, w.deleteVolume},
+			{read && !v.Attached, w.attach}, {read && !v.staged, w.stage}, {v.published, w.unpublish},
+			{read, s.verify}, {read || v.staged, w.unstage}, {read || v.Attached, w.detach}, {true, w.deleteVolume},
 		}
 		for _, step := range steps {
 			if !step.when {
 				continue
 			}
 			if err := step.do(v); err != nil {
-				s.fail("final: volume %s (%s): %v", v.name, v.layout.name, err)
+				s.fail("final: volume %s (%s): %v", v.Name, v.Layout.Name, err)
 				return
 			}
 		}
 	}
-	for _, name := range sortedKeys(s.model.snaps) {
-		if err := w.deleteSnapshot(s.model.snaps[name]); err != nil {
+	for _, sn := range slices.Clone(s.model.soak.Snapshots) {
+		if err := w.deleteSnapshot(sn); err != nil {
 			s.fail("final: %v", err)
 			return
 		}
 	}
+	s.verdicts.Ending = true
 	s.check("after deleting everything")
 	ctx := context.Background()
 	lvs, err := s.lvm.ListAllLVs(ctx, vg)

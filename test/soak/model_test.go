@@ -4,7 +4,6 @@ package soak
 
 import (
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -13,113 +12,54 @@ import (
 	"time"
 
 	"carve.dev/carve/lvm"
+	"carve.dev/carve/test/soakmodel"
 )
 
-// layout is a volume type as a StorageClass asks for it (the parameter
-// keys are Carve's: test/crash uses the same).
-type layout struct {
-	name   string
-	params map[string]string
+// layouts are the volume types as a StorageClass asks for them (the
+// parameter keys are Carve's: test/crash uses the same).
+var layouts = []*soakmodel.Layout{
+	{Name: "thick", Params: map[string]string{}, Segtype: "linear"},
+	{Name: "thin", Params: map[string]string{"thinPool": pool}, Segtype: "thin"},
+	{Name: "striped", Params: map[string]string{"stripes": "2"}, Segtype: "striped"},
+	{Name: "raid1", Params: map[string]string{"mirrors": "1"}, Segtype: "raid1"},
 }
 
-var layouts = []layout{
-	{"thick", map[string]string{}},
-	{"thin", map[string]string{"thinPool": pool}},
-	{"striped", map[string]string{"stripes": "2"}},
-	{"raid1", map[string]string{"mirrors": "1"}},
-}
-
-func (l layout) thin() bool { return l.params["thinPool"] != "" }
-
-// lvOptions is what lvm2 is asked for a volume of this layout: its
-// footprint is what the VG gives it.
-func (l layout) lvOptions(size int64) lvm.CreateLVOptions {
-	o := lvm.CreateLVOptions{Size: uint64(size)}
-	switch l.name {
-	case "thin":
-		o.ThinPool = pool
-	case "striped":
-		o.Stripes = 2
-	case "raid1":
-		o.Mirrors = 1
-	}
-	return o
-}
-
-// files are the acknowledged writes of a volume: name -> checksum.
-type files map[string]sum
-
-// vol is a volume as the CO knows it.
+// vol is a volume of the model (its ID the CSI volume ID, its size the
+// capacity carve answered, attached while published to the node) and
+// what else the CO keeps of it.
 type vol struct {
-	name, id, lv string
-	layout       layout
-	size         int64 // the capacity carve answered
-	context      map[string]string
+	soakmodel.Volume
+	context map[string]string
 	// publishContext is ControllerPublishVolume's answer.
 	publishContext map[string]string
-	attached       bool
 	staged         bool
 	published      bool
-	files          files
-	bytes          int64 // written into files
 	nextFile       int
-	busy           bool
 }
 
-func (v *vol) staging() string { return "staging/" + v.name }
-func (v *vol) target() string  { return "target/" + v.name }
+func (v *vol) staging() string { return "staging/" + v.Name }
+func (v *vol) target() string  { return "target/" + v.Name }
 
-// snap is a snapshot and the files its source held when it was taken.
-type snap struct {
-	name, id, lv string
-	source       string
-	thin         bool
-	size         int64
-	files        files
-	busy         bool
-}
-
-// model is what the CO has been told: volumes, snapshots, their state.
-// Workers claim the objects of an operation (busy) so that no two touch
-// one object at once, as a CO serializes operations per object.
+// model is what the CO has been told (soakmodel's model of it) under a
+// lock: unlike the cluster soak's one goroutine, workers run side by
+// side. They claim the objects of an operation (Busy) so that no two
+// touch one object at once, as a CO serializes operations per object.
 type model struct {
 	mu     sync.Mutex
-	vols   map[string]*vol
-	snaps  map[string]*snap
-	next   int
-	extent uint64
+	soak   soakmodel.Model[*vol]
+	extent int64
 	// reserved is thick space promised to operations under way.
 	reserved int64
-}
-
-// thickUse is what the model's volumes and thick snapshots take from the
-// VG: base free less this is the VG's free space once calls settled.
-func (m *model) thickUse() int64 {
-	var n int64
-	for _, v := range m.vols {
-		n += int64(lvm.Footprint(v.layout.lvOptions(v.size), m.extent))
-	}
-	for _, s := range m.snaps {
-		if !s.thin {
-			n += int64(lvm.Footprint(lvm.CreateLVOptions{Size: uint64(s.size)}, m.extent))
-		}
-	}
-	return n
 }
 
 // reserve promises n bytes of thick space, or says there is no room left
 // in the budget.
 func (m *model) reserve(n int64) bool {
-	if m.thickUse()+m.reserved+n > thickBudget {
+	if m.soak.ThickUse(m.extent)+m.reserved+n > thickBudget {
 		return false
 	}
 	m.reserved += n
 	return true
-}
-
-func (m *model) newName(prefix string) string {
-	m.next++
-	return fmt.Sprintf("%s%d", prefix, m.next)
 }
 
 // op is one operation a worker picked: its kind, its objects (claimed),
@@ -128,7 +68,7 @@ type op struct {
 	kind     string
 	name     string // of the volume it creates
 	v        *vol
-	s        *snap
+	s        *soakmodel.Snapshot
 	reserved int64
 	run      func(w *worker) error
 }
@@ -139,165 +79,109 @@ const (
 	maxSize      = 96 * mib
 )
 
-// choice is a kind of operation with its weight and the objects it may
-// apply to now.
-type choice struct {
-	weight int
-	make   func(r *rand.Rand) *op
-}
-
 // pick claims a random operation the model allows now (nil: none).
 func (s *soak) pick(r *rand.Rand) *op {
 	m := s.model
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var idle []*vol
-	for _, name := range sortedKeys(m.vols) {
-		if v := m.vols[name]; !v.busy {
-			idle = append(idle, v)
-		}
-	}
-	var idleSnaps []*snap
-	for _, name := range sortedKeys(m.snaps) {
-		if sn := m.snaps[name]; !sn.busy {
-			idleSnaps = append(idleSnaps, sn)
-		}
-	}
-	where := func(f func(v *vol) bool) []*vol {
-		return slices.DeleteFunc(slices.Clone(idle), func(v *vol) bool { return !f(v) })
-	}
-	onVol := func(kind string, weight int, vs []*vol, run func(w *worker, v *vol) error) choice {
-		if len(vs) == 0 {
-			return choice{}
-		}
-		return choice{weight, func(r *rand.Rand) *op {
-			v := vs[r.IntN(len(vs))]
-			return &op{kind: kind, v: v, run: func(w *worker) error { return run(w, v) }}
+	idle := m.soak.Idle(func(*vol) bool { return true })
+	idleSnaps := m.soak.IdleSnapshots(func(*soakmodel.Snapshot) bool { return true })
+	var o *op
+	onVol := func(kind string, weight int, ok func(v *vol) bool, run func(w *worker, v *vol) error) soakmodel.Choice {
+		vs := m.soak.Idle(ok)
+		return soakmodel.Choice{Weight: soakmodel.When(len(vs) > 0, weight), Do: func() {
+			v := soakmodel.One(r, vs)
+			o = &op{kind: kind, v: v, run: func(w *worker) error { return run(w, v) }}
 		}}
 	}
-	count := len(m.vols)
+	count := len(m.soak.Volumes)
 	// Until a volume is published, the steps that get one there come
 	// first, and the long operations (snapshots, restores, expansions)
 	// wait: the run must reach its writes early, even a short one in a
 	// slow VM.
 	up, slow := 1, 2
-	if !slices.ContainsFunc(slices.Collect(maps.Values(m.vols)), func(v *vol) bool { return v.published }) {
+	if !slices.ContainsFunc(m.soak.Volumes, func(v *vol) bool { return v.published }) {
 		up, slow = 3, 1
 	}
-	var cs []choice
-	if count < maxVolumes {
-		cs = append(cs, choice{max(4-count, 1), func(r *rand.Rand) *op {
-			l := layouts[r.IntN(len(layouts))]
+	expandable := m.soak.Idle(func(v *vol) bool { return v.Size+32*mib <= maxSize })
+	cs := []soakmodel.Choice{
+		{Weight: soakmodel.When(count < maxVolumes, max(4-count, 1)), Do: func() {
+			l := soakmodel.One(r, layouts)
 			size := int64(16+8*r.IntN(5)) * mib
-			name := m.newName("v")
-			return &op{kind: "CreateVolume/" + l.name, name: name, reserved: int64(lvm.Footprint(l.lvOptions(size), m.extent)),
+			name := m.soak.Next("v")
+			o = &op{kind: "CreateVolume/" + l.Name, name: name, reserved: l.Footprint(size, m.extent),
 				run: func(w *worker) error { return w.create(name, l, size, nil) }}
-		}})
-	}
-	cs = append(cs,
-		onVol("DeleteVolume", 1+count/3, where(func(v *vol) bool { return !v.attached }), (*worker).deleteVolume),
-		onVol("ControllerPublishVolume", 4*up, where(func(v *vol) bool { return !v.attached }), (*worker).attach),
-		onVol("ControllerUnpublishVolume", 1, where(func(v *vol) bool { return v.attached && !v.staged }), (*worker).detach),
-		onVol("NodeStageVolume", 6*up, where(func(v *vol) bool { return v.attached && !v.staged }), (*worker).stage),
-		onVol("NodeUnstageVolume", 1, where(func(v *vol) bool { return v.staged && !v.published }), (*worker).unstage),
-		onVol("NodePublishVolume", 6*up, where(func(v *vol) bool { return v.staged && !v.published }), (*worker).publish),
-		onVol("NodeUnpublishVolume", 1, where(func(v *vol) bool { return v.published }), (*worker).unpublish),
-		onVol("write", 10, where(func(v *vol) bool { return v.published && v.bytes < v.size/4 }), (*worker).write),
-		onVol("verify", 1, where(func(v *vol) bool { return v.staged && len(v.files) > 0 }), (*worker).verifyOp),
-	)
-	expandable := where(func(v *vol) bool { return v.size+32*mib <= maxSize })
-	if len(expandable) > 0 {
-		cs = append(cs, choice{slow, func(r *rand.Rand) *op {
-			v := expandable[r.IntN(len(expandable))]
-			size := v.size + int64(8+8*r.IntN(3))*mib
-			grow := int64(lvm.Footprint(v.layout.lvOptions(size), m.extent) - lvm.Footprint(v.layout.lvOptions(v.size), m.extent))
-			return &op{kind: "ControllerExpandVolume/" + v.layout.name, v: v, reserved: grow, run: func(w *worker) error { return w.expand(v, size) }}
-		}})
-	}
-	if len(m.snaps) < maxSnapshots {
-		cs = append(cs, onVol("CreateSnapshot", slow, idle, func(w *worker, v *vol) error { return w.snapshot(v, m.newNameLocked("s")) }))
-		// A thick snapshot takes a copy and, while it copies, a frozen
-		// point of up to the volume's size and a bit more.
-		last := &cs[len(cs)-1]
-		if mk := last.make; mk != nil {
-			last.make = func(r *rand.Rand) *op {
-				o := mk(r)
-				o.kind += "/" + o.v.layout.name
-				if !o.v.layout.thin() {
-					o.reserved = 2*o.v.size + 68*mib
-				}
-				return o
+		}},
+		onVol("DeleteVolume", 1+count/3, func(v *vol) bool { return !v.Attached }, (*worker).deleteVolume),
+		onVol("ControllerPublishVolume", 4*up, func(v *vol) bool { return !v.Attached }, (*worker).attach),
+		onVol("ControllerUnpublishVolume", 1, func(v *vol) bool { return v.Attached && !v.staged }, (*worker).detach),
+		onVol("NodeStageVolume", 6*up, func(v *vol) bool { return v.Attached && !v.staged }, (*worker).stage),
+		onVol("NodeUnstageVolume", 1, func(v *vol) bool { return v.staged && !v.published }, (*worker).unstage),
+		onVol("NodePublishVolume", 6*up, func(v *vol) bool { return v.staged && !v.published }, (*worker).publish),
+		onVol("NodeUnpublishVolume", 1, func(v *vol) bool { return v.published }, (*worker).unpublish),
+		onVol("write", 10, func(v *vol) bool { return v.published && v.Writes.Bytes() < v.Size/4 }, (*worker).write),
+		onVol("verify", 1, func(v *vol) bool { return v.staged && v.Writes.Count() > 0 }, (*worker).verifyOp),
+		{Weight: soakmodel.When(len(expandable) > 0, slow), Do: func() {
+			v := soakmodel.One(r, expandable)
+			size := v.Size + int64(8+8*r.IntN(3))*mib
+			o = &op{kind: "ControllerExpandVolume/" + v.Layout.Name, v: v, reserved: v.Layout.Footprint(size, m.extent) - v.Layout.Footprint(v.Size, m.extent),
+				run: func(w *worker) error { return w.expand(v, size) }}
+		}},
+		{Weight: soakmodel.When(len(m.soak.Snapshots) < maxSnapshots && len(idle) > 0, slow), Do: func() {
+			v := soakmodel.One(r, idle)
+			o = &op{kind: "CreateSnapshot/" + v.Layout.Name, v: v, run: func(w *worker) error { return w.snapshot(v, m.newNameLocked("s")) }}
+			// A thick snapshot takes a copy and, while it copies, a frozen
+			// point of up to the volume's size and a bit more.
+			if !v.Layout.Thin() {
+				o.reserved = 2*v.Size + 68*mib
 			}
-		}
+		}},
+		{Weight: soakmodel.When(len(idleSnaps) > 0, 1+len(m.soak.Snapshots)/2), Do: func() {
+			sn := soakmodel.One(r, idleSnaps)
+			o = &op{kind: "DeleteSnapshot", s: sn, run: func(w *worker) error { return w.deleteSnapshot(sn) }}
+		}},
+		{Weight: soakmodel.When(len(idleSnaps) > 0 && count < maxVolumes, slow), Do: func() {
+			sn := soakmodel.One(r, idleSnaps)
+			l := soakmodel.One(r, layouts)
+			if sn.Layout.Thin() && r.IntN(3) > 0 {
+				l = layouts[1] // mostly the instant path: thin from thin
+			}
+			size := sn.Size + int64(8*r.IntN(3))*mib
+			name := m.soak.Next("r")
+			o = &op{kind: "CreateVolume/restore-" + l.Name, name: name, s: sn, reserved: l.Footprint(size, m.extent),
+				run: func(w *worker) error { return w.create(name, l, size, sn) }}
+		}},
 	}
-	if len(idleSnaps) > 0 {
-		cs = append(cs, choice{1 + len(m.snaps)/2, func(r *rand.Rand) *op {
-			sn := idleSnaps[r.IntN(len(idleSnaps))]
-			return &op{kind: "DeleteSnapshot", s: sn, run: func(w *worker) error { return w.deleteSnapshot(sn) }}
-		}})
-		if count < maxVolumes {
-			cs = append(cs, choice{slow, func(r *rand.Rand) *op {
-				sn := idleSnaps[r.IntN(len(idleSnaps))]
-				l := layouts[r.IntN(len(layouts))]
-				if sn.thin && r.IntN(3) > 0 {
-					l = layouts[1] // mostly the instant path: thin from thin
-				}
-				size := sn.size + int64(8*r.IntN(3))*mib
-				name := m.newName("r")
-				return &op{kind: "CreateVolume/restore-" + l.name, name: name, s: sn, reserved: int64(lvm.Footprint(l.lvOptions(size), m.extent)),
-					run: func(w *worker) error { return w.create(name, l, size, sn) }}
-			}})
-		}
-	}
-	total := 0
-	for _, c := range cs {
-		if c.make != nil {
-			total += c.weight
-		}
-	}
-	if total == 0 {
+	if !soakmodel.Pick(r, cs) || o.reserved > 0 && !m.reserve(o.reserved) {
 		return nil
 	}
-	n := r.IntN(total)
-	for _, c := range cs {
-		if c.make == nil {
-			continue
-		}
-		if n -= c.weight; n < 0 {
-			o := c.make(r)
-			if o.reserved > 0 && !m.reserve(o.reserved) {
-				return nil
-			}
-			if o.v != nil {
-				o.v.busy = true
-			}
-			if o.s != nil {
-				o.s.busy = true
-			}
-			return o
-		}
+	if o.v != nil {
+		o.v.Busy = true
 	}
-	return nil
+	if o.s != nil {
+		o.s.Busy = true
+	}
+	return o
 }
 
 // object names what o works on, for the log.
 func (o *op) object() string {
 	switch {
 	case o.name != "" && o.s != nil:
-		return o.name + " from " + o.s.name
+		return o.name + " from " + o.s.Name
 	case o.name != "":
 		return o.name
 	case o.v != nil:
-		return o.v.name
+		return o.v.Name
 	}
-	return o.s.name
+	return o.s.Name
 }
 
-// newNameLocked is newName for an op's run, which runs without the lock.
+// newNameLocked is Next for an op's run, which runs without the lock.
 func (m *model) newNameLocked(prefix string) string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.newName(prefix)
+	return m.soak.Next(prefix)
 }
 
 // release gives back what pick claimed.
@@ -307,20 +191,11 @@ func (s *soak) release(o *op) {
 	defer m.mu.Unlock()
 	m.reserved -= o.reserved
 	if o.v != nil {
-		o.v.busy = false
+		o.v.Busy = false
 	}
 	if o.s != nil {
-		o.s.busy = false
+		o.s.Busy = false
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // worker runs operations one after the other with its own random source.
@@ -339,8 +214,10 @@ type soak struct {
 	dir   string
 	carve *carve
 	model *model
-	stats *stats
-	base  lvm.VG
+	stats *soakmodel.Stats
+	// verdicts are the checks' (soakmodel's Checker), failures through fail.
+	verdicts *soakmodel.Checker
+	base     lvm.VG
 
 	// gate: workers hold it shared around each operation; a check, or a
 	// kill between calls, holds it alone. quiet: a kill holds it, so that
@@ -355,8 +232,10 @@ type soak struct {
 }
 
 func newSoak(t *testing.T, cfg config, l *lvm.Client, bin, dir string, base lvm.VG) *soak {
-	return &soak{t: t, cfg: cfg, lvm: l, dir: dir, base: base, carve: newCarve(t, bin, dir),
-		model: &model{vols: map[string]*vol{}, snaps: map[string]*snap{}, extent: base.ExtentSize}, stats: newStats()}
+	s := &soak{t: t, cfg: cfg, lvm: l, dir: dir, base: base, carve: newCarve(t, bin, dir),
+		model: &model{extent: int64(base.ExtentSize)}, stats: soakmodel.NewStats()}
+	s.verdicts = &soakmodel.Checker{Stats: s.stats, Fail: func(msg string) { s.fail("%s", msg) }}
+	return s
 }
 
 // fail reports a failure; the run stops after the first few.
@@ -396,8 +275,7 @@ func (s *soak) run() {
 	var wg sync.WaitGroup
 	// Each worker and the killer draw from their own source, seeded from
 	// the run's seed.
-	seeds := rand.New(rand.NewPCG(s.cfg.seed, 0x9e3779b97f4a7c15))
-	source := func() *rand.Rand { return rand.New(rand.NewPCG(seeds.Uint64(), seeds.Uint64())) }
+	source := soakmodel.Sources(s.cfg.Seed)
 	killerRand := source()
 	for i := range s.cfg.workers {
 		w := &worker{id: i + 1, s: s, t: s.t, r: source()}
@@ -408,9 +286,9 @@ func (s *soak) run() {
 		defer close(killDone)
 		s.killer(killerRand)
 	}()
-	end := time.Now().Add(s.cfg.duration)
+	end := time.Now().Add(s.cfg.Duration)
 	for !s.isStopped() && time.Now().Before(end) {
-		time.Sleep(min(s.cfg.checkEvery, time.Until(end)))
+		time.Sleep(min(s.cfg.CheckEvery, time.Until(end)))
 		if time.Now().Before(end) {
 			s.gate.Lock()
 			s.quiet.Lock()
@@ -434,6 +312,7 @@ func (w *worker) loop() {
 			continue
 		}
 		start := time.Now()
+		w.s.stats.Began(o.kind)
 		err := o.run(w)
 		w.s.release(o)
 		w.s.gate.RUnlock()
@@ -442,7 +321,7 @@ func (w *worker) loop() {
 			w.s.stop() // the model no longer knows what carve holds
 			return
 		}
-		w.s.stats.op(o.kind)
+		w.s.stats.Done(o.kind, time.Since(start))
 		w.t.Logf("%6.1fs worker %d: %s %s done in %s", time.Since(w.s.began).Seconds(), w.id, o.kind, o.object(), time.Since(start).Round(time.Millisecond))
 	}
 }
@@ -451,7 +330,7 @@ func (w *worker) loop() {
 // call is in flight, one between calls (while no call is under way).
 func (s *soak) killer(r *rand.Rand) {
 	for !s.isStopped() {
-		time.Sleep(time.Duration(float64(s.cfg.killEvery) * (0.3 + 1.4*r.Float64())))
+		time.Sleep(s.cfg.KillDelay(r))
 		if s.isStopped() {
 			return
 		}
@@ -459,7 +338,7 @@ func (s *soak) killer(r *rand.Rand) {
 			s.gate.Lock()
 			s.quiet.Lock()
 			s.carve.kill()
-			s.stats.count(&s.stats.killsBetween)
+			s.stats.Kill("between calls", 0)
 			s.t.Logf("%6.1fs killed carve between calls", time.Since(s.began).Seconds())
 			s.quiet.Unlock()
 			s.gate.Unlock()
@@ -474,9 +353,9 @@ func (s *soak) killer(r *rand.Rand) {
 		s.quiet.Lock()
 		n := s.carve.inFlight.Load()
 		if n > 0 {
-			s.stats.count(&s.stats.killsMid)
+			s.stats.Kill("in a call", int(n))
 		} else {
-			s.stats.count(&s.stats.killsBetween)
+			s.stats.Kill("between calls", 0)
 		}
 		s.carve.kill()
 		s.t.Logf("%6.1fs killed carve with %d calls in flight", time.Since(s.began).Seconds(), n)

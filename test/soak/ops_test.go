@@ -4,19 +4,18 @@ package soak
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
 
 	"carve.dev/carve/test/csiflow"
+	"carve.dev/carve/test/soakmodel"
 	"carve.dev/carve/test/testenv"
 )
 
@@ -24,32 +23,10 @@ var snw = csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER
 
 func mountCap() *csi.VolumeCapability { return csiflow.MountCap(snw, "ext4") }
 
-// sum is an acknowledged file: its size and digest.
-type sum struct {
-	size   int64
-	digest [32]byte
-}
-
-func (f files) clone() files {
-	out := make(files, len(f))
-	for k, v := range f {
-		out[k] = v
-	}
-	return out
-}
-
-func (f files) bytes() int64 {
-	var n int64
-	for _, s := range f {
-		n += s.size
-	}
-	return n
-}
-
 // handle is a csiflow view of v on client c, with what the CO recorded
 // of it (its publish context, its staging path).
 func (w *worker) handle(c *csiflow.Client, v *vol) *csiflow.Volume {
-	h := c.Wrap(&csi.Volume{VolumeId: v.id, CapacityBytes: v.size, VolumeContext: v.context}, mountCap())
+	h := c.Wrap(&csi.Volume{VolumeId: v.ID, CapacityBytes: v.Size, VolumeContext: v.context}, mountCap())
 	h.NodeID, h.PublishContext, h.Staging = node, v.publishContext, w.s.path(v.staging())
 	return h
 }
@@ -68,13 +45,13 @@ func (w *worker) onHandle(kind string, v *vol, fn func(h *csiflow.Volume, ctx co
 	return w.callThen(kind, func(ctx context.Context, c *csiflow.Client) error { return fn(w.handle(c, v), ctx) }, then)
 }
 
-func (w *worker) create(name string, l layout, size int64, from *snap) error {
-	req := &csi.CreateVolumeRequest{Name: name, CapacityRange: &csi.CapacityRange{RequiredBytes: size}, Parameters: l.params,
+func (w *worker) create(name string, l *soakmodel.Layout, size int64, from *soakmodel.Snapshot) error {
+	req := &csi.CreateVolumeRequest{Name: name, CapacityRange: &csi.CapacityRange{RequiredBytes: size}, Parameters: l.Params,
 		VolumeCapabilities: []*csi.VolumeCapability{mountCap()}}
 	kind := "CreateVolume"
 	if from != nil {
 		req.VolumeContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{
-			Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: from.id}}}
+			Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: from.ID}}}
 		kind = "CreateVolume from a snapshot"
 	}
 	var resp *csi.CreateVolumeResponse
@@ -90,21 +67,20 @@ func (w *worker) create(name string, l layout, size int64, from *snap) error {
 	if got.GetCapacityBytes() < size {
 		return fmt.Errorf("volume %s: capacity %d, asked for %d", name, got.GetCapacityBytes(), size)
 	}
-	v := &vol{name: name, id: got.GetVolumeId(), lv: lvOfID(got.GetVolumeId()), layout: l, size: got.GetCapacityBytes(),
-		context: got.GetVolumeContext(), files: files{}}
+	v := &vol{Volume: soakmodel.Volume{Name: name, Layout: l, Writes: soakmodel.Writes{}}}
 	if from != nil {
-		v.files = from.files.clone()
-		v.bytes = v.files.bytes()
+		v.Volume = from.Restore(name, l, 0)
 	}
-	w.s.model.set(func() { w.s.model.vols[name] = v })
+	v.ID, v.LV, v.Size, v.context = got.GetVolumeId(), lvOfID(got.GetVolumeId()), got.GetCapacityBytes(), got.GetVolumeContext()
+	w.s.model.set(func() { w.s.model.soak.Add(v) })
 	return nil
 }
 
 func (w *worker) deleteVolume(v *vol) error {
 	return w.callThen("DeleteVolume", func(ctx context.Context, c *csiflow.Client) error {
-		_, err := c.Controller.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: v.id})
+		_, err := c.Controller.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: v.ID})
 		return err
-	}, func() { delete(w.s.model.vols, v.name) })
+	}, func() { w.s.model.soak.Remove(v) })
 }
 
 func (w *worker) attach(v *vol) error {
@@ -114,11 +90,11 @@ func (w *worker) attach(v *vol) error {
 		}
 		v.publishContext = h.PublishContext
 		return nil
-	}, func() { v.attached = true })
+	}, func() { v.Attached = true })
 }
 
 func (w *worker) detach(v *vol) error {
-	return w.onHandle("ControllerUnpublishVolume", v, (*csiflow.Volume).Detach, func() { v.attached = false })
+	return w.onHandle("ControllerUnpublishVolume", v, (*csiflow.Volume).Detach, func() { v.Attached = false })
 }
 
 // stage formats a blank volume or mounts its filesystem, which must span
@@ -156,7 +132,7 @@ func (w *worker) unpublish(v *vol) error {
 func (w *worker) expand(v *vol, size int64) error {
 	var capacity int64
 	err := w.s.call("ControllerExpandVolume", func(ctx context.Context, c *csiflow.Client) error {
-		resp, err := c.Controller.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{VolumeId: v.id,
+		resp, err := c.Controller.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{VolumeId: v.ID,
 			CapacityRange: &csi.CapacityRange{RequiredBytes: size}, VolumeCapability: mountCap()})
 		capacity = resp.GetCapacityBytes()
 		if err == nil && !resp.GetNodeExpansionRequired() {
@@ -170,7 +146,7 @@ func (w *worker) expand(v *vol, size int64) error {
 	if capacity < size {
 		return fmt.Errorf("expanded to %d bytes, asked for %d", capacity, size)
 	}
-	w.s.model.set(func() { v.size = capacity })
+	w.s.model.set(func() { v.Size = capacity })
 	if !v.staged {
 		return nil
 	}
@@ -179,7 +155,7 @@ func (w *worker) expand(v *vol, size int64) error {
 		path = w.s.path(v.target())
 	}
 	err = w.s.call("NodeExpandVolume", func(ctx context.Context, c *csiflow.Client) error {
-		_, err := c.Node.NodeExpandVolume(ctx, &csi.NodeExpandVolumeRequest{VolumeId: v.id, VolumePath: path,
+		_, err := c.Node.NodeExpandVolume(ctx, &csi.NodeExpandVolumeRequest{VolumeId: v.ID, VolumePath: path,
 			StagingTargetPath: w.s.path(v.staging()), CapacityRange: &csi.CapacityRange{RequiredBytes: size}, VolumeCapability: mountCap()})
 		return err
 	})
@@ -196,8 +172,8 @@ func (w *worker) checkFSSize(v *vol, path string) error {
 	if err := unix.Statfs(path, &st); err != nil {
 		return err
 	}
-	if fs := int64(st.Blocks) * st.Bsize; fs < v.size*3/4 || fs > v.size {
-		return fmt.Errorf("volume %s (%s, %s): its filesystem has %d bytes", v.name, v.layout.name, fmtMiB(v.size), fs)
+	if fs := int64(st.Blocks) * st.Bsize; fs < v.Size*3/4 || fs > v.Size {
+		return fmt.Errorf("volume %s (%s, %s): its filesystem has %d bytes", v.Name, v.Layout.Name, fmtMiB(v.Size), fs)
 	}
 	return nil
 }
@@ -205,7 +181,7 @@ func (w *worker) checkFSSize(v *vol, path string) error {
 func (w *worker) snapshot(v *vol, name string) error {
 	var got *csi.Snapshot
 	err := w.s.call("CreateSnapshot", func(ctx context.Context, c *csiflow.Client) error {
-		resp, err := c.Controller.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: name, SourceVolumeId: v.id})
+		resp, err := c.Controller.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: name, SourceVolumeId: v.ID})
 		if err != nil {
 			return err
 		}
@@ -217,17 +193,17 @@ func (w *worker) snapshot(v *vol, name string) error {
 	if err != nil {
 		return err
 	}
-	sn := &snap{name: name, id: got.GetSnapshotId(), lv: lvOfID(got.GetSnapshotId()), source: v.name, thin: v.layout.thin(),
-		size: got.GetSizeBytes(), files: v.files.clone()}
-	w.s.model.set(func() { w.s.model.snaps[name] = sn })
+	sn := soakmodel.NewSnapshot(name, &v.Volume)
+	sn.ID, sn.LV, sn.Size = got.GetSnapshotId(), lvOfID(got.GetSnapshotId()), got.GetSizeBytes()
+	w.s.model.set(func() { w.s.model.soak.AddSnapshot(sn) })
 	return nil
 }
 
-func (w *worker) deleteSnapshot(sn *snap) error {
+func (w *worker) deleteSnapshot(sn *soakmodel.Snapshot) error {
 	return w.callThen("DeleteSnapshot", func(ctx context.Context, c *csiflow.Client) error {
-		_, err := c.Controller.DeleteSnapshot(ctx, &csi.DeleteSnapshotRequest{SnapshotId: sn.id})
+		_, err := c.Controller.DeleteSnapshot(ctx, &csi.DeleteSnapshotRequest{SnapshotId: sn.ID})
 		return err
-	}, func() { delete(w.s.model.snaps, sn.name) })
+	}, func() { w.s.model.soak.RemoveSnapshot(sn) })
 }
 
 // write puts a file of random bytes in a published volume (a new one, or
@@ -235,7 +211,7 @@ func (w *worker) deleteSnapshot(sn *snap) error {
 // of its directory returned.
 func (w *worker) write(v *vol) error {
 	name := fmt.Sprintf("f%d", v.nextFile)
-	if names := sortedKeys(v.files); len(names) > 0 && w.r.IntN(4) == 0 {
+	if names := v.Writes.Names(); len(names) > 0 && w.r.IntN(4) == 0 {
 		name = names[w.r.IntN(len(names))]
 	} else {
 		v.nextFile++
@@ -248,47 +224,41 @@ func (w *worker) write(v *vol) error {
 	_, _ = rand.NewChaCha8(seed).Read(data)
 	dir := w.s.path(v.target())
 	write := func() error { return testenv.WriteSynced(filepath.Join(dir, name), data) }
-	if err := w.s.watchIO(fmt.Sprintf("write of %d bytes to %s", len(data), v.name), write); err != nil {
-		return fmt.Errorf("volume %s (%s): %w", v.name, v.layout.name, err)
+	if err := w.s.watchIO(fmt.Sprintf("write of %d bytes to %s", len(data), v.Name), write); err != nil {
+		return fmt.Errorf("volume %s (%s): %w", v.Name, v.Layout.Name, err)
 	}
-	w.s.model.set(func() { v.files[name] = sum{int64(len(data)), sha256.Sum256(data)}; v.bytes = v.files.bytes() })
-	w.s.stats.count(&w.s.stats.written)
+	w.s.model.set(func() { v.Writes[name] = soakmodel.SumOf(data) })
+	w.s.stats.Writes(1, 0)
 	return nil
 }
 
 func (w *worker) verifyOp(v *vol) error {
-	return w.s.watchIO("read of the files of "+v.name, func() error { return w.s.verify(v) })
+	return w.s.watchIO("read of the files of "+v.Name, func() error { return w.s.verify(v) })
 }
 
 // verify reads every file of a staged volume (through its staging path,
-// the mount its publications bind) and compares it with what was
-// acknowledged: the same names, the same bytes.
+// the mount its publications bind) and has the checker compare it with
+// what was acknowledged: the same names, the same bytes. It returns an
+// error when the files cannot be read; what they hold is the checker's
+// verdict.
 func (s *soak) verify(v *vol) error {
 	dir := s.path(v.staging())
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return err
 	}
-	var names []string
+	read := map[string]soakmodel.Sum{}
 	for _, e := range ents {
-		if e.Name() != "lost+found" {
-			names = append(names, e.Name())
+		if e.Name() == "lost+found" {
+			continue
 		}
-	}
-	if want := sortedKeys(v.files); !slices.Equal(names, want) {
-		return fmt.Errorf("volume %s (%s) holds files %v, the acknowledged writes are %v", v.name, v.layout.name, names, want)
-	}
-	for _, name := range names {
-		b, err := os.ReadFile(filepath.Join(dir, name))
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
 		if err != nil {
-			return fmt.Errorf("volume %s: %w", v.name, err)
+			return fmt.Errorf("volume %s: %w", v.Name, err)
 		}
-		if got := (sum{int64(len(b)), sha256.Sum256(b)}); got != v.files[name] {
-			return fmt.Errorf("volume %s (%s): file %s reads back %d bytes that differ from the %d acknowledged", v.name, v.layout.name,
-				name, len(b), v.files[name].size)
-		}
-		s.stats.count(&s.stats.verified)
+		read[e.Name()] = soakmodel.SumOf(b)
 	}
+	s.verdicts.Read(fmt.Sprintf("volume %s (%s)", v.Name, v.Layout.Name), v.Writes, read, true)
 	return nil
 }
 

@@ -39,6 +39,12 @@
 // At the end every volume is brought up and its files read, then every
 // volume and snapshot is deleted, and the VG must be back to its base.
 //
+// What the soak believes (volumes, snapshots, acknowledged writes, the LVs
+// and free space they imply), the checks' verdicts, the figures and the
+// seeded choices are test/soakmodel's, which the e2e's cluster soak drives
+// too; this package is its CSI driver: the calls, the kills of one
+// process, and the reads of LVM, the mounts and the files on this host.
+//
 // Knobs: CARVE_SOAK_DURATION (default 90s), CARVE_SOAK_SEED (default: the
 // clock; printed, and a run with the same seed makes the same choices, though
 // the interleaving of workers and kills follows timing), CARVE_SOAK_WORKERS
@@ -58,6 +64,7 @@ import (
 
 	"carve.dev/carve/lvm"
 	"carve.dev/carve/test/fixture"
+	"carve.dev/carve/test/soakmodel"
 	"carve.dev/carve/test/testenv"
 )
 
@@ -73,13 +80,10 @@ const (
 	thickBudget = 2048 * mib
 )
 
+// config is the soak's knobs: soakmodel's, and its workers.
 type config struct {
-	seed       uint64
-	duration   time.Duration
-	workers    int
-	checkEvery time.Duration
-	killEvery  time.Duration
-	deadline   time.Duration
+	soakmodel.Config
+	workers int
 }
 
 // callGuard is a call's deadline, a hang guard: the slowest call of a
@@ -91,31 +95,18 @@ const callGuard = 5 * time.Minute
 
 func readConfig(t *testing.T) config {
 	t.Helper()
-	c := config{seed: uint64(time.Now().UnixNano()), duration: 90 * time.Second, workers: 3,
-		checkEvery: 20 * time.Second, killEvery: 10 * time.Second, deadline: callGuard}
-	if s := os.Getenv("CARVE_SOAK_SEED"); s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("CARVE_SOAK_SEED=%q: %v", s, err)
-		}
-		c.seed = n
+	mc, err := soakmodel.ReadConfig(os.Getenv, "CARVE_SOAK_", "CARVE_SOAK_CALL_DEADLINE", soakmodel.Config{Duration: 90 * time.Second,
+		CheckEvery: 20 * time.Second, KillEvery: 10 * time.Second, Deadline: callGuard})
+	if err != nil {
+		t.Fatal(err)
 	}
+	c := config{Config: mc, workers: 3}
 	if s := os.Getenv("CARVE_SOAK_WORKERS"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
 			t.Fatalf("CARVE_SOAK_WORKERS=%q: want a positive integer", s)
 		}
 		c.workers = n
-	}
-	for env, d := range map[string]*time.Duration{"CARVE_SOAK_DURATION": &c.duration, "CARVE_SOAK_CHECK_EVERY": &c.checkEvery,
-		"CARVE_SOAK_KILL_EVERY": &c.killEvery, "CARVE_SOAK_CALL_DEADLINE": &c.deadline} {
-		if s := os.Getenv(env); s != "" {
-			v, err := time.ParseDuration(s)
-			if err != nil || v <= 0 {
-				t.Fatalf("%s=%q: want a positive duration", env, s)
-			}
-			*d = v
-		}
 	}
 	return c
 }
@@ -126,6 +117,9 @@ func TestSoak(t *testing.T) {
 		fixture.Missing(t, "CARVE_BIN is not set: build cmd/carve and point CARVE_BIN at it")
 	}
 	cfg := readConfig(t)
+	if cfg.Duration == 0 {
+		t.Skip("CARVE_SOAK_DURATION=0")
+	}
 	disks := []string{testenv.Disk(t, "CARVE_TEST_DISK"), testenv.Disk(t, "CARVE_TEST_DISK2")}
 	l := testenv.PrivateLVM(t)
 	testenv.NewVG(t, l, vg, disks...)
@@ -150,20 +144,21 @@ func TestSoak(t *testing.T) {
 		removeAll(t, l)
 	})
 	t.Logf("soak: seed %d (CARVE_SOAK_SEED=%d repeats its choices), %s, %d workers, a kill every %s on average, checks every %s",
-		cfg.seed, cfg.seed, cfg.duration, cfg.workers, cfg.killEvery, cfg.checkEvery)
+		cfg.Seed, cfg.Seed, cfg.Duration, cfg.workers, cfg.KillEvery, cfg.CheckEvery)
 	start := time.Now()
 	s.run()
 	s.finish()
-	t.Log(s.stats.report(cfg, time.Since(start)))
-	if s.stats.leaked() != 0 {
-		t.Errorf("%d leaked objects", s.stats.leaked())
+	t.Log(s.stats.Report(fmt.Sprintf("soak (%d workers)", cfg.workers), cfg.Config, time.Since(start), "CSI call"))
+	t.Log(s.stats.Summary("soak", cfg.Config, time.Since(start)))
+	if s.stats.Leaked() != 0 {
+		t.Errorf("%d leaked objects", s.stats.Leaked())
 	}
 	// Once more, last: a failure is reported as it happens, minutes of log
 	// before the end, where a CI excerpt of the end does not reach.
 	if s.hasFailed() {
 		s.stopMu.Lock()
 		defer s.stopMu.Unlock()
-		t.Logf("soak failures (seed %d):\n\t%s", cfg.seed, strings.Join(s.failed, "\n\t"))
+		t.Logf("soak failures (seed %d):\n\t%s", cfg.Seed, strings.Join(s.failed, "\n\t"))
 	}
 }
 

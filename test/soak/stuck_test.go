@@ -23,9 +23,9 @@ func (s *soak) watchIO(what string, fn func() error) error {
 	select {
 	case err := <-done:
 		return err
-	case <-time.After(s.cfg.deadline):
+	case <-time.After(s.cfg.Deadline):
 	}
-	s.fail("%s: %w after %s; device-mapper devices of %s:\n%s", what, errStuck, s.cfg.deadline, vg, dmState())
+	s.fail("%s: %w after %s; device-mapper devices of %s:\n%s", what, errStuck, s.cfg.Deadline, vg, dmState())
 	resumeSuspended(s)
 	select {
 	case err := <-done:
