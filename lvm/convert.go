@@ -58,6 +58,24 @@ func Mirrors(all []LV, name string) int {
 	return max(n-1, 0)
 }
 
+// VisibleRAIDParts names the raid images and metadata LVs of LV name
+// among all (a ListAllLVs report) that are not hidden. lvm2 makes a new
+// raid LV's metadata LVs visible and commits that, to activate and wipe
+// them, then hides them again (raid_manip.c's _clear_lvs): an lvcreate or
+// lvconvert killed in between leaves them visible, and lvm2 then refuses
+// to activate the LV ("Refusing activation of RAID LV ... with visible
+// SubLVs"). Nothing else leaves a raid part visible.
+func VisibleRAIDParts(all []LV, name string) []string {
+	part := regexp.MustCompile(`^` + regexp.QuoteMeta(name) + `_(rimage|rmeta)_[0-9]+`)
+	var out []string
+	for _, lv := range all {
+		if !lv.Hidden && part.MatchString(lv.Name) {
+			out = append(out, lv.Name)
+		}
+	}
+	return out
+}
+
 // CheckConversion tells whether lvm2 can give lv, which has have extra
 // legs now, want: each leg it lacks needs a PV of its own, holding none of
 // the LV yet, with a whole leg (the LV's size and its raid metadata)

@@ -51,6 +51,22 @@ func TestMirrors(t *testing.T) {
 	}
 }
 
+func TestVisibleRAIDParts(t *testing.T) {
+	all := []LV{
+		{Name: "a", Layout: "raid,raid1"},
+		{Name: "a_rimage_0"}, {Name: "a_rimage_1", Hidden: true},
+		{Name: "a_rmeta_0"}, {Name: "a_rmeta_1"},
+		{Name: "ab", Layout: "raid,raid1"}, {Name: "ab_rimage_0", Hidden: true}, {Name: "ab_rmeta_0", Hidden: true},
+		{Name: "i", Layout: "raid,raid1"}, {Name: "i_rimage_0_imeta"}, {Name: "i_rimage_0_iorig", Hidden: true},
+		{Name: "a_rmeta_x"}, {Name: "xa_rmeta_0"},
+	}
+	for name, want := range map[string]string{"a": "a_rimage_0 a_rmeta_0 a_rmeta_1", "ab": "", "i": "i_rimage_0_imeta", "gone": ""} {
+		if got := strings.Join(VisibleRAIDParts(all, name), " "); got != want {
+			t.Errorf("VisibleRAIDParts(%s) = %q, want %q", name, got, want)
+		}
+	}
+}
+
 func TestParseDevices(t *testing.T) {
 	out := []byte(`{"report":[{"lv":[
 		{"lv_name":"a", "devices":"a_rimage_0(0),a_rimage_1(0)"},

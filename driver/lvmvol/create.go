@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"k8s.io/klog/v2"
 
@@ -165,6 +166,14 @@ func (m *Manager) adopt(ctx context.Context, r lvm.Reads, lv lvm.LV, req volume.
 		}
 		return m.CreateVolume(ctx, req)
 	}
+	if lv.HasTag(tagPending) && strings.HasPrefix(lv.Layout, "raid") {
+		if cut, err := m.dropCutShortRAID(ctx, r, lv); cut || err != nil {
+			if err != nil {
+				return volume.Volume{}, err
+			}
+			return m.CreateVolume(ctx, req)
+		}
+	}
 	if got := tagValue(lv, tagParamsPrefix); got != req.ParamsDigest {
 		return volume.Volume{}, fmt.Errorf("volume %q exists with other parameters: %w", req.Name, volume.ErrNameConflict)
 	}
@@ -198,6 +207,44 @@ func (m *Manager) adopt(ctx context.Context, r lvm.Reads, lv lvm.LV, req volume.
 		return m.finishCreate(ctx, lv)
 	}
 	return m.volumeOf(lv), nil
+}
+
+// dropCutShortRAID removes a pending raid volume whose lvcreate was killed
+// while lvm2 wiped its metadata LVs, which it makes visible for that (see
+// lvm.VisibleRAIDParts): lvm2 refuses to activate such an LV ever after,
+// so adopting it would hand out a volume no node can publish (found by
+// the soak). It reports whether it removed lv. The LV holds nothing to
+// wipe: pending, it was never handed out, and lvcreate was cut short
+// before a copy could start. Its visible parts may still be active (lvm2
+// activated them to wipe them): they are deactivated first, since lvremove
+// of the inactive raid LV would leave their devices behind under the
+// names the next lvcreate makes again.
+func (m *Manager) dropCutShortRAID(ctx context.Context, r lvm.Reads, lv lvm.LV) (bool, error) {
+	ref := lv.VGName + "/" + lv.Name
+	all, err := m.lvm.ListAllLVs(ctx, r, lv.VGName)
+	if err != nil {
+		return false, fmt.Errorf("read raid parts of %s: %w", ref, err)
+	}
+	parts := lvm.VisibleRAIDParts(all, lv.Name)
+	if len(parts) == 0 {
+		return false, nil
+	}
+	klog.InfoS("Removing a raid volume whose create was cut short: lvm2 left its parts visible and would refuse to activate it",
+		"lv", ref, "visibleParts", parts)
+	for _, part := range parts {
+		if err := m.lvm.Deactivate(ctx, lv.VGName, part); err != nil {
+			return false, fmt.Errorf("deactivate %s/%s of a cut-short raid volume: %w", lv.VGName, part, err)
+		}
+	}
+	if lv.HasTag(tagCopying) {
+		if err := m.dropFrozen(ctx, r, lv.VGName, lv.Name); err != nil {
+			return false, err
+		}
+	}
+	if err := m.lvm.RemoveLVOf(ctx, lv); err != nil {
+		return false, fmt.Errorf("remove cut-short raid volume %s: %w", ref, err)
+	}
+	return true, nil
 }
 
 // finishCreate leaves a fresh LV inactive and drops its pending tag, in that
