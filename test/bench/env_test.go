@@ -68,13 +68,13 @@ func setup(t *testing.T, cfg config) *env {
 	if cfg.shells != "" {
 		args = append(args, "--lvm-shells="+cfg.shells)
 	}
-	p := testenv.StartCarveProcess(t, "", args...)
+	p := testenv.StartCarve(t, testenv.Options{}, args...)
 	c, err := csiflow.Dial(p.Endpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	return &env{t: t, top: t, cfg: cfg, lvm: l, run: runner.New(0), c: c, pid: p.PID,
+	return &env{t: t, top: t, cfg: cfg, lvm: l, run: runner.New(0), c: c, pid: p.PID(),
 		metrics: "http://" + addr + "/metrics", dir: t.TempDir(), res: &results.Run{Mode: cfg.mode(), Started: time.Now()}}
 }
 

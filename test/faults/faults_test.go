@@ -188,7 +188,7 @@ func setupSliced(t *testing.T, slices int, wbps int64, args ...string) *env {
 	if wbps > 0 {
 		cgroup = testenv.SlowCgroup(t, wbps, disks...)
 	}
-	endpoint := testenv.StartCarveIn(t, cgroup, append([]string{"--volume-groups=" + vg, "--node-id=" + node}, args...)...)
+	endpoint := testenv.StartCarve(t, testenv.Options{Cgroup: cgroup}, append([]string{"--volume-groups=" + vg, "--node-id=" + node}, args...)...).Endpoint
 	c, err := csiflow.Dial(endpoint)
 	if err != nil {
 		t.Fatal(err)

@@ -52,7 +52,7 @@ func TestEncryptedVolume(t *testing.T) {
 	// argon2id at its least memory: each open and format costs about 1 s
 	// less in the VM than at the default 64 MiB (README.md gives both
 	// costs; the e2e runs the default).
-	proc := testenv.StartCarveProcess(t, "", "--volume-groups="+vg, "--node-id="+node, "--health-address="+metricsAddr,
+	proc := testenv.StartCarve(t, testenv.Options{}, "--volume-groups="+vg, "--node-id="+node, "--health-address="+metricsAddr,
 		"--luks-pbkdf-memory=32768")
 	e := &env{t: t, lvm: l, c: dial(t, proc.Endpoint), dir: t.TempDir(), disks: disks}
 	ctx := context.Background()
@@ -141,7 +141,7 @@ func TestEncryptedVolume(t *testing.T) {
 	if deviceHolds(t, disks[0], 512*mib, []byte("LUKS\xba\xbe"), []byte("SKUL\xba\xbe")) {
 		t.Fatal("a LUKS header is left on the disk after every volume was deleted: not wiped")
 	}
-	noKeyIn(t, "carve's log", readFile(t, proc.Log))
+	noKeyIn(t, "carve's log", readFile(t, proc.Log()))
 	noKeyIn(t, "carve's metrics", httpGet(t, "http://"+metricsAddr+"/metrics"))
 }
 

@@ -61,7 +61,7 @@ func newEnv(t *testing.T, disks []string, dir string, args ...string) *env {
 	t.Helper()
 	l := testenv.PrivateLVM(t)
 	testenv.NewVG(t, l, vg, disks...)
-	endpoint := testenv.StartCarve(t, append([]string{"--volume-groups=" + vg, "--node-id=" + node}, args...)...)
+	endpoint := testenv.StartCarve(t, testenv.Options{}, append([]string{"--volume-groups=" + vg, "--node-id=" + node}, args...)...).Endpoint
 	return &env{t: t, lvm: l, c: dial(t, endpoint), endpoint: endpoint, dir: dir, disks: disks}
 }
 
@@ -79,7 +79,7 @@ func secondDisk(t *testing.T, why string) string {
 
 func start(t *testing.T) *csiflow.Client {
 	t.Helper()
-	return dial(t, testenv.StartCarve(t, "--volume-groups="+vg, "--node-id="+node))
+	return dial(t, testenv.StartCarve(t, testenv.Options{}, "--volume-groups="+vg, "--node-id="+node).Endpoint)
 }
 
 func dial(t *testing.T, endpoint string) *csiflow.Client {

@@ -24,8 +24,8 @@ func TestDeleteOutlivesCommandTimeout(t *testing.T) {
 	ctx := context.Background()
 	const size, rate, cmdTimeout = 128 * mib, 16 * mib, 3 * time.Second
 	slow := testenv.SlowCgroup(t, rate, e.disks...)
-	c := dial(t, testenv.StartCarveIn(t, slow, "--volume-groups="+vg, "--node-id="+node,
-		"--command-timeout="+cmdTimeout.String()))
+	c := dial(t, testenv.StartCarve(t, testenv.Options{Cgroup: slow}, "--volume-groups="+vg, "--node-id="+node,
+		"--command-timeout="+cmdTimeout.String()).Endpoint)
 	v, err := c.Create(ctx, "pvc-slow-wipe", size, nil, csiflow.BlockCap(snw))
 	must(t, err)
 	start := time.Now()

@@ -36,7 +36,7 @@ func TestSeveralVGsPerClass(t *testing.T) {
 	if out, err := exec.Command("vgchange", "--addtag", "fast", vg2).CombinedOutput(); err != nil {
 		t.Fatalf("tag %s: %v: %s", vg2, err, out)
 	}
-	endpoint := testenv.StartCarve(t, "--volume-groups="+vg+","+vg2, "--node-id="+node)
+	endpoint := testenv.StartCarve(t, testenv.Options{}, "--volume-groups="+vg+","+vg2, "--node-id="+node).Endpoint
 	e := &env{t: t, lvm: l, c: dial(t, endpoint), endpoint: endpoint, dir: t.TempDir()}
 	both := vg + "," + vg2
 	in := func(v *csiflow.Volume) string { return strings.Split(v.ID, "/")[1] }

@@ -85,7 +85,7 @@ func setup(t *testing.T) *env {
 	e.rawNodeOutsideDev()
 	e.paths()
 
-	e.c = dial(t, testenv.StartCarve(t, "--volume-groups="+vg, "--node-id="+node, "--path-root="+e.root, "--device-wait=2s"))
+	e.c = dial(t, testenv.StartCarve(t, testenv.Options{}, "--volume-groups="+vg, "--node-id="+node, "--path-root="+e.root, "--device-wait=2s").Endpoint)
 	e.canaryUp(ctx)
 	e.victim, e.small = e.blank(ctx, "victim"), e.blank(ctx, "small")
 	e.mounts = mountinfo(t)

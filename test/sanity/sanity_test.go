@@ -143,8 +143,8 @@ func runSanity(t *testing.T, accessType string, thin bool, focus string, want sp
 		}
 		params["thinPool"] = pool
 	}
-	endpoint := testenv.StartCarve(t, "--volume-groups="+vg, "--node-id=sanity-node", "--max-volumes=3",
-		"--thin-overprovision-ratio=4")
+	endpoint := testenv.StartCarve(t, testenv.Options{}, "--volume-groups="+vg, "--node-id=sanity-node", "--max-volumes=3",
+		"--thin-overprovision-ratio=4").Endpoint
 
 	cfg := sanity.NewTestConfig()
 	cfg.Address = endpoint

@@ -63,7 +63,6 @@ import (
 	"time"
 
 	"carve.dev/carve/lvm"
-	"carve.dev/carve/test/fixture"
 	"carve.dev/carve/test/soakmodel"
 	"carve.dev/carve/test/testenv"
 )
@@ -112,10 +111,7 @@ func readConfig(t *testing.T) config {
 }
 
 func TestSoak(t *testing.T) {
-	bin := os.Getenv("CARVE_BIN")
-	if bin == "" {
-		fixture.Missing(t, "CARVE_BIN is not set: build cmd/carve and point CARVE_BIN at it")
-	}
+	bin := testenv.Bin(t) // resolved once: the soak restarts carve after each kill
 	cfg := readConfig(t)
 	if cfg.Duration == 0 {
 		t.Skip("CARVE_SOAK_DURATION=0")

@@ -16,7 +16,7 @@ const cgroupRoot = "/sys/fs/cgroup"
 
 // SlowCgroup makes a cgroup v2 whose processes may write to each of disks
 // at bytesPerSec at most (the io controller's io.max wbps), and removes it
-// when the test ends. Carve started in it (StartCarveIn), and the commands
+// when the test ends. Carve started in it (StartCarve with Options.Cgroup), and the commands
 // it runs, see slow devices: the kernel throttles the bios they submit,
 // including those device-mapper remaps onto the disks and the
 // write-zeroes requests of BLKZEROOUT. The VM's virtio disks are otherwise

@@ -82,51 +82,35 @@ func NewVG(t *testing.T, c *lvm.Client, name string, disks ...string) {
 	})
 }
 
-// StartCarve runs the carve binary named by $CARVE_BIN as `carve
-// standalone args...` on a socket in a temporary directory, and returns the
-// socket's unix:// endpoint once it accepts connections. The process gets
-// SIGTERM when the test ends; its log goes to the test log's directory.
-// Tests stage and publish in their temporary directories, so the path root
-// is the temporary directory's root unless args give one (--path-root).
-func StartCarve(t *testing.T, args ...string) string {
+// StartCarve is the one way tests run carve: `carve standalone args...`
+// as o says (Launch), stopped with SIGTERM when the test ends, its log's
+// path then in the test log. A test that restarts or kills carve itself
+// calls Launch and owns the process.
+func StartCarve(t *testing.T, o Options, args ...string) *Process {
 	t.Helper()
-	return StartCarveIn(t, "", args...)
+	p := Launch(t, o, args...)
+	t.Cleanup(func() {
+		p.Stop()
+		t.Logf("carve log: %s", p.log.Name())
+	})
+	return p
 }
 
-// StartCarveIn is StartCarve with the process started in cgroup (a cgroup
-// v2 directory, such as SlowCgroup's); "" is carve's own cgroup.
-func StartCarveIn(t *testing.T, cgroup string, args ...string) string {
-	t.Helper()
-	return StartCarveProcess(t, cgroup, args...).Endpoint
-}
-
-// Carve is a carve StartCarveProcess started: where it serves, its
-// process ID (for its memory figures) and its log file.
-type Carve struct {
-	Endpoint string
-	PID      int
-	Log      string
-}
-
-// StartCarveProcess is StartCarveIn that also tells the process.
-func StartCarveProcess(t *testing.T, cgroup string, args ...string) Carve {
+// Bin is the carve binary tests run: $CARVE_BIN, which scripts/test-vm.sh
+// sets; a test without it fails as a missing fixture (fixture.Missing).
+func Bin(t *testing.T) string {
 	t.Helper()
 	bin := os.Getenv("CARVE_BIN")
 	if bin == "" {
 		fixture.Missing(t, "CARVE_BIN is not set: build cmd/carve and point CARVE_BIN at it")
 	}
-	p := Launch(t, Options{Bin: bin, Cgroup: cgroup, Socket: filepath.Join(t.TempDir(), "csi.sock")}, args...)
-	t.Cleanup(func() {
-		p.Stop()
-		t.Logf("carve log: %s", p.log.Name())
-	})
-	return Carve{Endpoint: p.Endpoint, PID: p.cmd.Process.Pid, Log: p.log.Name()}
+	return bin
 }
 
 // Options say how Launch starts carve.
 type Options struct {
-	Bin    string   // the carve binary
-	Socket string   // the CSI socket's path; a restart may reuse it
+	Bin    string   // the carve binary; "": Bin's
+	Socket string   // the CSI socket's path, which a restart may reuse; "": one in a temporary directory
 	Cgroup string   // a cgroup v2 directory to start in; "": carve's own
 	Env    []string // extra "K=V" entries
 }
@@ -141,8 +125,17 @@ type Process struct {
 
 // Launch starts `carve standalone args...` as o says and returns once it
 // accepts connections. The caller stops it (Stop) or sees it die (Exited).
+// Tests stage and publish in their temporary directories, so the path
+// root is the temporary directory's root unless args give one
+// (--path-root).
 func Launch(t *testing.T, o Options, args ...string) *Process {
 	t.Helper()
+	if o.Bin == "" {
+		o.Bin = Bin(t)
+	}
+	if o.Socket == "" {
+		o.Socket = filepath.Join(t.TempDir(), "csi.sock")
+	}
 	logf, err := os.OpenFile(filepath.Join(logDir(t), "carve-"+sanitize(t.Name())+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		t.Fatal(err)
@@ -175,6 +168,12 @@ func Launch(t *testing.T, o Options, args ...string) *Process {
 	waitForSocket(t, o.Socket, p)
 	return p
 }
+
+// PID is the process's ID (for its memory figures).
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
+// Log is the path of the process's log file.
+func (p *Process) Log() string { return p.log.Name() }
 
 // Exited reports whether the process ended within d.
 func (p *Process) Exited(d time.Duration) bool {
