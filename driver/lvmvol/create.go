@@ -216,9 +216,9 @@ func (m *Manager) adopt(ctx context.Context, r lvm.Reads, lv lvm.LV, req volume.
 // the soak). It reports whether it removed lv. The LV holds nothing to
 // wipe: pending, it was never handed out, and lvcreate was cut short
 // before a copy could start. Its visible parts may still be active (lvm2
-// activated them to wipe them): they are deactivated first, since lvremove
-// of the inactive raid LV would leave their devices behind under the
-// names the next lvcreate makes again.
+// activated them to wipe them): lvremove takes their devices along, as
+// TestCutShortRAIDCreateIsCarvedAgain checks (lvm2 2.03.16), so none is
+// left under the names the next lvcreate makes again.
 func (m *Manager) dropCutShortRAID(ctx context.Context, r lvm.Reads, lv lvm.LV) (bool, error) {
 	ref := lv.VGName + "/" + lv.Name
 	all, err := m.lvm.ListAllLVs(ctx, r, lv.VGName)
@@ -231,11 +231,6 @@ func (m *Manager) dropCutShortRAID(ctx context.Context, r lvm.Reads, lv lvm.LV) 
 	}
 	klog.InfoS("Removing a raid volume whose create was cut short: lvm2 left its parts visible and would refuse to activate it",
 		"lv", ref, "visibleParts", parts)
-	for _, part := range parts {
-		if err := m.lvm.Deactivate(ctx, lv.VGName, part); err != nil {
-			return false, fmt.Errorf("deactivate %s/%s of a cut-short raid volume: %w", lv.VGName, part, err)
-		}
-	}
 	if lv.HasTag(tagCopying) {
 		if err := m.dropFrozen(ctx, r, lv.VGName, lv.Name); err != nil {
 			return false, err

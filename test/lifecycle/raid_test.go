@@ -86,8 +86,9 @@ func TestRAIDAndStripes(t *testing.T) {
 // activate it ever after. The retry of the CreateVolume must remove it and
 // carve the volume again, not adopt it: adopted, it was a volume no node
 // could publish (found by the soak, seed 1796066915745628864). The state
-// is made as the kill leaves it: the pending tag back on, the parts made
-// visible in the VG's metadata, the metadata LVs activated.
+// is made as the kill leaves it: the pending tag back on, the LV marked
+// activation-skip and its parts made visible in the VG's metadata, the
+// metadata LVs activated.
 func TestCutShortRAIDCreateIsCarvedAgain(t *testing.T) {
 	secondDisk(t, "raid1 needs two PVs")
 	e := setup(t)
@@ -97,12 +98,14 @@ func TestCutShortRAIDCreateIsCarvedAgain(t *testing.T) {
 	must(t, err)
 	lv, _ := e.lv(v)
 	first := lv.UUID
-	lvmRun(t, "lvchange", "--addtag", "carve.dev/pending", vg+"/"+lv.Name)
+	// lvm2 marks the LV activation-skip while its parts are visible: its
+	// metadata checks refuse visible parts otherwise.
+	lvmRun(t, "lvchange", "--addtag", "carve.dev/pending", "--setactivationskip", "y", vg+"/"+lv.Name)
 	showRAIDParts(t, lv.Name)
 	for _, meta := range []string{lv.Name + "_rmeta_0", lv.Name + "_rmeta_1"} {
 		lvmRun(t, "lvchange", "-ay", vg+"/"+meta)
 	}
-	if err := exec.Command("lvm", "lvchange", "-ay", vg+"/"+lv.Name).Run(); err == nil {
+	if err := exec.Command("lvm", "lvchange", "-ay", "-K", vg+"/"+lv.Name).Run(); err == nil {
 		t.Fatal("lvm2 activated a raid LV with visible parts: the state is not the one the kill leaves")
 	}
 
@@ -119,6 +122,9 @@ func TestCutShortRAIDCreateIsCarvedAgain(t *testing.T) {
 	must(t, err)
 	if parts := lvm.VisibleRAIDParts(all, lv.Name); len(parts) > 0 {
 		t.Fatalf("parts %v still visible", parts)
+	}
+	if out, err := exec.Command("dmsetup", "ls").CombinedOutput(); err != nil || strings.Contains(string(out), vg+"-pvc--cut") {
+		t.Fatalf("devices of the removed LV's parts left behind (%v):\n%s", err, out)
 	}
 	target := e.path("cut")
 	must(t, again.Up(ctx, node, e.path("cut-staging"), target))
