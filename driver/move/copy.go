@@ -124,7 +124,8 @@ func (r *Reconciler) placed(ctx context.Context, m *v1alpha1.VolumeMove) (*v1alp
 // targetRequest is the CreateVolume the provisioner would send for a
 // restore of S1 on toNode: the class's parameters (the CO's own left
 // out, the claim named, so that the agent's copy events reach it), the
-// source's size, the PersistentVolume's access mode and filesystem.
+// VolumeAttributesClass's as mutable parameters, the source's size, the
+// PersistentVolume's access mode and filesystem.
 func targetRequest(m *v1alpha1.VolumeMove, src *source) *csi.CreateVolumeRequest {
 	params := map[string]string{}
 	for k, v := range src.class.Parameters {
@@ -139,6 +140,7 @@ func targetRequest(m *v1alpha1.VolumeMove, src *source) *csi.CreateVolumeRequest
 		CapacityRange:      &csi.CapacityRange{RequiredBytes: src.lv.Status.SizeBytes},
 		VolumeCapabilities: []*csi.VolumeCapability{capabilityOf(src.pv)},
 		Parameters:         params,
+		MutableParameters:  src.mutableParameters(),
 		VolumeContentSource: &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{
 			Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: m.Status.FirstSnapshotID}}},
 		AccessibilityRequirements: &csi.TopologyRequirement{Requisite: topo, Preferred: topo},

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"carve.dev/carve/driver/api/v1alpha1"
@@ -20,8 +21,10 @@ type source struct {
 	claim *corev1.PersistentVolumeClaim
 	pv    *corev1.PersistentVolume
 	class *storagev1.StorageClass
-	lv    *v1alpha1.LogicalVolume
-	id    volume.ID
+	// attributes is the claim's VolumeAttributesClass, nil for none.
+	attributes *storagev1.VolumeAttributesClass
+	lv         *v1alpha1.LogicalVolume
+	id         volume.ID
 }
 
 // resolve follows m's claim to its volume, or refuses what cannot be
@@ -57,8 +60,36 @@ func (r *Reconciler) resolve(ctx context.Context, m *v1alpha1.VolumeMove) (*sour
 		return nil, err
 	}
 	s.class = &storagev1.StorageClass{}
-	return s, r.get(ctx, client.ObjectKey{Name: s.pv.Spec.StorageClassName}, s.class,
-		"StorageClass %q of claim %s is gone: the new volume is carved with its parameters", s.pv.Spec.StorageClassName, name)
+	if err := r.get(ctx, client.ObjectKey{Name: s.pv.Spec.StorageClassName}, s.class,
+		"StorageClass %q of claim %s is gone: the new volume is carved with its parameters", s.pv.Spec.StorageClassName, name); err != nil {
+		return nil, err
+	}
+	return s, r.attributesClass(ctx, s)
+}
+
+// attributesClass reads the VolumeAttributesClass the claim's volume has
+// (status.currentVolumeAttributesClassName: the one applied, not one a
+// pending modification asks for), whose parameters the new volume is
+// carved with too, as the provisioner passes them to CreateVolume. The
+// API protects a class in use from deletion; one gone all the same is
+// refused, since the new volume could not have what the old one has.
+func (r *Reconciler) attributesClass(ctx context.Context, s *source) error {
+	name := ptr.Deref(s.claim.Status.CurrentVolumeAttributesClassName, "")
+	if name == "" {
+		return nil
+	}
+	s.attributes = &storagev1.VolumeAttributesClass{}
+	return r.get(ctx, client.ObjectKey{Name: name}, s.attributes,
+		"VolumeAttributesClass %q of claim %s is gone: the new volume is carved with its parameters", name, s.claim.Name)
+}
+
+// mutableParameters are the CreateVolume's mutable parameters: the
+// attributes class's, none without one.
+func (s *source) mutableParameters() map[string]string {
+	if s.attributes == nil {
+		return nil
+	}
+	return s.attributes.Parameters
 }
 
 // volumeOf reads the Carve volume of the claim's PersistentVolume.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -155,6 +156,37 @@ func TestVolumeMoveRechecksPublishedAfterS2(t *testing.T) {
 	checkMoved(t, w, w.walk(t, r, v1alpha1.MoveMoved, nil))
 }
 
+// TestVolumeMoveKeepsAttributesClass: the target of a claim whose volume
+// has a VolumeAttributesClass is carved with its parameters too (here an
+// IO limit), as the provisioner's CreateVolume passes them: the moved
+// claim names the class still, and its new volume has what it says.
+func TestVolumeMoveKeepsAttributesClass(t *testing.T) {
+	w := setUpMove(t)
+	vac := &storagev1.VolumeAttributesClass{ObjectMeta: metav1.ObjectMeta{Name: "carve-throttled"}, DriverName: csi.Name,
+		Parameters: map[string]string{csi.ParamReadBPS: "1048576"}}
+	if err := w.c.Create(ctx, vac); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.c.Delete(ctx, vac) })
+	w.withAttributesClass(t, vac.Name)
+	w.create(t, claimName, nodeB)
+	m := w.walk(t, w.reconciler(t), v1alpha1.MoveReadyToCutOver, nil)
+	var target v1alpha1.LogicalVolume
+	if err := w.c.Get(ctx, client.ObjectKey{Name: "move-" + string(m.UID)}, &target); err != nil {
+		t.Fatal(err)
+	}
+	if got := target.Spec.IOLimits.ReadBytesPerSecond; got != 1<<20 {
+		t.Errorf("the target's read limit is %d, want the class's 1048576 (spec %+v)", got, target.Spec)
+	}
+}
+
+// withAttributesClass gives the claim's volume the VolumeAttributesClass
+// name, as a modification that completed leaves it.
+func (w *moveWorld) withAttributesClass(t *testing.T, name string) {
+	t.Helper()
+	w.claimStatus(t, func(s *corev1.PersistentVolumeClaimStatus) { s.CurrentVolumeAttributesClassName = &name })
+}
+
 // TestVolumeMoveRefusals: what cannot be moved fails with a message and
 // an event, and leaves nothing: no snapshot, no target, no hold, the
 // claim as it was.
@@ -169,6 +201,8 @@ func TestVolumeMoveRefusals(t *testing.T) {
 		{"unbound", claimName, nodeB, "not bound", func(w *moveWorld) { w.unbound.Store(true); w.setClaimPhase(t, corev1.ClaimPending) }},
 		{"not Carve's", "other", nodeB, "not a Carve volume", func(w *moveWorld) { w.otherDriver(t) }},
 		{"no room", claimName, nodeB, "no room", func(w *moveWorld) { w.noRoom.Store(true) }},
+		{"attributes class gone", claimName, nodeB, `VolumeAttributesClass "carve-gone" of claim data-web-0 is gone`,
+			func(w *moveWorld) { w.withAttributesClass(t, "carve-gone") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := setUpMove(t)
@@ -202,11 +236,17 @@ func (w *moveWorld) leftNothing(m *v1alpha1.VolumeMove) bool {
 
 func (w *moveWorld) setClaimPhase(t *testing.T, p corev1.PersistentVolumeClaimPhase) {
 	t.Helper()
+	w.claimStatus(t, func(s *corev1.PersistentVolumeClaimStatus) { s.Phase = p })
+}
+
+// claimStatus edits the claim's status as kube-controller-manager would.
+func (w *moveWorld) claimStatus(t *testing.T, edit func(*corev1.PersistentVolumeClaimStatus)) {
+	t.Helper()
 	var c corev1.PersistentVolumeClaim
 	if err := w.c.Get(ctx, client.ObjectKey{Namespace: moveNS, Name: claimName}, &c); err != nil {
 		t.Fatal(err)
 	}
-	c.Status.Phase = p
+	edit(&c.Status)
 	if err := w.c.Status().Update(ctx, &c); err != nil {
 		t.Fatal(err)
 	}
