@@ -19,7 +19,6 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -474,7 +473,22 @@ func TestPublishRefusedWhileMoved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	holdFor(ctx, t, b.Client, "pvc-held", "shop/data-web-0-to-node-b")
+	hold := func(move string) {
+		t.Helper()
+		var lv v1alpha1.LogicalVolume
+		if err := b.Client.Get(ctx, client.ObjectKey{Name: "pvc-held"}, &lv); err != nil {
+			t.Fatal(err)
+		}
+		before := lv.DeepCopy()
+		lv.Annotations = map[string]string{}
+		if move != "" {
+			lv.Annotations[v1alpha1.AnnotationMovedBy] = move
+		}
+		if err := b.Client.Patch(ctx, &lv, client.MergeFrom(before)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold("shop/data-web-0-to-node-b")
 	if _, err := b.PublishVolume(ctx, vol.ID, "node-a"); err != nil {
 		t.Errorf("a retry of the attach the volume has: %v", err)
 	}
@@ -489,67 +503,8 @@ func TestPublishRefusedWhileMoved(t *testing.T) {
 	if l, _ := f.LV("vg0", "pvc-held"); l.Active {
 		t.Error("a refused attach activated the LV")
 	}
-	holdFor(ctx, t, b.Client, "pvc-held", "")
+	hold("")
 	if _, err := b.PublishVolume(ctx, vol.ID, "node-a"); err != nil {
 		t.Errorf("attach once the hold is gone: %v", err)
-	}
-}
-
-// TestPublishChecksWhatItPatches: an attach whose read of the volume came
-// before a move's hold, which is written between that read and the
-// attach's patch (the move's controller runs beside the attacher), is
-// refused (FAILED_PRECONDITION, the LV left inactive): the patch is
-// conditional on the version the check read, so it conflicts, and the
-// read and check done again see the hold. Unconditional, the patch
-// recorded publishedNode past the hold and the volume was attached.
-func TestPublishChecksWhatItPatches(t *testing.T) {
-	direct, err := client.NewWithWatch(server.Config, client.Options{Scheme: scheme(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, f := cluster(t)
-	ctx := within(t)
-	vol, err := b.CreateVolume(ctx, req("pvc-raced", 5*mib))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var held atomic.Bool
-	b.Client = interceptor.NewClient(direct, interceptor.Funcs{
-		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-			if lv, ok := obj.(*v1alpha1.LogicalVolume); ok && lv.Spec.PublishedNode != "" && held.CompareAndSwap(false, true) {
-				holdFor(ctx, t, direct, lv.Name, "shop/data-web-0-to-node-b")
-			}
-			return c.Patch(ctx, obj, patch, opts...)
-		},
-	})
-	_, err = b.PublishVolume(ctx, vol.ID, "node-a")
-	if !held.Load() {
-		t.Fatal("the attach patched nothing: the race was not made")
-	}
-	wantCode(t, "an attach raced by a move's hold", err, codes.FailedPrecondition)
-	var lv v1alpha1.LogicalVolume
-	if err := direct.Get(ctx, client.ObjectKey{Name: "pvc-raced"}, &lv); err != nil || lv.Spec.PublishedNode != "" {
-		t.Errorf("publishedNode %q after the refused attach (%v)", lv.Spec.PublishedNode, err)
-	}
-	if l, _ := f.LV("vg0", "pvc-raced"); l.Active {
-		t.Error("a refused attach activated the LV")
-	}
-}
-
-// holdFor writes a move's hold on volume name, as the move's controller
-// does (an unconditional merge patch); move "" takes it away.
-func holdFor(ctx context.Context, t *testing.T, c client.Client, name, move string) {
-	t.Helper()
-	var lv v1alpha1.LogicalVolume
-	if err := c.Get(ctx, client.ObjectKey{Name: name}, &lv); err != nil {
-		t.Fatal(err)
-	}
-	before := lv.DeepCopy()
-	lv.Annotations = map[string]string{}
-	if move != "" {
-		lv.Annotations[v1alpha1.AnnotationMovedBy] = move
-	}
-	if err := c.Patch(ctx, &lv, client.MergeFrom(before)); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -7,7 +7,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -20,36 +19,21 @@ import (
 // change checks the volume's resource, applies edit to its spec (a merge
 // patch, so that concurrent status updates of the agent are not lost) and
 // waits for done.
-//
-// The patch is conditional on the version the check read (an optimistic
-// lock), and a conflict does the read, the check and the patch again: so
-// check holds of what is patched. Without it, an attach whose read came
-// before a move's hold (notHeld) recorded publishedNode after the hold,
-// and a pod could start on a volume whose data the move had already
-// snapshotted for the last time (TestPublishChecksWhatItPatches).
 func (b *Backend) change(ctx context.Context, id volume.ID, check func(*v1alpha1.LogicalVolume) error,
 	edit func(*v1alpha1.LogicalVolumeSpec) bool, done func(*v1alpha1.LogicalVolume) bool) (volume.Volume, error) {
-	var lv *v1alpha1.LogicalVolume
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var err error
-		if lv, err = b.lookup(ctx, id); err != nil {
-			return err
-		}
-		if err := check(lv); err != nil {
-			return err
-		}
-		before := lv.DeepCopy()
-		if !edit(&lv.Spec) {
-			return nil
-		}
-		// The patch returns the resource with the generation it made.
-		if err := b.Client.Patch(ctx, lv, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-			return fmt.Errorf("update %s: %w", lv.Name, err) // a conflict is still one (errors.As)
-		}
-		return nil
-	})
+	lv, err := b.lookup(ctx, id)
 	if err != nil {
 		return volume.Volume{}, err
+	}
+	if err := check(lv); err != nil {
+		return volume.Volume{}, err
+	}
+	before := lv.DeepCopy()
+	if edit(&lv.Spec) {
+		// The patch returns the resource with the generation it made.
+		if err := b.Client.Patch(ctx, lv, client.MergeFrom(before)); err != nil {
+			return volume.Volume{}, fmt.Errorf("update %s: %w", lv.Name, err)
+		}
 	}
 	return b.waitVolume(ctx, lv.Name, lv.Generation, done)
 }

@@ -67,13 +67,11 @@ func publishedOn(lv *v1alpha1.LogicalVolume) string {
 }
 
 // cutOver takes S2 of the stopped volume. A ControllerPublish that read
-// the volume before the hold was written cannot patch publishedNode after
-// it: its patch is conditional on the version it read (driver/backend's
-// change). publishedNode is still looked at again once S2 is taken, and
-// at each reconcile of this phase, for what that lock does not cover (an
-// older carve controller's attach during an upgrade, a hand edit): when a
-// pod got the volume after all, S2 goes and the move waits again for the
-// workload to stop.
+// the volume before the hold was written patches publishedNode after it
+// (the patch is not conditional on the resource's version): so
+// publishedNode is looked at again once S2 is taken, and at each
+// reconcile of this phase; when a pod got the volume after all, S2 goes
+// and the move waits again for the workload to stop.
 func (r *Reconciler) cutOver(ctx context.Context, m *v1alpha1.VolumeMove) (time.Duration, error) {
 	lv, err := r.held(ctx, m)
 	if err != nil {
