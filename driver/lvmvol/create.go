@@ -167,10 +167,11 @@ func (m *Manager) adopt(ctx context.Context, r lvm.Reads, lv lvm.LV, req volume.
 		return m.CreateVolume(ctx, req)
 	}
 	if lv.HasTag(tagPending) && strings.HasPrefix(lv.Layout, "raid") {
-		if cut, err := m.dropCutShortRAID(ctx, r, lv); cut || err != nil {
-			if err != nil {
-				return volume.Volume{}, err
-			}
+		cut, err := m.dropCutShortRAID(ctx, r, lv)
+		if err != nil {
+			return volume.Volume{}, err
+		}
+		if cut {
 			return m.CreateVolume(ctx, req)
 		}
 	}
