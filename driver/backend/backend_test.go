@@ -474,19 +474,7 @@ func TestPublishRefusedWhileMoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	hold := func(move string) {
-		t.Helper()
-		var lv v1alpha1.LogicalVolume
-		if err := b.Client.Get(ctx, client.ObjectKey{Name: "pvc-held"}, &lv); err != nil {
-			t.Fatal(err)
-		}
-		before := lv.DeepCopy()
-		lv.Annotations = map[string]string{}
-		if move != "" {
-			lv.Annotations[v1alpha1.AnnotationMovedBy] = move
-		}
-		if err := b.Client.Patch(ctx, &lv, client.MergeFrom(before)); err != nil {
-			t.Fatal(err)
-		}
+		annotate(ctx, t, b.Client, "pvc-held", map[string]string{v1alpha1.AnnotationMovedBy: move})
 	}
 	hold("shop/data-web-0-to-node-b")
 	if _, err := b.PublishVolume(ctx, vol.ID, "node-a"); err != nil {

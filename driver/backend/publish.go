@@ -57,13 +57,11 @@ func (b *Backend) PublishVolume(ctx context.Context, id volume.ID, node string) 
 	case err == nil && lv.Spec.Adopted && !lv.DeletionTimestamp.IsZero():
 		return "", status.Errorf(codes.Aborted, "the failed adoption of %s is being dropped; a retry adopts it afresh", id)
 	}
-	vol, err := b.change(ctx, id, func(lv *v1alpha1.LogicalVolume) error { return notHeld(lv, node) },
-		func(s *v1alpha1.LogicalVolumeSpec) bool {
-			changed := s.PublishedNode != node
-			s.PublishedNode = node
-			return changed
-		},
-		func(lv *v1alpha1.LogicalVolume) bool { return lv.Status.Published })
+	var vol volume.Volume
+	lv, err := b.recordPublished(ctx, id, node)
+	if err == nil {
+		vol, err = b.waitVolume(ctx, lv.Name, lv.Generation, func(lv *v1alpha1.LogicalVolume) bool { return lv.Status.Published })
+	}
 	if err != nil && adopting {
 		b.dropUnadopted(context.WithoutCancel(ctx), id)
 	}
@@ -137,21 +135,6 @@ func (b *Backend) ExpandVolume(ctx context.Context, id volume.ID, requiredBytes,
 			return grow
 		},
 		func(lv *v1alpha1.LogicalVolume) bool { return lv.Status.SizeBytes >= requiredBytes })
-}
-
-// notHeld, as PublishVolume's check, refuses a volume a move holds
-// (v1alpha1.AnnotationMovedBy) unless it is published to node already
-// (a retry of the attach of the pod that still runs, which changes
-// nothing): a pod started on it now would write it after the move's
-// second snapshot, and those writes would be lost. It reads the resource
-// afresh (change's lookup), so a hold written before is seen.
-func notHeld(lv *v1alpha1.LogicalVolume, node string) error {
-	move := lv.Annotations[v1alpha1.AnnotationMovedBy]
-	if move == "" || lv.Spec.PublishedNode == node {
-		return nil
-	}
-	return fmt.Errorf("%w: volume %s is being moved to another node (VolumeMove %s): no pod may start with it until the move is done",
-		volume.ErrFailedPrecondition, lv.Name, move)
 }
 
 // anyVolume, as change's check, accepts every volume.

@@ -17,8 +17,9 @@ import (
 // readyToCutOver writes the hold on the source and waits for the volume
 // to be published nowhere: the user stopping the workload. The hold goes
 // on before the look, so that no publish begun after the look passes
-// (driver/backend's notHeld); one begun before it is what cutOver looks
-// again for.
+// (driver/backend's notHeld), and one begun before it either recorded
+// publishedNode before the hold, where the look sees it, or fails its
+// patch's test of the hold and checks again.
 func (r *Reconciler) readyToCutOver(ctx context.Context, m *v1alpha1.VolumeMove) (time.Duration, error) {
 	lv, err := r.held(ctx, m)
 	if err != nil {
@@ -67,11 +68,14 @@ func publishedOn(lv *v1alpha1.LogicalVolume) string {
 }
 
 // cutOver takes S2 of the stopped volume. A ControllerPublish that read
-// the volume before the hold was written patches publishedNode after it
-// (the patch is not conditional on the resource's version): so
-// publishedNode is looked at again once S2 is taken, and at each
-// reconcile of this phase; when a pod got the volume after all, S2 goes
-// and the move waits again for the workload to stop.
+// the volume before the hold was written cannot record publishedNode
+// after it (its patch tests the hold: driver/backend's recordPublished),
+// so readyToCutOver's look, after the hold, sees every attach that got
+// through. publishedNode is looked at again once S2 is taken, and at each
+// reconcile of this phase, all the same: it is one read, and it keeps a
+// writer of the spec that skips that test (a person with kubectl) from
+// losing data; when a pod got the volume after all, S2 goes and the move
+// waits again for the workload to stop.
 func (r *Reconciler) cutOver(ctx context.Context, m *v1alpha1.VolumeMove) (time.Duration, error) {
 	lv, err := r.held(ctx, m)
 	if err != nil {
