@@ -1,11 +1,13 @@
 # shellcheck shell=bash disable=SC2034 # variables are used by the sourcing scripts
 # The pinned versions of every Kubernetes piece Carve is tested against, in one
-# place. Sourced by build.sh, cluster.sh and selftest.sh, never executed.
+# place. Sourced by cluster.sh, selftest.sh and the other scripts, read by
+# build/ (build.sh's Go program), never executed. The modules under
+# modules/ require these versions (build/'s test checks they agree).
 # Changing any pin changes the cache key below, so a new set of binaries is
 # built next to the old one instead of overwriting binaries in use.
 
 # etcd: the server module has no main package and replace directives in its
-# go.mod, so build.sh wraps etcdmain.Main in a generated module.
+# go.mod, so modules/kube/etcd wraps etcdmain.Main.
 ETCD_MODULE=go.etcd.io/etcd/server/v3
 ETCD_VERSION=v3.7.3
 # The server's go.mod replaces these with sibling directories; they are
@@ -14,14 +16,14 @@ ETCD_SIBLINGS=(go.etcd.io/etcd/api/v3 go.etcd.io/etcd/client/pkg/v3 go.etcd.io/e
 
 # Kubernetes (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
 # kubelet) and k8s.io/cri-client's fake runtime. The staging modules
-# (k8s.io/api, ...) are pinned to v0.<minor>.<patch> of this version by the
-# wrapper module, the way the kubernetes repository replaces them with
-# ./staging.
+# (k8s.io/api, ...) are pinned to v0.<minor>.<patch> of this version by
+# modules/kube's go.mod, the way the kubernetes repository replaces them
+# with ./staging.
 K8S_MODULE=k8s.io/kubernetes
 K8S_VERSION=v1.37.2
 
-# CSI sidecars. Each pins its own k8s.io/* versions, hence one wrapper module
-# each. external-provisioner stays at v6.3.0: v6.4.0 needs
+# CSI sidecars. Each pins its own k8s.io/* versions; all but
+# csi-provisioner build in modules/kube (README.md). external-provisioner stays at v6.3.0: v6.4.0 needs
 # sig-storage-lib-external-provisioner/v13@v13.1.0, whose zip the module
 # proxy refuses.
 PROVISIONER_MODULE=github.com/kubernetes-csi/external-provisioner/v6
@@ -49,13 +51,15 @@ SNAPSHOT_CRD_VERSION=$SNAPSHOTTER_VERSION
 SNAPSHOT_CRD_DIR=config/crd
 SNAPSHOT_CRD_GLOBS=('snapshot.storage.k8s.io_*.yaml' 'groupsnapshot.storage.k8s.io_*.yaml')
 
-# Bump when build.sh changes how binaries are made (flags, generated mains)
-# in a way that must not reuse binaries built the old way.
+# Bump to build into a new directory rather than over the old one's
+# binaries (a change to the recipe, build/ or modules/, rebuilds in place:
+# its stamp is a hash of them).
 K8S_RECIPE=2
 
 # Everything built lives under K8S_CACHE/K8S_KEY: bin/ (binaries), crd/,
-# stamps/ and the generated wrapper modules in src/. The key is readable
-# (Kubernetes version) plus a short hash of all the pins above.
+# addons/ and stamps/. The key is readable (Kubernetes version) plus a
+# short hash of all the pins above; build/ derives the same (its test
+# checks).
 K8S_CACHE=${CARVE_K8S_CACHE:-${HOME:?HOME must be set}/.cache/carve-k8s}
 k8s_pins() {
   printf '%s\n' "recipe=$K8S_RECIPE" \
