@@ -195,11 +195,15 @@ demo: ## carve standalone on a real VG: one volume through the whole CSI lifecyc
 	scripts/demo.sh
 
 # The benchmark report is a module of its own (test/bench/report/go.mod, for
-# gonum/plot): ./... does not reach it, so lint vets and lints it apart.
-lint: vet ## vet, then golangci-lint (the driver's module and the benchmark report's)
+# gonum/plot): ./... does not reach it, so lint vets and lints it apart; so
+# the Kubernetes build's kube module (scripts/k8s/modules), whose two mains
+# (etcd, fake-cri) are ours; its graph is the Kubernetes build's.
+lint: vet ## vet, then golangci-lint (the driver's module, the benchmark report's, the Kubernetes build's kube module)
 	golangci-lint run ./...
 	$(GO) -C test/bench/report vet ./...
 	cd test/bench/report && golangci-lint run ./...
+	$(GO) -C scripts/k8s/modules/kube vet ./...
+	cd scripts/k8s/modules/kube && golangci-lint run ./...
 
 # Every fuzz target, as package:Function; test/layout holds the list to the
 # sources (a target missing here, or listed and gone, fails the unit
