@@ -103,6 +103,12 @@ func (x *Cache) ConvertMirrors(ctx context.Context, vg, name string, mirrors int
 	return x.changing(vg, func() error { return x.c.ConvertMirrors(ctx, vg, name, mirrors) })
 }
 
+// RemoveStrayRAIDParts is Client.RemoveStrayRAIDParts.
+func (x *Cache) RemoveStrayRAIDParts(ctx context.Context, vg, name string) (stray []string, err error) {
+	err = x.changing(vg, func() error { stray, err = x.c.RemoveStrayRAIDParts(ctx, vg, name); return err })
+	return stray, err
+}
+
 // CreateCacheVol is Client.CreateCacheVol.
 func (x *Cache) CreateCacheVol(ctx context.Context, vg, name string, size, extent uint64, refs, tags []string) error {
 	return x.changing(vg, func() error { return x.c.CreateCacheVol(ctx, vg, name, size, extent, refs, tags) })

@@ -30,6 +30,54 @@ func (c *Client) ConvertMirrors(ctx context.Context, vg, name string, mirrors in
 	return nil
 }
 
+// RemoveStrayRAIDParts removes the legs an lvconvert of LV name left
+// unlinked when it was cut short (StrayRAIDParts) and names them. lvm2
+// refuses every later conversion of the LV while they are there
+// ("Logical Volume ..._rimage_1 already exists"), and their extents
+// count as used in CheckConversion's placement. They hold nothing of the
+// LV: lvm2 links a leg into the LV, and copies data onto it, only after
+// the wipe. lvm2 takes their reserved names on lvremove; Carve's name
+// checks would not, so they are matched against name instead.
+func (c *Client) RemoveStrayRAIDParts(ctx context.Context, vg, name string) ([]string, error) {
+	if err := validateVGLV(vg, name); err != nil {
+		return nil, err
+	}
+	all, err := c.ListAllLVs(ctx, vg)
+	if err != nil {
+		return nil, fmt.Errorf("read the raid parts of %s/%s: %w", vg, name, err)
+	}
+	stray := StrayRAIDParts(all, name)
+	if len(stray) == 0 {
+		return nil, nil
+	}
+	args := []string{"lvremove", "--yes"}
+	for _, part := range stray {
+		args = append(args, vg+"/"+part)
+	}
+	if _, err := c.run(ctx, args...); err != nil {
+		return nil, fmt.Errorf("lvremove the legs a cut-short lvconvert of %s/%s left (%s): %w", vg, name, strings.Join(stray, ", "), err)
+	}
+	return stray, nil
+}
+
+// StrayRAIDParts names the LVs among all (a ListAllLVs report) that an
+// lvconvert of LV name left when it was killed while it wiped new legs
+// (raid_manip.c's _clear_lvs, lvm2 2.03.16; seen by killing lvconvert -m1
+// at each of its writes): visible, public LVs named as name's raid
+// images and metadata, linked into no LV. A leg lvm2 has linked is
+// private (lv_role), even while visible (VisibleRAIDParts); a leg's own
+// parts (integrity's _imeta) are not legs.
+func StrayRAIDParts(all []LV, name string) []string {
+	leg := regexp.MustCompile(`^` + regexp.QuoteMeta(name) + `_(rimage|rmeta)_[0-9]+$`)
+	var out []string
+	for _, lv := range all {
+		if !lv.Hidden && leg.MatchString(lv.Name) && !strings.Contains(lv.Role, "private") {
+			out = append(out, lv.Name)
+		}
+	}
+	return out
+}
+
 func convertArgs(vg, name string, mirrors int) ([]string, error) {
 	if err := validateVGLV(vg, name); err != nil {
 		return nil, err
@@ -61,10 +109,12 @@ func Mirrors(all []LV, name string) int {
 // VisibleRAIDParts names the raid images and metadata LVs of LV name
 // among all (a ListAllLVs report) that are not hidden. lvm2 makes a new
 // raid LV's metadata LVs visible and commits that, to activate and wipe
-// them, then hides them again (raid_manip.c's _clear_lvs): an lvcreate or
-// lvconvert killed in between leaves them visible, and lvm2 then refuses
-// to activate the LV ("Refusing activation of RAID LV ... with visible
-// SubLVs"). Nothing else leaves a raid part visible.
+// them, then hides them again (raid_manip.c's _clear_lvs): an lvcreate
+// killed in between leaves them visible, and lvm2 then refuses to
+// activate the LV ("Refusing activation of RAID LV ... with visible
+// SubLVs"). An lvconvert killed there leaves new legs visible that are
+// not linked into the LV yet (StrayRAIDParts). Nothing else leaves a raid
+// part visible.
 func VisibleRAIDParts(all []LV, name string) []string {
 	part := regexp.MustCompile(`^` + regexp.QuoteMeta(name) + `_(rimage|rmeta)_[0-9]+`)
 	var out []string

@@ -67,6 +67,25 @@ func TestVisibleRAIDParts(t *testing.T) {
 	}
 }
 
+// TestStrayRAIDParts: the legs a killed lvconvert left (visible, public,
+// as lvm2 2.03.16 reports them) are stray; linked legs (private), hidden
+// ones, a leg's integrity parts and other LVs' are not.
+func TestStrayRAIDParts(t *testing.T) {
+	all := []LV{
+		{Name: "a", Layout: "linear", Role: "public"},
+		{Name: "a_rimage_1", Role: "public"}, {Name: "a_rmeta_0", Role: "public"}, {Name: "a_rmeta_1", Role: "public"},
+		{Name: "b", Layout: "raid,raid1", Role: "public"},
+		{Name: "b_rimage_0", Role: "private,raid,image"}, {Name: "b_rmeta_0", Hidden: true, Role: "private,raid,metadata"},
+		{Name: "b_rimage_2", Role: "public"}, {Name: "b_rimage_0_imeta", Role: "public"},
+		{Name: "ab_rmeta_0", Role: "public"},
+	}
+	for name, want := range map[string]string{"a": "a_rimage_1 a_rmeta_0 a_rmeta_1", "b": "b_rimage_2", "ab": "ab_rmeta_0", "c": ""} {
+		if got := strings.Join(StrayRAIDParts(all, name), " "); got != want {
+			t.Errorf("StrayRAIDParts(%s) = %q, want %q", name, got, want)
+		}
+	}
+}
+
 func TestParseDevices(t *testing.T) {
 	out := []byte(`{"report":[{"lv":[
 		{"lv_name":"a", "devices":"a_rimage_0(0),a_rimage_1(0)"},

@@ -75,6 +75,7 @@ type Snapshots interface {
 // Conversions change a thick LV's mirrors (modify.go).
 type Conversions interface {
 	ConvertMirrors(ctx context.Context, vg, name string, mirrors int) error
+	RemoveStrayRAIDParts(ctx context.Context, vg, name string) ([]string, error)
 	CheckConversion(ctx context.Context, vg lvm.VG, lv lvm.LV, have, want int, integrity bool) error
 }
 

@@ -39,6 +39,9 @@ func (m *Manager) changeMirrors(ctx context.Context, r lvm.Reads, lv lvm.LV, wan
 		}
 		return lv, nil
 	}
+	if err := m.removeStrayLegs(ctx, lv); err != nil {
+		return lv, err
+	}
 	vg, err := m.changeableVG(ctx, r, lv.VGName)
 	if err != nil {
 		return lv, err
@@ -55,6 +58,24 @@ func (m *Manager) changeMirrors(ctx context.Context, r lvm.Reads, lv lvm.LV, wan
 		return m.lvm.GetLV(ctx, r, lv.VGName, lv.Name)
 	}
 	return c.lv, nil
+}
+
+// removeStrayLegs removes the legs a conversion of lv cut short left
+// unlinked (lvm.Client.RemoveStrayRAIDParts), before the placement check
+// reads the VG's free space, which they take: killed while lvm2 wiped
+// them, the lvconvert committed them as LVs of their own, and lvm2
+// refuses every conversion of lv while they are there
+// (TestCutShortConversionIsConvertedAgain).
+func (m *Manager) removeStrayLegs(ctx context.Context, lv lvm.LV) error {
+	stray, err := m.lvm.RemoveStrayRAIDParts(ctx, lv.VGName, lv.Name)
+	if err != nil {
+		return err
+	}
+	if len(stray) > 0 {
+		klog.InfoS("Removed the legs a cut-short conversion left unlinked; lvm2 refuses to convert the LV while they are there",
+			"lv", lv.VGName+"/"+lv.Name, "stray", stray)
+	}
+	return nil
 }
 
 // refuseMirrors is changeMirrors' refusals, before any change: volumes

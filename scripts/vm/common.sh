@@ -11,11 +11,12 @@ VM_CACHE=${CARVE_VM_CACHE:-${HOME:?HOME must be set}/.cache/carve-vm}
 # Debian packages the harness needs on the host: QEMU itself, the tools the
 # guest runs from the host's own / (lvm2, thin tools, mkfs, cryptsetup for
 # encrypted volumes, SELinux's policy and load_policy for the boot with
-# SELinux on), and what setup.sh uses to build the boot files. The policy
+# SELinux on, strace to kill an lvm2 command at a chosen write), and what
+# setup.sh uses to build the boot files. The policy
 # changes nothing on a host whose kernel runs without SELinux.
 VM_PACKAGES=(qemu-system-x86 lvm2 thin-provisioning-tools e2fsprogs xfsprogs
   cryptsetup-bin busybox-static kmod cpio xz-utils binutils zstd
-  selinux-policy-default)
+  selinux-policy-default strace)
 
 # The initramfs depends on init.sh and on how setup.sh assembles it; hashing
 # both lets run.sh notice that a rebuild is due after either one was edited.

@@ -338,21 +338,30 @@ func TestFreedSpaceIsZeroed(t *testing.T) {
 	must(t, next.Delete(ctx))
 }
 
+// written is a new ext4 volume of size, staged and published, with n
+// random bytes written and synced to its file "data".
+func (e *env) written(name string, size int64, n int) (v *csiflow.Volume, staging, target string, data []byte) {
+	e.t.Helper()
+	ctx := context.Background()
+	v, err := e.c.Create(ctx, name, size, nil, csiflow.MountCap(snw, "ext4"))
+	must(e.t, err)
+	staging, target = e.path(name+"-staging"), e.path(name+"-target")
+	must(e.t, v.Up(ctx, node, staging, target))
+	data = randomBytes(e.t, n)
+	writeSynced(e.t, filepath.Join(target, "data"), data)
+	return v, staging, target, data
+}
+
 // TestNeverReformats stages a volume holding ext4 as xfs: refused, data kept.
 func TestNeverReformats(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
-	v, err := e.c.Create(ctx, "pvc-keep", 320*mib, nil, csiflow.MountCap(snw, "ext4"))
-	must(t, err)
-	staging, target := e.path("keep-staging"), e.path("keep-target")
-	must(t, v.Up(ctx, node, staging, target))
-	data := randomBytes(t, 64*1024)
-	writeSynced(t, filepath.Join(target, "data"), data)
+	v, staging, target, data := e.written("pvc-keep", 320*mib, 64*1024)
 	must(t, v.Unpublish(ctx, target))
 	must(t, v.Unstage(ctx))
 
 	v.Cap = csiflow.MountCap(snw, "xfs")
-	err = v.Stage(ctx, staging)
+	err := v.Stage(ctx, staging)
 	wantCode(t, "stage ext4 volume as xfs", err, codes.FailedPrecondition)
 
 	v.Cap = csiflow.MountCap(snw, "ext4")

@@ -207,6 +207,12 @@ func (f *LVM) ChangeTags(_ context.Context, vg, name string, add, remove []strin
 	})
 }
 
+// RemoveStrayRAIDParts finds none: the fake's conversions are never cut
+// short half way.
+func (f *LVM) RemoveStrayRAIDParts(context.Context, string, string) ([]string, error) {
+	return nil, nil
+}
+
 // ConvertMirrors converts an active thick LV to mirrors extra legs at
 // once (its legs are in sync right away), taking or returning their space.
 func (f *LVM) ConvertMirrors(_ context.Context, vg, name string, mirrors int) error {
