@@ -1,12 +1,14 @@
 // Package soakmodel is what both soaks believe and how they check it: the
-// volumes and snapshots a CO was told of, each volume's acknowledged
-// writes, the LVs and free space that follow from them (the model); the
-// verdicts of a check against what a driver read (Checker); the run's
-// figures (Stats); and the seeded random choices, the knobs and the kill
-// rhythm (Config). Two drivers use it: test/soak makes CSI calls against
-// `carve standalone` and SIGKILLs it; test/e2e's cluster soak makes
-// Kubernetes objects and SIGKILLs carve's containers. What they do to
-// reach a state, and how they read one back, stays theirs.
+// volumes and snapshots a CO was told of, the node each lives on (where
+// a driver has several: restores across nodes, moves), each volume's
+// acknowledged writes, the LVs and free space that follow from them on
+// each node (the model); the verdicts of a check against what a driver
+// read (Checker); the run's figures (Stats); and the seeded random
+// choices, the knobs and the kill rhythm (Config). Two drivers use it:
+// test/soak makes CSI calls against `carve standalone` and SIGKILLs it;
+// test/e2e's cluster soak makes Kubernetes objects and SIGKILLs carve's
+// containers. What they do to reach a state, and how they read one back,
+// stays theirs.
 package soakmodel
 
 import (
@@ -65,6 +67,9 @@ type Volume struct {
 	ID     string // how the driver addresses it: a CSI volume ID, a PV's volume handle
 	LV     string
 	Layout *Layout
+	// Node is the node whose VG holds its LV: where it was placed, or
+	// moved to (Moved). "" for a driver of one node (test/soak).
+	Node   string
 	Size   int64 // bytes the CO was given
 	Writes Writes
 	// Attached: published to the node, so its LV is active.
@@ -76,6 +81,13 @@ type Volume struct {
 // the shared part through this.
 func (v *Volume) Vol() *Volume { return v }
 
+// Moved records a move of v's data to node, done: its writes go with it,
+// but it is a new volume there (lv, id), and no longer attached (its
+// workload was stopped for the cut-over).
+func (v *Volume) Moved(node, lv, id string) {
+	v.Node, v.LV, v.ID, v.Attached = node, lv, id, false
+}
+
 // Snapshot is a snapshot and the writes its source held when it was
 // asked for.
 type Snapshot struct {
@@ -84,6 +96,7 @@ type Snapshot struct {
 	LV     string // "" until it is ready
 	Source string
 	Layout *Layout // the source's
+	Node   string  // the source's when it was taken: a snapshot stays where it was taken
 	Size   int64   // the LV's: a restore's least size
 	Writes Writes
 	Busy   bool
@@ -94,12 +107,30 @@ type Snapshot struct {
 // NewSnapshot is a snapshot of v about to be asked for: it must hold
 // v's writes acknowledged so far.
 func NewSnapshot(name string, v *Volume) *Snapshot {
-	return &Snapshot{Name: name, Source: v.Name, Layout: v.Layout, Writes: v.Writes.Clone()}
+	return &Snapshot{Name: name, Source: v.Name, Layout: v.Layout, Node: v.Node, Writes: v.Writes.Clone()}
 }
 
-// Restore is a volume restored from sn: it holds sn's writes.
+// Restore is a volume restored from sn on sn's node: it holds sn's
+// writes.
 func (sn *Snapshot) Restore(name string, l *Layout, size int64) Volume {
-	return Volume{Name: name, Layout: l, Size: size, Writes: sn.Writes.Clone()}
+	return sn.RestoreOn(name, l, size, sn.Node)
+}
+
+// RestoreOn is a volume restored from sn on node, which may be another
+// than sn's (its data copied there): it holds sn's writes all the same.
+func (sn *Snapshot) RestoreOn(name string, l *Layout, size int64, node string) Volume {
+	return Volume{Name: name, Layout: l, Node: node, Size: size, Writes: sn.Writes.Clone()}
+}
+
+// Other is the node of nodes after node (the first after the last): where
+// a volume on node moves to, or a snapshot on node is restored across
+// nodes. "" when node is none of nodes or the only one: nowhere to go.
+func Other(nodes []string, node string) string {
+	i := slices.Index(nodes, node)
+	if i < 0 || len(nodes) < 2 {
+		return ""
+	}
+	return nodes[(i+1)%len(nodes)]
 }
 
 // Model is what the CO has been told: its volumes (a driver's type V,
@@ -136,9 +167,25 @@ func (m *Model[V]) Idle(ok func(V) bool) []V {
 	return slices.DeleteFunc(slices.Clone(m.Volumes), func(v V) bool { return v.Vol().Busy || !ok(v) })
 }
 
+// Movable are the volumes no operation holds that ok takes and that may
+// move to another of nodes: placed (their LV known) on one of them.
+func (m *Model[V]) Movable(nodes []string, ok func(V) bool) []V {
+	return m.Idle(func(v V) bool { return v.Vol().LV != "" && Other(nodes, v.Vol().Node) != "" && ok(v) })
+}
+
 // IdleSnapshots are the snapshots no operation holds that ok takes.
 func (m *Model[V]) IdleSnapshots(ok func(*Snapshot) bool) []*Snapshot {
 	return slices.DeleteFunc(slices.Clone(m.Snapshots), func(sn *Snapshot) bool { return sn.Busy || !ok(sn) })
+}
+
+// On is the part of the model on node: its volumes and snapshots there,
+// for a driver that checks each node's VG against it (WantLVs, ThickUse,
+// HoldsThin). A view to read: what is added to it is not the model's.
+func (m *Model[V]) On(node string) *Model[V] {
+	return &Model[V]{
+		Volumes:   slices.DeleteFunc(slices.Clone(m.Volumes), func(v V) bool { return v.Vol().Node != node }),
+		Snapshots: slices.DeleteFunc(slices.Clone(m.Snapshots), func(sn *Snapshot) bool { return sn.Node != node }),
+	}
 }
 
 // LVState is an LV as the checks compare it.

@@ -106,6 +106,74 @@ func TestSnapshotsAndRestoresHoldTheirWrites(t *testing.T) {
 	}
 }
 
+// TestVolumesKeepTheirNode: a volume records the node it was placed on;
+// its snapshots stay there, restores go there or, across nodes, to the
+// node asked for, with the snapshot's writes either way; a move takes
+// its writes to the other node as a new, detached volume; each node's
+// part of the model says that node's LVs and free space alone.
+func TestVolumesKeepTheirNode(t *testing.T) {
+	const extent = 4 * mib
+	nodes := []string{"a", "b"}
+	m := &Model[*vol]{}
+	v := &vol{Volume: Volume{Name: m.Next("v"), LV: "lv1", Layout: thick, Node: "a", Size: 8 * mib, Writes: Writes{"f1": SumOf([]byte("1"))}, Attached: true}}
+	m.Add(v)
+	sn := NewSnapshot(m.Next("s"), &v.Volume)
+	sn.LV, sn.Size = "snap1", 8*mib
+	m.AddSnapshot(sn)
+	here, there := sn.Restore("here", thick, 8*mib), sn.RestoreOn("there", thick, 8*mib, Other(nodes, sn.Node))
+	if sn.Node != "a" || here.Node != "a" || there.Node != "b" || there.Writes.Count() != 1 {
+		t.Fatalf("snapshot on %q, restores on %q and %q with %v", sn.Node, here.Node, there.Node, there.Writes)
+	}
+	v.Moved("b", "lv2", "b/vg/lv2")
+	if v.Node != "b" || v.LV != "lv2" || v.ID != "b/vg/lv2" || v.Attached || v.Writes.Count() != 1 || sn.Node != "a" {
+		t.Errorf("moved: %+v; its snapshot on %q", v.Volume, sn.Node)
+	}
+	onA, onB := m.On("a"), m.On("b")
+	if lvs := onA.WantLVs(extent); len(lvs) != 1 || lvs["snap1"].Size != 8*mib || onA.ThickUse(extent) != 8*mib {
+		t.Errorf("node a holds the snapshot alone: %v, %d bytes", lvs, onA.ThickUse(extent))
+	}
+	if lvs := onB.WantLVs(extent); len(lvs) != 1 || lvs["lv2"].Active || onB.HoldsThin() {
+		t.Errorf("node b holds the moved volume alone, inactive: %v", lvs)
+	}
+	onB.Add(&vol{Volume: Volume{Name: "x", Node: "b"}})
+	if len(m.Volumes) != 1 {
+		t.Error("a node's view adds to the model")
+	}
+}
+
+// TestOnlyPlacedIdleVolumesMove: a volume may move when no operation
+// holds it, its LV is known (bound) and it is on one of two or more
+// nodes; Other goes round the nodes and finds nowhere to go from a node
+// unknown or alone.
+func TestOnlyPlacedIdleVolumesMove(t *testing.T) {
+	nodes := []string{"a", "b", "c"}
+	for node, want := range map[string]string{"a": "b", "b": "c", "c": "a", "": "", "d": ""} {
+		if got := Other(nodes, node); got != want {
+			t.Errorf("Other(%v, %q) = %q, want %q", nodes, node, got, want)
+		}
+	}
+	if got := Other([]string{"a"}, "a"); got != "" {
+		t.Errorf("one node: Other = %q", got)
+	}
+	m := &Model[*vol]{}
+	for _, v := range []Volume{
+		{Name: "bound", LV: "lv", Node: "a"},
+		{Name: "unbound", Node: "a"},
+		{Name: "busy", LV: "lv", Node: "a", Busy: true},
+		{Name: "standalone", LV: "lv"},
+		{Name: "refused", LV: "lv", Node: "b"},
+	} {
+		m.Add(&vol{Volume: v})
+	}
+	got := m.Movable(nodes, func(v *vol) bool { return v.Name != "refused" })
+	if len(got) != 1 || got[0].Name != "bound" {
+		t.Errorf("movable: %v", got)
+	}
+	if got := m.Movable([]string{"a"}, func(*vol) bool { return true }); len(got) != 0 {
+		t.Errorf("movable with one node: %v", got)
+	}
+}
+
 // TestModelSaysLVsAndFreeSpace: the LVs and the VG's free space the
 // model implies, and the checks of what was read against them, which
 // pass on the model's own and fail on a leak, a size or an activation
