@@ -11,40 +11,54 @@ import (
 )
 
 // The soak in cluster mode: chaos under load on real Kubernetes
-// components. For CARVE_E2E_SOAK_DURATION, a seeded random mix of what
-// users do through Kubernetes objects (claims of every layout the VM node
-// can carve: thick, thin, striped and raid1; writer pods started and
+// components, on both VM nodes. For CARVE_E2E_SOAK_DURATION, a seeded
+// random mix of what users do through Kubernetes objects (claims of every
+// layout the VM nodes can carve: thick, thin, striped and raid1, each on
+// one of the two, where its writers are pinned; writer pods started and
 // deleted, so volumes are attached, staged, published and torn down;
-// claims deleted; VolumeSnapshots; restores; online expansions) runs a few
-// at a time, while the carve containers of carve controller (host node)
-// and carve node (VM node) are SIGKILLed at random moments, in the middle
-// of whatever the sidecars and kubelet are asking of them.
+// claims deleted; VolumeSnapshots; restores, on the snapshot's node or on
+// the other, whose carve node receives the snapshot's data over mutual
+// TLS; online expansions; VolumeMoves of a claim, idle or with its writer
+// running, to the other node, as the runbook has it: at ReadyToCutOver
+// the writer is deleted, and once Moved the claim, under its name, is on
+// a new PV there) runs a few at a time, while the carve containers of
+// carve controller (host node, which runs the move controller) and carve
+// node (either VM node, or both) are SIGKILLed at random moments, in the
+// middle of whatever the sidecars, kubelet, a transfer or a move are
+// doing.
 //
 // Every operation has a wanted state (a pod Running, a PV gone, a
-// VolumeSnapshot ready...) and a deadline (CARVE_E2E_SOAK_DEADLINE): one
-// short of it past its deadline fails the soak, as does a carve pod not
-// ready again within it after a kill. The writer pods write files and
-// acknowledge each one after fsync (soakwrites.go); every acknowledged
-// write must read back with its checksum whenever the volume is mounted
-// again, and a restore must hold every write acknowledged before its
-// snapshot was asked for. While no operation is in flight, every
-// CARVE_E2E_SOAK_CHECK_EVERY and at the end, soakcheck_test.go checks
-// that the Kubernetes objects, Carve's resources, the LVs (names, sizes,
-// layouts, activation), the mounts and the capacity (the VG's free space
-// against the model, NodeStorage against lvm2's own report) are exactly
-// what the model says. At the end every volume is brought up and read,
-// everything is deleted, nothing may be left, and the capacity carve
-// reports (NodeStorage, and csi-provisioner's CSIStorageCapacity of every
-// class) must match the VG's real free space.
+// VolumeSnapshot ready, a VolumeMove Moved...) and a deadline
+// (CARVE_E2E_SOAK_DEADLINE): one short of it past its deadline fails the
+// soak, as does a carve pod not ready again within it after a kill, and
+// a VolumeMove that ends Failed (with its message and the kills made
+// during it: Failed is final, and the controller and carve node resume
+// after a kill). The writer pods write files and acknowledge each one
+// after fsync (soakwrites.go); every acknowledged write must read back
+// with its checksum whenever the volume is mounted again, on its node or,
+// after a move, on the other; a restore, on either node, must hold every
+// write acknowledged before its snapshot was asked for. A moved claim's
+// old LV and the move's snapshots must be gone. While no operation is in
+// flight, every CARVE_E2E_SOAK_CHECK_EVERY and at the end,
+// soakcheck_test.go checks that the Kubernetes objects, Carve's resources
+// (each on its volume's node), the LVs (names, sizes, layouts,
+// activation), the mounts and the capacity (the VG's free space against
+// the model, NodeStorage against lvm2's own report) of each VM node are
+// exactly what the model's part on that node says. At the end every
+// volume is brought up and read, everything is deleted, nothing may be
+// left, and the capacity carve reports of each VM node (NodeStorage, and
+// csi-provisioner's CSIStorageCapacity of every class) must match its
+// VG's real free space. The host node's small VG keeps the soak's claims
+// off it, as before.
 //
 // The seed (CARVE_E2E_SOAK_SEED, printed) repeats the choices; which
 // operation ends first, and so the interleaving, follows timing.
 //
 // The model, the verdicts, the figures and the choices are
 // test/soakmodel's, shared with test/soak; these files are its Kubernetes
-// driver: the objects made and deleted, the kills of containers, and the
-// reads of the cluster, the VM node's LVM and mounts, and the writers'
-// logs.
+// driver: the objects made and deleted (soakchoose.go: which may be
+// chosen now), the kills of containers, and the reads of the cluster,
+// each VM node's LVM and mounts, and the writers' logs.
 func TestClusterSoak(t *testing.T) {
 	fullRunOnly(t)
 	cfg := readSoakConfig(t)
@@ -61,14 +75,6 @@ func TestClusterSoak(t *testing.T) {
 	t.Log(s.stats.Report("cluster soak", cfg, time.Since(s.began), ""))
 	t.Log(s.stats.Summary("cluster soak", cfg, time.Since(s.began)))
 }
-
-// The model's bounds: operations in flight at once, live claims and
-// snapshots. The VM node is one emulated core: more at once only queues.
-const (
-	soakInFlight  = 3
-	soakMaxClaims = 5
-	soakMaxSnaps  = 3
-)
 
 // soakDefaultDuration is what make e2e, and so CI, runs; make soak-cluster
 // runs longer.

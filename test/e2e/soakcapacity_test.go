@@ -18,28 +18,28 @@ import (
 // reports of it (NodeStorage, and through GetCapacity csi-provisioner's
 // CSIStorageCapacity) against lvm2's own report.
 
-// checkCapacity: the VG's free space is exactly what it was less the
-// model's volumes and thick snapshots, and carve node's NodeStorage says
-// what lvm2 says.
-func (s *clusterSoak) checkCapacity(vg soakVG) {
-	s.verdicts.Free("e2e", s.base.free, s.model.ThickUse(vg.extent), vg.free)
-	s.checkNodeStorage(vg)
+// checkCapacity: the VG's free space on node is exactly what it was less
+// the model's volumes and thick snapshots there, and carve node's
+// NodeStorage of node says what lvm2 says.
+func (s *clusterSoak) checkCapacity(node string, vg soakVG) {
+	s.verdicts.Free("e2e on "+node, s.base[node].free, s.model.On(node).ThickUse(vg.extent), vg.free)
+	s.checkNodeStorage(node, vg)
 }
 
-// checkNodeStorage waits for carve node's report (every 30 s) to say what
-// lvm2 says: free space, each PV's free space, the extent, the thin
+// checkNodeStorage waits for node's carve node's report (every 30 s) to
+// say what lvm2 says: free space, each PV's free space, the extent, the thin
 // pool's size, and its free space while the pool holds no thin LV (then
 // exactly its size; with thin LVs, written to or not, the report's
 // rounding of lvm2's percentage is the report's own business).
-func (s *clusterSoak) checkNodeStorage(vg soakVG) {
+func (s *clusterSoak) checkNodeStorage(node string, vg soakVG) {
 	var last string
-	err := h.waitFor("NodeStorage of "+vmNode+" as lvm2 reports", 90*time.Second, func(ctx context.Context) (bool, error) {
+	err := h.waitFor("NodeStorage of "+node+" as lvm2 reports", 90*time.Second, func(ctx context.Context) (bool, error) {
 		var ns v1alpha1.NodeStorage
-		if err := h.kc.Get(ctx, types.NamespacedName{Name: vmNode}, &ns); err != nil {
+		if err := h.kc.Get(ctx, types.NamespacedName{Name: node}, &ns); err != nil {
 			return false, err
 		}
 		last = fmt.Sprintf("%+v", ns.Status.VolumeGroups)
-		return nodeStorageSays(ns, vg, s.model.HoldsThin()), nil
+		return nodeStorageSays(ns, vg, s.model.On(node).HoldsThin()), nil
 	})
 	if err != nil {
 		s.t.Errorf("%v: lvm2 says %+v; NodeStorage says %s", err, vg, last)
@@ -64,21 +64,21 @@ func nodeStorageSays(ns v1alpha1.NodeStorage, vg soakVG, thin bool) bool {
 }
 
 // checkStorageCapacity waits for csi-provisioner's CSIStorageCapacity of
-// every class on the VM node (it asks GetCapacity every minute) to say
+// every class on VM node node (it asks GetCapacity every minute) to say
 // what the capacity rules (README.md, StorageClass parameters) make of
 // lvm2's report: thick, the VG's free space; thin, the pool's free space
 // times the node's over-provisioning ratio; striped over the two PVs,
 // the VG's free space, at most twice the smaller PV's free space in one
 // volume; raid1, half the VG's free space, at most the smaller PV's less
 // a metadata extent in one volume.
-func (s *clusterSoak) checkStorageCapacity(vg soakVG) {
+func (s *clusterSoak) checkStorageCapacity(node string, vg soakVG) {
 	var ns v1alpha1.NodeStorage
-	if err := h.kc.Get(context.Background(), types.NamespacedName{Name: vmNode}, &ns); err != nil {
+	if err := h.kc.Get(context.Background(), types.NamespacedName{Name: node}, &ns); err != nil {
 		s.t.Fatal(err)
 	}
 	ratio, err := strconv.ParseFloat(ns.Status.OverprovisionRatio, 64)
 	if err != nil || vg.poolFree < 0 || len(vg.pvFree) != 2 {
-		s.t.Fatalf("capacity rules: ratio %q (%v), pool free %d, PVs %v", ns.Status.OverprovisionRatio, err, vg.poolFree, vg.pvFree)
+		s.t.Fatalf("capacity rules on %s: ratio %q (%v), pool free %d, PVs %v", node, ns.Status.OverprovisionRatio, err, vg.poolFree, vg.pvFree)
 	}
 	want := map[string][2]int64{ // class: capacity, largest volume
 		"carve-thick":        {vg.free, vg.free},
@@ -87,9 +87,9 @@ func (s *clusterSoak) checkStorageCapacity(vg soakVG) {
 		"carve-soak-raid1":   {vg.free / 2, vg.pvFree[0] - vg.extent},
 	}
 	got := map[string][2]int64{}
-	err = h.waitFor("CSIStorageCapacity of every class on "+vmNode+" by the capacity rules", 3*time.Minute, func(ctx context.Context) (bool, error) {
+	err = h.waitFor("CSIStorageCapacity of every class on "+node+" by the capacity rules", 3*time.Minute, func(ctx context.Context) (bool, error) {
 		for class := range want {
-			c, err := storageCapacity(ctx, class, vmNode)
+			c, err := storageCapacity(ctx, class, node)
 			if err != nil || c.Capacity == nil || c.MaximumVolumeSize == nil {
 				return false, err
 			}
@@ -98,7 +98,7 @@ func (s *clusterSoak) checkStorageCapacity(vg soakVG) {
 		return fmt.Sprint(got) == fmt.Sprint(want), nil
 	})
 	if err != nil {
-		s.t.Errorf("%v: have %v, want %v (lvm2: %+v)", err, got, want, vg)
+		s.t.Errorf("%v: have %v, want %v (lvm2 on %s: %+v)", err, got, want, node, vg)
 	}
 	s.stats.Checked("CSIStorageCapacity by the rules")
 }

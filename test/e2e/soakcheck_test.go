@@ -48,17 +48,22 @@ func (s *clusterSoak) verify(c *soakClaim, when string) {
 	s.stats.Writes(learnt, checked)
 }
 
-// bind learns c's PV and volume handle once it is bound.
+// bind learns c's PV and volume handle once it is bound, and checks that
+// the volume is on c's node, where its pods are pinned (a handle is
+// node/vg/lv): a restore across nodes, or a move, put it there.
 func (s *clusterSoak) bind(c *soakClaim) {
-	if c.LV != "" {
-		return
+	if c.LV == "" {
+		c.LV = boundClaim(s.t, c.Name).Spec.VolumeName
+		var pv corev1.PersistentVolume
+		if err := get(context.Background(), c.LV, &pv); err != nil {
+			s.t.Fatal(err)
+		}
+		c.ID = pv.Spec.CSI.VolumeHandle
 	}
-	c.LV = boundClaim(s.t, c.Name).Spec.VolumeName
-	var pv corev1.PersistentVolume
-	if err := get(context.Background(), c.LV, &pv); err != nil {
-		s.t.Fatal(err)
+	if node, _, _ := strings.Cut(c.ID, "/"); node != c.Node {
+		s.t.Errorf("claim %s: its volume %s is on node %q, want %s, where its pods run", c.Name, c.ID, node, c.Node)
 	}
-	c.ID = pv.Spec.CSI.VolumeHandle
+	s.stats.Checked("volume on its claim's node")
 }
 
 // checkFilesystem: the filesystem the pod sees spans the claim, but for
@@ -78,7 +83,7 @@ func (s *clusterSoak) checkDetached(c *soakClaim, p *corev1.Pod) {
 		s.t.Errorf("claim %s detached: its LV %+v (%v), want it there, inactive", c.Name, l, err)
 	}
 	for _, path := range []string{stagingPath(c.ID), publishPath(p, c.LV)} {
-		if m, err := mounted(vmNode, path); m || err != nil { // writerPod pins the soak there
+		if m, err := mounted(c.Node, path); m || err != nil { // writerPod pins its pods there
 			s.t.Errorf("claim %s detached: %s still mounted (%v)", c.Name, path, err)
 		}
 	}
@@ -106,8 +111,8 @@ func (s *clusterSoak) readySnapshot(sn *soakmodel.Snapshot, vs *unstructured.Uns
 	}
 	handle, _, _ := unstructured.NestedString(content.Object, "status", "snapshotHandle")
 	parts := strings.Split(handle, "/")
-	if len(parts) != 3 || parts[0] != vmNode || parts[1] != "e2e" {
-		s.t.Fatalf("snapshot %s: handle %q, want %s/e2e/LV", sn.Name, handle, vmNode)
+	if len(parts) != 3 || parts[0] != sn.Node || parts[1] != "e2e" {
+		s.t.Fatalf("snapshot %s: handle %q, want %s/e2e/LV, on its source's node", sn.Name, handle, sn.Node)
 	}
 	sn.LV = parts[2]
 }
@@ -122,15 +127,18 @@ func (s *clusterSoak) check(kind string) {
 		}
 	}
 	s.checkObjects()
-	vg := s.readVG()
-	s.checkLVs(vg.extent)
-	s.checkMounts()
-	s.checkCapacity(vg)
+	for _, node := range s.nodes {
+		vg := s.readVG(node)
+		s.checkLVs(node, vg.extent)
+		s.checkMounts(node)
+		s.checkCapacity(node, vg)
+	}
 	s.stats.FullCheck()
 }
 
-// checkObjects: the claims, PVs, attachments, snapshots and Carve's
-// resources are exactly the model's, each in its wanted state.
+// checkObjects: the claims, PVs, attachments, snapshots, moves and
+// Carve's resources are exactly the model's, each in its wanted state, on
+// its node.
 func (s *clusterSoak) checkObjects() {
 	ctx := context.Background()
 	var pvcs corev1.PersistentVolumeClaimList
@@ -138,19 +146,20 @@ func (s *clusterSoak) checkObjects() {
 	var lvs v1alpha1.LogicalVolumeList
 	var lvss v1alpha1.LogicalVolumeSnapshotList
 	var vas storagev1.VolumeAttachmentList
+	var moves v1alpha1.VolumeMoveList
 	vss := &unstructured.UnstructuredList{}
 	vss.SetAPIVersion("snapshot.storage.k8s.io/v1")
 	vss.SetKind("VolumeSnapshotList")
-	for _, l := range []client.ObjectList{&pvcs, &pvs, &lvs, &lvss, &vas, vss} {
+	for _, l := range []client.ObjectList{&pvcs, &pvs, &lvs, &lvss, &vas, &moves, vss} {
 		if err := h.kc.List(ctx, l); err != nil {
 			s.t.Fatal(err)
 		}
 	}
-	wantClaims, wantVolumes, wantAttached, wantSnaps, wantSnapLVs := map[string]string{}, map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
+	wantClaims, wantVolumes, wantAttached, wantSnaps, wantSnapLVs := map[string]string{}, map[string]bool{}, map[string]string{}, map[string]bool{}, map[string]bool{}
 	for _, c := range s.model.Volumes {
 		wantClaims[c.Name], wantVolumes[c.LV] = c.LV, c.pod != nil
 		if c.pod != nil {
-			wantAttached[c.LV] = true
+			wantAttached[c.LV] = c.Node
 		}
 	}
 	for _, sn := range s.model.Snapshots {
@@ -176,7 +185,7 @@ func (s *clusterSoak) checkObjects() {
 	soakmodel.Same(s.verdicts, "LogicalVolumes (name: published)", s.logicalVolumes(lvs.Items, wantVolumes), wantVolumes)
 	gotSnapLVs := map[string]bool{}
 	for _, l := range lvss.Items {
-		if !s.base.lvs[l.Name] {
+		if !s.base[l.Spec.NodeName].lvs[l.Name] {
 			gotSnapLVs[l.Name] = l.Status.ReadyToUse
 		}
 	}
@@ -188,33 +197,43 @@ func (s *clusterSoak) checkObjects() {
 		}
 	}
 	soakmodel.Same(s.verdicts, "VolumeSnapshots (name: ready)", gotSnaps, wantSnaps)
-	gotAttached := map[string]bool{}
+	gotAttached := map[string]string{}
 	for _, va := range vas.Items {
 		if va.Spec.Attacher == driverName && va.Spec.Source.PersistentVolumeName != nil {
-			gotAttached[*va.Spec.Source.PersistentVolumeName] = va.Status.Attached && va.Spec.NodeName == vmNode
+			gotAttached[*va.Spec.Source.PersistentVolumeName] = va.Spec.NodeName
+			if !va.Status.Attached {
+				gotAttached[*va.Spec.Source.PersistentVolumeName] += " (not attached)"
+			}
 		}
 	}
-	soakmodel.Same(s.verdicts, "VolumeAttachments (PV: attached to "+vmNode+")", gotAttached, wantAttached)
+	soakmodel.Same(s.verdicts, "VolumeAttachments (PV: node attached to)", gotAttached, wantAttached)
+	gotMoves := map[string]v1alpha1.MovePhase{}
+	for _, m := range moves.Items {
+		if m.Labels[soakLabel] == "true" {
+			gotMoves[m.Name] = m.Status.Phase
+		}
+	}
+	soakmodel.Same(s.verdicts, "VolumeMoves (name: phase; every move done and deleted)", gotMoves, map[string]v1alpha1.MovePhase{})
 	s.stats.Checked("objects as the model")
 }
 
-// logicalVolumes maps Carve's LogicalVolumes (but the VG's own from before
-// the soak) to whether they are published, and checks each is Ready at its
-// size.
+// logicalVolumes maps Carve's LogicalVolumes (but the VGs' own from before
+// the soak) to whether they are published on their claim's node, and
+// checks each is on that node, Ready, at its size.
 func (s *clusterSoak) logicalVolumes(items []v1alpha1.LogicalVolume, want map[string]bool) map[string]bool {
-	sizes := map[string]int64{}
+	sizes, nodes := map[string]int64{}, map[string]string{}
 	for _, c := range s.model.Volumes {
-		sizes[c.LV] = c.Layout.LVSize(c.Size, s.base.extent)
+		sizes[c.LV], nodes[c.LV] = c.Layout.LVSize(c.Size, s.base[c.Node].extent), c.Node
 	}
 	got := map[string]bool{}
 	for _, l := range items {
-		if s.base.lvs[l.Name] {
+		if s.base[l.Spec.NodeName].lvs[l.Name] {
 			continue
 		}
-		got[l.Name] = l.Spec.PublishedNode == vmNode && l.Status.Published
+		got[l.Name] = l.Spec.PublishedNode == nodes[l.Name] && l.Status.Published
 		ready := l.Ready()
-		if _, ok := want[l.Name]; ok && (ready == nil || ready.Status != metav1.ConditionTrue || l.Status.SizeBytes != sizes[l.Name]) {
-			s.t.Errorf("LogicalVolume %s: %d bytes, want %d; Ready %+v", l.Name, l.Status.SizeBytes, sizes[l.Name], ready)
+		if _, ok := want[l.Name]; ok && (ready == nil || ready.Status != metav1.ConditionTrue || l.Status.SizeBytes != sizes[l.Name] || l.Spec.NodeName != nodes[l.Name]) {
+			s.t.Errorf("LogicalVolume %s on %s: %d bytes, want %d on %s; Ready %+v", l.Name, l.Spec.NodeName, l.Status.SizeBytes, sizes[l.Name], nodes[l.Name], ready)
 		}
 	}
 	return got
@@ -249,9 +268,13 @@ func (s *clusterSoak) checkEnd() {
 			s.t.Errorf("leaked: VolumeSnapshotContent %s of a deleted snapshot", c.GetName())
 		}
 	}
-	s.checkStorageCapacity(s.readVG())
+	for _, node := range s.nodes {
+		s.checkStorageCapacity(node, s.readVG(node))
+	}
 	checkNoLeaks(s.t)
-	if names := slices.Sorted(maps.Keys(s.base.lvs)); len(names) != 1 || names[0] != "thinpool" {
-		s.t.Logf("note: VG e2e held %v before the soak", names)
+	for _, node := range s.nodes {
+		if names := slices.Sorted(maps.Keys(s.base[node].lvs)); len(names) != 1 || names[0] != "thinpool" {
+			s.t.Logf("note: VG e2e on %s held %v before the soak", node, names)
+		}
 	}
 }

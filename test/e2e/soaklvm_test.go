@@ -10,10 +10,21 @@ import (
 	"carve.dev/carve/test/soakmodel"
 )
 
-// What lvm2 and the kernel say in the VM node, against the model, and
-// against what Carve reports of them.
+// What lvm2 and the kernel say in each VM node, against the model's part
+// on that node, and against what Carve reports of them.
 
-// soakVG is VG e2e as lvm2 reports it.
+// nodeOut runs argv on VM node node and returns its output; a failure
+// fails the soak.
+func (s *clusterSoak) nodeOut(node string, argv ...string) string {
+	s.t.Helper()
+	out, err := nodeVM(s.t, node).sh(argv...)
+	if err != nil {
+		s.t.Fatalf("on %s: %v", node, err)
+	}
+	return out
+}
+
+// soakVG is VG e2e of a VM node as lvm2 reports it.
 type soakVG struct {
 	free, extent int64
 	pvFree       []int64 // sorted
@@ -22,9 +33,9 @@ type soakVG struct {
 	poolSize, poolFree int64
 }
 
-// readVG reads VG e2e, its PVs and the thin pool in one exec.
-func (s *clusterSoak) readVG() soakVG {
-	out := vmOut(s.t, "sh", "-c", `set -e
+// readVG reads VG e2e on node, its PVs and the thin pool in one exec.
+func (s *clusterSoak) readVG(node string) soakVG {
+	out := s.nodeOut(node, "sh", "-c", `set -e
 o="--noheadings --units b --nosuffix"
 vgs $o -o vg_free,vg_extent_size e2e
 echo --
@@ -33,7 +44,7 @@ echo --
 lvs $o -o lv_size,data_percent e2e/thinpool`)
 	parts := strings.Split(out, "--\n")
 	if len(parts) != 3 {
-		s.t.Fatalf("VG e2e's report: %q", out)
+		s.t.Fatalf("VG e2e's report on %s: %q", node, out)
 	}
 	vg := soakVG{}
 	f := numbers(s, parts[0])
@@ -78,8 +89,8 @@ type soakLV struct {
 	active         bool
 }
 
-func (s *clusterSoak) readLVs() []soakLV {
-	out := vmOut(s.t, "lvs", "--noheadings", "--units", "b", "--nosuffix", "--separator", ",",
+func (s *clusterSoak) readLVs(node string) []soakLV {
+	out := s.nodeOut(node, "lvs", "--noheadings", "--units", "b", "--nosuffix", "--separator", ",",
 		"-o", "lv_name,lv_size,lv_active,segtype", "e2e")
 	var lvs []soakLV
 	for _, line := range nonEmptyLines(out) {
@@ -100,32 +111,33 @@ func (s *clusterSoak) readLVs() []soakLV {
 	return lvs
 }
 
-// checkLVs: VG e2e holds the LVs it held before the soak, the model's
-// volumes (size, layout, active exactly while attached) and snapshots
-// (inactive), and nothing else: no leaked volume, snapshot, frozen point.
-func (s *clusterSoak) checkLVs(extent int64) {
+// checkLVs: VG e2e on node holds the LVs it held before the soak, the
+// model's volumes there (size, layout, active exactly while attached) and
+// snapshots (inactive), and nothing else: no leaked volume, snapshot,
+// frozen point, nor a move's or a transfer's leftover.
+func (s *clusterSoak) checkLVs(node string, extent int64) {
 	got := map[string]soakmodel.LVState{}
-	for _, l := range s.readLVs() {
-		if s.base.lvs[l.name] {
+	for _, l := range s.readLVs(node) {
+		if s.base[node].lvs[l.name] {
 			continue
 		}
 		got[l.name] = soakmodel.LVState{Segtype: l.segtypes, Size: l.size, Active: l.active}
 	}
-	soakmodel.Same(s.verdicts, "LVs of VG e2e (layout, size, activation)", got, s.model.WantLVs(extent))
+	soakmodel.Same(s.verdicts, "LVs of VG e2e on "+node+" (layout, size, activation)", got, s.model.On(node).WantLVs(extent))
 	s.stats.Checked("LVs as the model")
 }
 
-// checkMounts: the CSI mounts in the VM node are the staging and publish
-// paths of the model's running writers, each mounted once.
-func (s *clusterSoak) checkMounts() {
+// checkMounts: the CSI mounts in VM node node are the staging and publish
+// paths of the model's running writers there, each mounted once.
+func (s *clusterSoak) checkMounts(node string) {
 	want := map[string]int{}
-	for _, c := range s.model.Volumes {
+	for _, c := range s.model.On(node).Volumes {
 		if c.pod != nil {
 			want[stagingPath(c.ID)], want[publishPath(c.pod, c.LV)] = 1, 1
 		}
 	}
 	got := map[string]int{}
-	for _, l := range nonEmptyLines(vmOut(s.t, "cat", "/proc/self/mountinfo")) {
+	for _, l := range nonEmptyLines(s.nodeOut(node, "cat", "/proc/self/mountinfo")) {
 		f := strings.Fields(l)
 		if len(f) < 5 {
 			continue
@@ -136,6 +148,6 @@ func (s *clusterSoak) checkMounts() {
 			got[p]++
 		}
 	}
-	soakmodel.Same(s.verdicts, "CSI mounts in "+vmNode+" (path: times mounted)", got, want)
+	soakmodel.Same(s.verdicts, "CSI mounts in "+node+" (path: times mounted)", got, want)
 	s.stats.Checked("mounts as the model")
 }

@@ -4,13 +4,12 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
 
 	"carve.dev/carve/test/soakmodel"
 )
@@ -20,26 +19,29 @@ import (
 // operations in flight, Kubernetes and Carve do the work side by side.
 // A snapshot's ID is its VolumeSnapshotContent.
 type clusterSoak struct {
-	t        *testing.T
-	cfg      soakmodel.Config
-	rng      *rand.Rand
-	began    time.Time
-	model    soakmodel.Model[*soakClaim]
-	ops      []*soakOp
-	base     soakBase
+	t     *testing.T
+	cfg   soakmodel.Config
+	rng   *rand.Rand
+	began time.Time
+	model soakmodel.Model[*soakClaim]
+	ops   []*soakOp
+	// nodes: the VM nodes, where the soak's volumes live; base: each
+	// one's VG before the soak.
+	nodes    []string
+	base     map[string]soakBase
 	stats    *soakmodel.Stats
 	verdicts *soakmodel.Checker
-	// recovering: the components killed and not ready again yet.
+	// recovering: the carve containers killed (soakTarget.String) and
+	// not ready again yet; kills: every kill so far, to tell whether one
+	// may explain a failure.
 	recovering map[string]bool
+	kills      []soakKill
 }
 
-// soakClaim is a claim the soak made: a volume of the model (its size the
-// bytes asked for, the last expansion's; its LV its PV's name; its ID the
-// PV's CSI volume handle, node/vg/lv), attached while a writer runs.
-type soakClaim struct {
-	soakmodel.Volume
-	pod  *corev1.Pod // its writer, while one runs
-	pods int         // writers started, naming the next
+// soakKill is a kill of a carve container: what, and when.
+type soakKill struct {
+	at   time.Time
+	what string
 }
 
 // soakOp is an operation in flight: it is done once reached says its
@@ -54,13 +56,23 @@ type soakOp struct {
 	last     string   // what reached last said, for a failure
 	about    []string // objects whose events a failure shows
 	recovery bool     // a kill's recovery, not an operation on the model
+	// across: its data goes from one VM node to the other (a restore
+	// across nodes, a move): the report counts the kills that land on one.
+	across bool
 }
+
+// soakFailure is what an operation's reached returns when it can never
+// reach its wanted state (a VolumeMove Failed): the soak fails at once.
+type soakFailure struct{ msg string }
+
+func (f *soakFailure) Error() string { return f.msg }
 
 const soakLabel = "carve.dev/e2e-soak"
 
 func newClusterSoak(t *testing.T, cfg soakmodel.Config) *clusterSoak {
 	stats := soakmodel.NewStats()
 	return &clusterSoak{t: t, cfg: cfg, rng: soakmodel.NewRand(cfg.Seed), began: time.Now(), stats: stats,
+		nodes: lvmNodes(), base: map[string]soakBase{},
 		verdicts: &soakmodel.Checker{Stats: stats, Fail: func(msg string) { t.Error(msg) }}, recovering: map[string]bool{}}
 }
 
@@ -82,22 +94,28 @@ func (s *clusterSoak) push(op *soakOp) {
 	s.ops = append(s.ops, op)
 }
 
-// inFlight counts the operations on the model (recoveries aside).
-func (s *clusterSoak) inFlight() int {
-	n := 0
+// inFlight counts the operations on the model (recoveries aside), and
+// those of them whose data goes across nodes.
+func (s *clusterSoak) inFlight() (n, across int) {
 	for _, op := range s.ops {
 		if !op.recovery {
 			n++
 		}
+		if op.across {
+			across++
+		}
 	}
-	return n
+	return n, across
 }
 
 // advance polls every operation in flight once: the ones done run their
-// checks; one past its deadline fails the soak.
+// checks, which may start the operation that follows (a move's cut-over);
+// one past its deadline, or that never can reach its wanted state, fails
+// the soak.
 func (s *clusterSoak) advance() {
 	var keep []*soakOp
-	for _, op := range s.ops {
+	polled := len(s.ops) // the dones push after these
+	for _, op := range s.ops[:polled] {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		ok, err := op.reached(ctx)
 		cancel()
@@ -105,7 +123,10 @@ func (s *clusterSoak) advance() {
 			op.last = err.Error()
 		}
 		took := time.Since(op.began)
+		var failure *soakFailure
 		switch {
+		case errors.As(err, &failure):
+			s.t.Fatalf("%s: %v (after %s)\n%s%s", op.what, err, took.Round(time.Second), s.describe(), eventsAbout(op.about))
 		case ok:
 			op.done()
 			if op.recovery {
@@ -122,7 +143,22 @@ func (s *clusterSoak) advance() {
 			keep = append(keep, op)
 		}
 	}
-	s.ops = keep
+	s.ops = append(keep, s.ops[polled:]...)
+}
+
+// killsSince lists the kills made since t, for a failure: one of them
+// may be the cause.
+func (s *clusterSoak) killsSince(t time.Time) string {
+	var out []string
+	for _, k := range s.kills {
+		if !k.at.Before(t) {
+			out = append(out, fmt.Sprintf("%s at +%.0fs", k.what, k.at.Sub(s.began).Seconds()))
+		}
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
 }
 
 // eventsAbout lists the events about the named objects, for a failure.
@@ -146,11 +182,11 @@ func (s *clusterSoak) describe() string {
 		if c.pod != nil {
 			pod = c.pod.Name
 		}
-		fmt.Fprintf(&b, "  claim %s (%s, %d MiB, PV %s, pod %s, %d writes acknowledged, busy %v)\n",
-			c.Name, c.Layout.Name, c.Size/mi, c.LV, pod, c.Writes.Count(), c.Busy)
+		fmt.Fprintf(&b, "  claim %s (%s, %d MiB, on %s, PV %s, pod %s, %d writes acknowledged, busy %v)\n",
+			c.Name, c.Layout.Name, c.Size/mi, c.Node, c.LV, pod, c.Writes.Count(), c.Busy)
 	}
 	for _, sn := range s.model.Snapshots {
-		fmt.Fprintf(&b, "  snapshot %s of %s (LV %s, busy %v, %d restores under way)\n", sn.Name, sn.Source, sn.LV, sn.Busy, sn.Restores)
+		fmt.Fprintf(&b, "  snapshot %s of %s (on %s, LV %s, busy %v, %d restores under way)\n", sn.Name, sn.Source, sn.Node, sn.LV, sn.Busy, sn.Restores)
 	}
 	for _, op := range s.ops {
 		fmt.Fprintf(&b, "  in flight: %s, for %s\n", op.what, time.Since(op.began).Round(time.Second))
@@ -164,40 +200,39 @@ func pick[T any](s *clusterSoak, items []T) T { return soakmodel.One(s.rng, item
 // startSome starts random operations until soakInFlight are in flight or
 // none can start.
 func (s *clusterSoak) startSome() {
-	for s.inFlight() < soakInFlight {
-		if !s.startOne() {
+	for {
+		if n, _ := s.inFlight(); n >= soakInFlight || !s.startOne() {
 			return
 		}
 	}
 }
 
 // startOne starts one operation, chosen by weight among those the model
-// allows now; false when none is allowed.
+// allows now (soakOptions); false when none is allowed.
 func (s *clusterSoak) startOne() bool {
-	m := &s.model
-	withPod := m.Idle(func(c *soakClaim) bool { return c.pod != nil })
-	idle := m.Idle(func(c *soakClaim) bool { return c.pod == nil })
-	bound := m.Idle(func(c *soakClaim) bool { return c.LV != "" })
-	ready := m.IdleSnapshots(func(sn *soakmodel.Snapshot) bool { return sn.LV != "" })
-	unused := m.IdleSnapshots(func(sn *soakmodel.Snapshot) bool { return sn.LV != "" && sn.Restores == 0 })
-	room := len(m.Volumes) < soakMaxClaims
-	full := 1 // deletions weigh more once the model is full
-	if !room {
-		full = 3
+	var cs []soakmodel.Choice
+	for _, o := range soakOptions(&s.model, s.nodes) {
+		cs = append(cs, soakmodel.Choice{Weight: o.weight, Do: func() { s.start(o) }})
 	}
-	fresh := 1 // new claims weigh less once there are a few, so that restores get room
-	if len(m.Volumes) < 3 {
-		fresh = 3
+	return soakmodel.Pick(s.rng, cs)
+}
+
+// start starts o on one of its claims or snapshots, at random, or makes
+// a claim of a random class on a random VM node.
+func (s *clusterSoak) start(o soakOption) {
+	onClaim := map[soakAct]func(*soakClaim){actStartPod: s.startPod, actStopPod: s.stopPod, actDeleteClaim: s.deleteClaim,
+		actSnapshot: s.snapshot, actExpand: s.expand, actMove: s.move}
+	onSnapshot := map[soakAct]func(*soakmodel.Snapshot){actDeleteSnapshot: s.deleteSnapshot,
+		actRestore:       func(sn *soakmodel.Snapshot) { s.restore(sn, sn.Node) },
+		actRestoreAcross: func(sn *soakmodel.Snapshot) { s.restore(sn, soakmodel.Other(s.nodes, sn.Node)) }}
+	switch {
+	case onClaim[o.act] != nil:
+		onClaim[o.act](pick(s, o.claims))
+	case onSnapshot[o.act] != nil:
+		onSnapshot[o.act](pick(s, o.snaps))
+	case o.act == actCreate:
+		s.createClaim(pick(s, soakClasses), pick(s, s.nodes))
+	default:
+		s.t.Fatalf("the soak cannot %s", o.act)
 	}
-	when := soakmodel.When
-	return soakmodel.Pick(s.rng, []soakmodel.Choice{
-		{Weight: when(room, fresh), Do: func() { s.createClaim(pick(s, soakClasses)) }},
-		{Weight: when(len(idle) > 0, 3), Do: func() { s.startPod(pick(s, idle)) }},
-		{Weight: when(len(withPod) > 0, 2), Do: func() { s.stopPod(pick(s, withPod)) }},
-		{Weight: when(len(idle) > 0, full), Do: func() { s.deleteClaim(pick(s, idle)) }},
-		{Weight: when(len(bound) > 0 && len(m.Snapshots) < soakMaxSnaps, 2), Do: func() { s.snapshot(pick(s, bound)) }},
-		{Weight: when(len(ready) > 0 && room, 3), Do: func() { s.restore(pick(s, ready)) }},
-		{Weight: when(len(withPod) > 0, 2), Do: func() { s.expand(pick(s, withPod)) }},
-		{Weight: when(len(unused) > 0, full), Do: func() { s.deleteSnapshot(pick(s, unused)) }},
-	})
 }

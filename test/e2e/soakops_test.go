@@ -29,8 +29,11 @@ var soakSizes = []int64{128 * mi, 160 * mi, 192 * mi, 256 * mi}
 // soakGrowth is what an expansion or a larger restore adds.
 const soakGrowth = 64 * mi
 
-func (s *clusterSoak) createClaim(class *soakmodel.Layout) {
-	c := &soakClaim{Volume: soakmodel.Volume{Name: s.model.Next("soak"), Layout: class, Size: pick(s, soakSizes), Writes: soakmodel.Writes{}}}
+// createClaim makes a claim of class with its first writer, pinned to
+// node: the claim waits for its first consumer, so its volume is carved
+// there.
+func (s *clusterSoak) createClaim(class *soakmodel.Layout, node string) {
+	c := &soakClaim{Volume: soakmodel.Volume{Name: s.model.Next("soak"), Layout: class, Node: node, Size: pick(s, soakSizes), Writes: soakmodel.Writes{}}}
 	create(s.t, soakLabelled(pvc(c.Name, class.Name, quantity(c.Size))))
 	s.model.Add(c)
 	s.startPodAs(c, "create "+class.Name, nil)
@@ -38,17 +41,18 @@ func (s *clusterSoak) createClaim(class *soakmodel.Layout) {
 
 func (s *clusterSoak) startPod(c *soakClaim) { s.startPodAs(c, "start pod", nil) }
 
-// startPodAs starts a writer pod on c: kubelet has carve node stage and
-// publish the volume (and, for a new claim, csi-provisioner and the
-// attacher have it made and attached first). Once it runs, every write
-// acknowledged on the volume must read back.
-func (s *clusterSoak) startPodAs(c *soakClaim, kind string, after func()) {
+// startPodAs starts a writer pod on c, pinned to c's node: kubelet has
+// carve node stage and publish the volume (and, for a new claim,
+// csi-provisioner and the attacher have it made and attached first).
+// Once it runs, every write acknowledged on the volume must read back.
+// It returns the operation pushed.
+func (s *clusterSoak) startPodAs(c *soakClaim, kind string, after func()) *soakOp {
 	c.Busy = true
 	c.pods++
 	name := fmt.Sprintf("%s-%d", c.Name, c.pods)
-	create(s.t, writerPod(name, c.Name))
+	create(s.t, writerPod(name, c.Name, c.Node))
 	var running *corev1.Pod
-	s.push(&soakOp{kind: kind, what: fmt.Sprintf("%s: claim %s (%s, %d MiB), writer pod %s", kind, c.Name, c.Layout.Name, c.Size/mi, name),
+	op := &soakOp{kind: kind, what: fmt.Sprintf("%s: claim %s (%s, %d MiB) on %s, writer pod %s", kind, c.Name, c.Layout.Name, c.Size/mi, c.Node, name),
 		about: []string{c.Name, name, c.LV},
 		reached: func(ctx context.Context) (bool, error) {
 			var p corev1.Pod
@@ -70,7 +74,9 @@ func (s *clusterSoak) startPodAs(c *soakClaim, kind string, after func()) {
 			if after != nil {
 				after()
 			}
-		}})
+		}}
+	s.push(op)
+	return op
 }
 
 // stopPod reads the volume, then deletes its pod: kubelet has it
@@ -131,7 +137,7 @@ func (s *clusterSoak) snapshot(c *soakClaim) {
 		s.verify(c, "before its snapshot")
 	}
 	sn := soakmodel.NewSnapshot(s.model.Next("soak-snap"), &c.Volume)
-	sn.Size, sn.Busy = c.Layout.LVSize(c.Size, s.base.extent), true
+	sn.Size, sn.Busy = c.Layout.LVSize(c.Size, s.base[c.Node].extent), true
 	vs := volumeSnapshot(sn.Name, c.Name)
 	vs.SetLabels(map[string]string{soakLabel: "true"})
 	if err := h.kc.Create(context.Background(), vs); err != nil {
@@ -154,17 +160,26 @@ func (s *clusterSoak) snapshot(c *soakClaim) {
 }
 
 // restore makes a claim from a snapshot, as large or larger, and starts a
-// writer on it: it must hold the snapshot's acknowledged writes.
-func (s *clusterSoak) restore(sn *soakmodel.Snapshot) {
+// writer on it pinned to node: the snapshot's, or the other VM node,
+// whose carve node then receives the snapshot's data from the snapshot's
+// over mutual TLS before the claim is bound. Either way the claim must
+// hold the snapshot's acknowledged writes.
+func (s *clusterSoak) restore(sn *soakmodel.Snapshot, node string) {
 	size := sn.Size
 	if s.rng.IntN(2) == 0 {
 		size += soakGrowth
 	}
 	sn.Restores++
-	c := &soakClaim{Volume: sn.Restore(s.model.Next("soak"), sn.Layout, size)}
+	c := &soakClaim{Volume: sn.RestoreOn(s.model.Next("soak"), sn.Layout, size, node)}
 	create(s.t, soakLabelled(restoreClaim(c.Name, sn.Layout.Name, quantity(size), sn.Name)))
 	s.model.Add(c)
-	s.startPodAs(c, "restore "+sn.Layout.Name, func() { sn.Restores-- })
+	kind := "restore " + sn.Layout.Name
+	if node != sn.Node {
+		kind += " across nodes"
+	}
+	op := s.startPodAs(c, kind, func() { sn.Restores-- })
+	op.across = node != sn.Node
+	op.about = append(op.about, sn.Name)
 }
 
 // expand grows c's claim while its pod runs: csi-resizer has carve grow
@@ -264,11 +279,11 @@ echo sums
 ls | grep '\.d$' | xargs -r sha256sum`
 
 // writerPod is a pod on claim whose container runs soakWriterScript, on
-// the VM node.
-func writerPod(name, claim string) *corev1.Pod {
+// VM node node.
+func writerPod(name, claim, node string) *corev1.Pod {
 	p := pod(name, claim)
 	p.Labels = map[string]string{soakLabel: "true"}
-	p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": vmNode}
+	onNode(node)(p)
 	p.Spec.Containers[0].Command = []string{"sh", "-c", soakWriterScript, "writer", fmt.Sprint(soakWriterFiles)}
 	return p
 }
@@ -283,7 +298,7 @@ func quantity(bytes int64) string { return resource.NewQuantity(bytes, resource.
 // soakKey is obj's key: cluster-scoped kinds have no namespace.
 func soakKey(name string, obj client.Object) types.NamespacedName {
 	switch o := obj.(type) {
-	case *corev1.PersistentVolumeClaim, *corev1.Pod:
+	case *corev1.PersistentVolumeClaim, *corev1.Pod, *v1alpha1.VolumeMove:
 		return types.NamespacedName{Namespace: testNS, Name: name}
 	case *unstructured.Unstructured:
 		if o.GetKind() == "VolumeSnapshot" {
