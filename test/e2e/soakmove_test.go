@@ -163,5 +163,6 @@ func (s *clusterSoak) afterMove(mv *soakMove) {
 		}
 	}
 	s.stats.Checked("moved: LV on the new node, the old and the move's snapshots gone")
-	s.startPodAs(c, "start pod after a move", nil).about = append([]string{mv.m.Name}, c.Name, c.LV)
+	op := s.startPodAs(c, "start pod after a move", nil)
+	op.about = append(op.about, mv.m.Name)
 }
